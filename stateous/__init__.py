@@ -1,0 +1,12 @@
+"""Stateous: durable workflows as graphs of states.
+
+Write a workflow with `Workflow`, `START` and `END`; compile it with
+`stateous compile`; serve it with `stateous serve`; do its work with
+`stateous supervise`.
+"""
+
+from stateous._version import __version__
+from stateous.model.errors import DefinitionError
+from stateous.model.workflow import END, START, Workflow
+
+__all__ = ["END", "START", "DefinitionError", "Workflow", "__version__"]

@@ -1,0 +1,1 @@
+"""The `stateous` command line: the one part that may import every other part."""

@@ -1,0 +1,1 @@
+"""Starter files that `stateous init` writes, read with importlib.resources."""

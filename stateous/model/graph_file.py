@@ -1,0 +1,133 @@
+"""The graph file: the compiled workflow as JSON, format 1.
+
+The compiler writes it and the control plane serves it, so both read and write it
+through these types. The checksum and the structure are computed here, once, from
+a canonical encoding (keys sorted, no spaces), so that they do not depend on how
+the file happens to be indented.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import msgspec
+
+FORMAT = 1
+
+
+class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A state: a task state has `emits`; a parallel state has `parallel`, `join`, `inputs`."""
+
+    timeout: str | None = None
+    retries: int = 0
+    emits: list[str] | None = None
+    parallel: list[str] | None = None
+    join: str | None = None
+    inputs: list[str] | None = None
+
+
+class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """An event, with the name of its payload model if it has one."""
+
+    payload: str | None = None
+
+
+class TransitionSpec(
+    msgspec.Struct,
+    kw_only=True,
+    omit_defaults=True,
+    forbid_unknown_fields=True,
+    rename={"source": "from", "target": "to"},
+):
+    """A transition; `on` is absent only from START."""
+
+    source: str
+    target: str
+    on: str | None = None
+    when: str | None = None
+    otherwise: bool = False
+
+
+class WorkflowSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A child workflow that a parallel state runs."""
+
+    context: str | None = None
+    states: dict[str, StateSpec]
+    events: dict[str, EventSpec]
+    transitions: list[TransitionSpec]
+
+
+class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """The whole graph file: the top workflow, its child workflows, and every model's schema."""
+
+    stateous: int
+    workflow: str
+    context: str | None = None
+    states: dict[str, StateSpec]
+    events: dict[str, EventSpec]
+    transitions: list[TransitionSpec]
+    workflows: dict[str, WorkflowSpec] = {}
+    schemas: dict[str, dict[str, Any]]
+
+    def workflow_spec(self, name: str) -> WorkflowSpec:
+        """Return the top workflow or a child workflow in the same shape."""
+        if name == self.workflow:
+            return WorkflowSpec(
+                context=self.context,
+                states=self.states,
+                events=self.events,
+                transitions=self.transitions,
+            )
+        return self.workflows[name]
+
+
+class GraphFileError(ValueError):
+    """The bytes are not a graph file of a format this version reads."""
+
+
+def dump(graph: GraphFile) -> bytes:
+    """Encode the graph file as indented JSON with a final newline: the same graph, the same bytes."""
+    return msgspec.json.format(msgspec.json.encode(graph), indent=2) + b"\n"
+
+
+def load(data: bytes | str) -> GraphFile:
+    """Decode a graph file, refusing an unknown format or a malformed document."""
+    try:
+        head = msgspec.json.decode(data)
+    except msgspec.DecodeError as ex:
+        raise GraphFileError(f"it is not JSON: {ex}") from None
+    if not isinstance(head, dict) or "stateous" not in head:
+        raise GraphFileError("it is not a Stateous graph file (no 'stateous' key)")
+    if head["stateous"] != FORMAT:
+        raise GraphFileError(
+            f"its format is {head['stateous']!r}; this version of Stateous reads format {FORMAT}"
+        )
+    try:
+        return msgspec.convert(head, GraphFile)
+    except msgspec.ValidationError as ex:
+        raise GraphFileError(f"it is not a valid graph file: {ex}") from None
+
+
+def _digest(document: Any) -> str:
+    canonical = msgspec.json.encode(document, order="sorted")
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def checksum(graph: GraphFile) -> str:
+    """Hash the whole graph: any change to the file changes it."""
+    return _digest(msgspec.to_builtins(graph))
+
+
+def structure(graph: GraphFile) -> str:
+    """Hash the graph without the states' `timeout` and `retries`.
+
+    Changing only those two keeps the structure, so a database with live tokens can
+    take the new file.
+    """
+    document = msgspec.to_builtins(graph)
+    for workflow in (document, *document.get("workflows", {}).values()):
+        for state in workflow["states"].values():
+            state.pop("timeout", None)
+            state.pop("retries", None)
+    return _digest(document)

@@ -1,0 +1,31 @@
+"""The naming rules shared by workflows, states and events.
+
+A name is what a person types in `token fire` and reads in the history, and it
+ends up in token ids and file names, so it is kept to a small safe alphabet.
+"""
+
+import re
+
+NAME_LIMIT = 64
+_NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
+
+#: The events of Stateous itself: transitions use them, nobody declares or fires them.
+BUILTIN_EVENTS = ("timeout", "error", "joined")
+#: The event that moves a new token out of START.
+STARTED = "__started__"
+START_NAME = "__start__"
+END_NAME = "__end__"
+
+
+def name_problem(name: object) -> str | None:
+    """Say what is wrong with a workflow, state or event name, or None if it is good."""
+    if not isinstance(name, str):
+        return f"{name!r} is not a name; a name is a string"
+    if not _NAME.match(name):
+        return (
+            f"{name!r} is not a valid name; use lower-case letters, digits, '_' and '-', "
+            "starting with a letter"
+        )
+    if len(name) > NAME_LIMIT:
+        return f"{name!r} is longer than {NAME_LIMIT} characters"
+    return None

@@ -1,0 +1,268 @@
+"""The workflow model that `flow.py` is written in.
+
+`Workflow(name, context=Model)` collects states, events and transitions. Misuse
+that can be seen on the spot (a bad name, a duplicate, an unknown keyword, a bad
+duration) raises `DefinitionError` at once; rules that need the whole graph
+(reachability, guards, overlaps) are the compiler's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stateous.model.durations import parse_duration
+from stateous.model.errors import DefinitionError
+from stateous.model.models import is_model
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+
+JOINS = ("all", "any")
+
+
+@dataclass(frozen=True, slots=True)
+class Terminal:
+    """START or END: the two states of Stateous itself, shared by every workflow."""
+
+    name: str
+    label: str
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+START = Terminal(START_NAME, "START")
+END = Terminal(END_NAME, "END")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class State:
+    """A place where a token can be; a parallel state runs child workflows instead of a task."""
+
+    workflow: Workflow = field(repr=False)
+    name: str
+    timeout: str | None = None
+    retries: int = 0
+    parallel: tuple[Workflow, ...] = ()
+    join: str = "all"
+    inputs: tuple[str, ...] = ()
+
+    @property
+    def is_parallel(self) -> bool:
+        return bool(self.parallel)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Event:
+    """An outcome of a state; `payload` is the model of its data, if it has any."""
+
+    workflow: Workflow = field(repr=False)
+    name: str
+    payload: type | None = None
+
+
+Source = State | Terminal | str
+Target = State | Terminal | str
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """Where an event takes a token: `source` on `on` to `target`, maybe guarded by `when`."""
+
+    source: Source
+    target: Target
+    on: Event | str | None = None
+    when: str | None = None
+    otherwise: bool = False
+
+    @property
+    def source_name(self) -> str:
+        return self.source if isinstance(self.source, str) else self.source.name
+
+    @property
+    def target_name(self) -> str:
+        return self.target if isinstance(self.target, str) else self.target.name
+
+    @property
+    def event_name(self) -> str | None:
+        return self.on if self.on is None or isinstance(self.on, str) else self.on.name
+
+
+def _unknown_keywords(what: str, given: dict[str, Any], known: Sequence[str]) -> None:
+    if given:
+        names = ", ".join(repr(key) for key in given)
+        raise DefinitionError(
+            f"{what}: unknown keyword {names}; the keywords are {', '.join(known)}"
+        )
+
+
+def _check_name(what: str, name: object) -> str:
+    problem = name_problem(name)
+    if problem is not None:
+        raise DefinitionError(f"{what}: {problem}")
+    return name  # type: ignore[return-value]
+
+
+def _check_model(what: str, model: object) -> type | None:
+    if model is None or is_model(model):
+        return model  # type: ignore[return-value]
+    raise DefinitionError(
+        f"{what}: {model!r} is not a model; give a msgspec.Struct class (or a pydantic model)"
+    )
+
+
+class Workflow:
+    """A graph of states, events and transitions, with an optional context model."""
+
+    def __init__(self, name: str, context: type | None = None, **unknown: Any) -> None:
+        _unknown_keywords(f"workflow {name!r}", unknown, ("context",))
+        self.name = _check_name("workflow", name)
+        self.context = _check_model(f"workflow {name!r}: context", context)
+        self.states: dict[str, State] = {}
+        self.events: dict[str, Event] = {}
+        self.transitions: list[Transition] = []
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r})"
+
+    def state(
+        self,
+        name: str,
+        *,
+        timeout: str | None = None,
+        retries: int = 0,
+        parallel: Sequence[Workflow] | None = None,
+        join: str = "all",
+        inputs: Sequence[str] | None = None,
+        **unknown: Any,
+    ) -> State:
+        """Declare a state; with `parallel=`, a state whose work is child workflows."""
+        what = f"state {name!r}"
+        _unknown_keywords(what, unknown, ("timeout", "retries", "parallel", "join", "inputs"))
+        _check_name("state", name)
+        if name in self.states:
+            raise DefinitionError(f"{what} is declared twice in workflow {self.name!r}")
+        if timeout is not None:
+            try:
+                parse_duration(timeout)
+            except ValueError as ex:
+                raise DefinitionError(f"{what}: {ex}") from None
+        if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+            raise DefinitionError(f"{what}: retries={retries!r} must be a whole number, 0 or more")
+        children = self._children(what, parallel, join, inputs, retries)
+        state = State(
+            self,
+            name,
+            timeout=timeout,
+            retries=retries,
+            parallel=children,
+            join=join,
+            inputs=tuple(inputs or ()),
+        )
+        self.states[name] = state
+        return state
+
+    def _children(
+        self,
+        what: str,
+        parallel: Sequence[Workflow] | None,
+        join: str,
+        inputs: Sequence[str] | None,
+        retries: int,
+    ) -> tuple[Workflow, ...]:
+        if parallel is None:
+            if join != "all" or inputs is not None:
+                raise DefinitionError(f"{what}: join= and inputs= go with parallel=[...]")
+            return ()
+        if isinstance(parallel, (str, Workflow)) or not parallel:
+            raise DefinitionError(f"{what}: parallel= takes a non-empty list of workflows")
+        for child in parallel:
+            if not isinstance(child, Workflow):
+                raise DefinitionError(f"{what}: {child!r} in parallel= is not a Workflow")
+            if child is self:
+                raise DefinitionError(f"{what}: a workflow cannot run itself in parallel=")
+        names = [child.name for child in parallel]
+        if len(set(names)) != len(names):
+            raise DefinitionError(f"{what}: parallel= names one workflow twice")
+        if join not in JOINS:
+            raise DefinitionError(f"{what}: join={join!r} must be 'all' or 'any'")
+        if isinstance(inputs, str) or not all(isinstance(key, str) for key in inputs or ()):
+            raise DefinitionError(f"{what}: inputs= takes a list of context keys")
+        if retries:
+            raise DefinitionError(
+                f"{what}: a parallel state has no task, so it cannot have retries="
+            )
+        return tuple(parallel)
+
+    def event(self, name: str, *, payload: type | None = None, **unknown: Any) -> Event:
+        """Declare an event, with the model of its payload if it carries data."""
+        what = f"event {name!r}"
+        _unknown_keywords(what, unknown, ("payload",))
+        _check_name("event", name)
+        if name in BUILTIN_EVENTS:
+            raise DefinitionError(
+                f"{what} is an event of Stateous itself; use it by name, as on={name!r}"
+            )
+        if name in self.events:
+            raise DefinitionError(f"{what} is declared twice in workflow {self.name!r}")
+        event = Event(self, name, _check_model(f"{what}: payload", payload))
+        self.events[name] = event
+        return event
+
+    def transition(
+        self,
+        source: Source,
+        target: Target,
+        *,
+        on: Event | str | None = None,
+        when: str | None = None,
+        otherwise: bool = False,
+        **unknown: Any,
+    ) -> Transition:
+        """Declare where the event `on` takes a token from `source`."""
+        what = f"transition {self._label(source)} -> {self._label(target)}"
+        _unknown_keywords(what, unknown, ("on", "when", "otherwise"))
+        self._check_end(what, source, "source")
+        self._check_end(what, target, "target")
+        if source is END:
+            raise DefinitionError(f"{what}: nothing leaves END")
+        if target is START:
+            raise DefinitionError(f"{what}: nothing goes into START")
+        if source is START and on is not None:
+            raise DefinitionError(f"{what}: a transition from START has no on=")
+        if source is not START and on is None:
+            raise DefinitionError(f"{what}: say which event takes it, with on=")
+        if isinstance(on, Event) and on.workflow is not self:
+            raise DefinitionError(
+                f"{what}: event {on.name!r} belongs to workflow {on.workflow.name!r}"
+            )
+        if on is not None and not isinstance(on, (Event, str)):
+            raise DefinitionError(f"{what}: on={on!r} is not an event")
+        if when is not None and not isinstance(when, str):
+            raise DefinitionError(f"{what}: when= takes a guard as a string")
+        if not isinstance(otherwise, bool):
+            raise DefinitionError(f"{what}: otherwise= is True or False")
+        if when is not None and otherwise:
+            raise DefinitionError(
+                f"{what}: a transition has a guard (when=) or is the fallback (otherwise=True),"
+                " not both"
+            )
+        transition = Transition(source, target, on=on, when=when, otherwise=otherwise)
+        self.transitions.append(transition)
+        return transition
+
+    def _check_end(self, what: str, end: object, role: str) -> None:
+        if isinstance(end, State) and end.workflow is not self:
+            raise DefinitionError(
+                f"{what}: state {end.name!r} belongs to workflow {end.workflow.name!r}"
+            )
+        if not isinstance(end, (State, Terminal, str)):
+            raise DefinitionError(f"{what}: the {role} {end!r} is not a state")
+
+    @staticmethod
+    def _label(end: object) -> str:
+        if isinstance(end, Terminal):
+            return end.label
+        if isinstance(end, State):
+            return repr(end.name)
+        return repr(end)

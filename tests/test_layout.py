@@ -1,0 +1,105 @@
+"""The import rules between the parts of the package, as SPEC.md sets them."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "stateous"
+
+#: What each part may import from the package, besides itself and `stateous._version`.
+ALLOWED = {
+    "model": set(),
+    "compiler": {"model"},
+    "control": {"model"},
+    "supervisor": {"model"},
+    "client": {"model"},
+    "cli": {"model", "compiler", "control", "supervisor", "client", "root"},
+    "root": {"model", "supervisor", "client"},
+}
+#: Libraries outside the standard library that a part may import.
+THIRD_PARTY = {
+    "model": {"msgspec"},
+    "compiler": {"msgspec"},
+    "client": {"msgspec"},
+}
+KNOWN_THIRD_PARTY = {"msgspec", "apsw", "falcon", "waitress", "platformdirs", "yaml", "psycopg"}
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] != "stateous":
+        raise ValueError(module)
+    if len(parts) == 1:
+        return "root"
+    if parts[1] == "__main__":
+        return "cli"
+    return parts[1]
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module that a file imports, anywhere in it, as absolute names."""
+    found = set()
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                found.add(".".join([*base, node.module] if node.module else base))
+            else:
+                found.add(node.module or "")
+    return found
+
+
+def violations(name: str, imported: set[str]) -> list[str]:
+    """List the imports of module `name` that its part may not make."""
+    part = part_of(name)
+    found = []
+    for module in sorted(imported):
+        top = module.split(".")[0]
+        if top == "stateous" and module != "stateous._version":
+            other = part_of(module)
+            if other != part and other not in ALLOWED[part]:
+                found.append(module)
+        elif top in KNOWN_THIRD_PARTY and part in THIRD_PARTY and top not in THIRD_PARTY[part]:
+            found.append(module)
+    return found
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda path: module_name(path))
+def test_each_module_imports_only_what_its_part_may(path: Path) -> None:
+    name = module_name(path)
+    assert violations(name, imports_of(path)) == [], f"{name} breaks the import rules"
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda path: module_name(path))
+def test_each_module_says_what_it_is_for(path: Path) -> None:
+    tree = ast.parse(path.read_text())
+    assert ast.get_docstring(tree), f"{module_name(path)} has no docstring"
+
+
+def test_the_rules_catch_forbidden_imports() -> None:
+    assert violations("stateous.model.workflow", {"stateous.control.engine"}) == [
+        "stateous.control.engine"
+    ]
+    assert violations("stateous.control.api", {"stateous.supervisor.outbox"}) != []
+    assert violations("stateous.supervisor.loops", {"stateous.control"}) != []
+    assert violations("stateous.compiler.load", {"stateous.control.store"}) != []
+    assert violations("stateous.client.client", {"apsw"}) == ["apsw"]
+    assert violations("stateous.cli.main", {"stateous.control", "stateous.compiler"}) == []
