@@ -3,9 +3,9 @@
 Compile it with `stateous compile examples/sdlc/flow.py`.
 """
 
-from stateous import END, START, Workflow
-
 from schemas import Tests, Ticket
+
+from stateous import END, START, Workflow
 
 flow = Workflow("sdlc", context=Ticket)
 

@@ -64,9 +64,7 @@ def run_init_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(
-    commands: argparse._SubParsersAction, init: argparse._SubParsersAction
-) -> None:
+def add_commands(commands: argparse._SubParsersAction, init: argparse._SubParsersAction) -> None:
     """Add `compile` and `init workflow` to the parser."""
     compile_command = commands.add_parser(
         "compile",

@@ -49,9 +49,7 @@ class Group:
         self.event = event
         self.transitions = transitions
         where = "" if workflow is top else f" of workflow {workflow.name!r}"
-        self.label = (
-            f"from START{where}" if event is None else f"{event!r} from {source!r}{where}"
-        )
+        self.label = f"from START{where}" if event is None else f"{event!r} from {source!r}{where}"
         self.context = models.schemas.get(workflow.context.__name__) if workflow.context else None
         self.payload = self._payload_schema(models)
 
@@ -104,9 +102,9 @@ class Group:
     def _check_reads(self, guard: Guard) -> Iterator[str]:
         text = repr(guard.text)
         if self.source == START_NAME and (
-            guard.uses_branches or guard.counted or any(
-                isinstance(ref, PayloadRef) for ref in guard.refs
-            )
+            guard.uses_branches
+            or guard.counted
+            or any(isinstance(ref, PayloadRef) for ref in guard.refs)
         ):
             yield (
                 f"{self.label}: the guard {text} reads more than the context; a guard from "

@@ -144,6 +144,7 @@ def check_parallel(workflow: Workflow, top: Workflow, models: Models) -> Iterato
 
 def check_nesting(top: Workflow) -> Iterator[str]:
     """No workflow runs itself, and every child id fits when the top id has 64 characters."""
+
     def walk(workflow: Workflow, length: int, path: tuple[str, ...]) -> Iterator[str]:
         for name, state in workflow.states.items():
             for child in state.parallel:

@@ -87,7 +87,7 @@ class GraphFileError(ValueError):
 
 
 def dump(graph: GraphFile) -> bytes:
-    """Encode the graph file as indented JSON with a final newline: the same graph, the same bytes."""
+    """Encode the graph file as indented JSON: the same graph always gives the same bytes."""
     return msgspec.json.format(msgspec.json.encode(graph), indent=2) + b"\n"
 
 

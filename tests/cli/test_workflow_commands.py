@@ -252,8 +252,12 @@ class Tests(BaseModel):
 
 
 def test_every_command_has_help(stateous) -> None:
-    for command in (["--help"], ["compile", "--help"], ["init", "--help"],
-                    ["init", "workflow", "--help"]):
+    for command in (
+        ["--help"],
+        ["compile", "--help"],
+        ["init", "--help"],
+        ["init", "workflow", "--help"],
+    ):
         result = stateous(*command)
         assert result.returncode == 0
         assert result.stdout.startswith("usage: stateous")

@@ -108,8 +108,9 @@ def test_no_transition_from_start_and_none_into_end() -> None:
         "workflow 'orders' has no transition from START; add flow.transition(START, <state>)"
         in found
     )
-    assert "workflow 'orders' has no transition into END; add one, so that a token can complete" in (
-        found
+    assert (
+        "workflow 'orders' has no transition into END; add one, so that a token can complete"
+        in (found)
     )
 
 
@@ -240,7 +241,10 @@ def test_guards_from_start_on_the_context_choose_the_first_state() -> None:
     flow.transition(draft, END, on="timeout")
     flow.transition(toys, END, on="timeout")
     graph = compile_workflow(flow)
-    assert [t.when for t in graph.transitions[:2]] == ["ctx['kind'] == 'toy'", "ctx['kind'] == 'book'"]
+    assert [t.when for t in graph.transitions[:2]] == [
+        "ctx['kind'] == 'toy'",
+        "ctx['kind'] == 'book'",
+    ]
 
 
 def test_guards_that_compare_two_values_cannot_be_proven() -> None:
@@ -278,9 +282,7 @@ def reviews_flow(**state: object) -> tuple[Workflow, dict]:
 
 def test_a_parallel_state_compiles_with_its_children() -> None:
     flow, parts = reviews_flow(join="any", timeout="1d")
-    flow.transition(
-        parts["reviews"], END, on="joined", when="branches.all(status == 'completed')"
-    )
+    flow.transition(parts["reviews"], END, on="joined", when="branches.all(status == 'completed')")
     flow.transition(parts["reviews"], parts["coding"], on="joined", otherwise=True)
     graph = compile_workflow(flow)
     assert graph.states["reviews"].parallel == ["security-review"]
@@ -326,9 +328,10 @@ def test_a_child_workflow_with_a_mistake_is_named() -> None:
     flow.transition(parts["reviews"], END, on="joined")
     parts["security"].state("lonely")
     found = problems(flow)
-    assert "state 'lonely' of workflow 'security-review' cannot be reached from START; add a transition into it" in (
-        found
-    )
+    assert (
+        "state 'lonely' of workflow 'security-review' cannot be reached from START; "
+        "add a transition into it"
+    ) in found
 
 
 def test_a_child_id_must_fit_in_128_characters() -> None:

@@ -95,7 +95,7 @@ def test_retries_is_a_whole_number(retries: object) -> None:
 
 
 def test_a_context_must_be_a_model() -> None:
-    with pytest.raises(DefinitionError, match="is not a model; give a msgspec.Struct class"):
+    with pytest.raises(DefinitionError, match=r"is not a model; give a msgspec\.Struct class"):
         Workflow("orders", context=dict)
 
 
