@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 from stateous.compiler.compile import compile_flow  # noqa: E402
 
 STATES = 200
-SCHEMAS = '''
+SCHEMAS = """
 import msgspec
 
 
@@ -31,7 +31,7 @@ class Job(msgspec.Struct):
 class Result(msgspec.Struct):
     score: float
     label: str = ""
-'''
+"""
 
 
 def flow_text(states: int = STATES) -> str:
@@ -49,7 +49,8 @@ def flow_text(states: int = STATES) -> str:
         forward = f"s{index + 1}" if index + 1 < states else "END"
         back = f"s{max(index - 1, 0)}"
         first = f"payload.score >= {index} and ctx['kind'] in ['a', 'b'] or ctx['urgent'] == true"
-        second = f"payload.score < {index} and ctx['urgent'] != true or ctx['kind'] not in ['a', 'b'] and payload.score < {index} and ctx['urgent'] != true"
+        below = f"payload.score < {index} and ctx['urgent'] != true"
+        second = f"{below} or ctx['kind'] not in ['a', 'b'] and {below}"
         lines.append(f'flow.transition(s{index}, {forward}, on=e{index}, when="{first}")')
         lines.append(f'flow.transition(s{index}, {back}, on=e{index}, when="{second}")')
     return "\n".join(lines) + "\n"
