@@ -12,13 +12,24 @@ from typing import TypeVar
 
 from stateous.compiler.compile import CompileError, WriteError
 from stateous.compiler.load import LoadError
+from stateous.control.hold import HoldRefused
+from stateous.control.migrations import SchemaError
+from stateous.control.serve import ServeError
 
 
 class CommandError(Exception):
     """A command cannot do what it was asked; the message says why, in one sentence."""
 
 
-EXPECTED: tuple[type[BaseException], ...] = (CommandError, LoadError, CompileError, WriteError)
+EXPECTED: tuple[type[BaseException], ...] = (
+    CommandError,
+    LoadError,
+    CompileError,
+    WriteError,
+    ServeError,
+    HoldRefused,
+    SchemaError,
+)
 
 Result = TypeVar("Result")
 

@@ -1,0 +1,46 @@
+"""`stateous serve`: run the control plane."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from stateous.cli.errors import CommandError
+from stateous.control.serve import DEFAULT_DB, DEFAULT_LISTEN, ControlPlane
+from stateous.model.durations import parse_duration
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve a graph file until Ctrl-C or SIGTERM."""
+    try:
+        lease = parse_duration(args.lease)
+    except ValueError as ex:
+        raise CommandError(f"--lease: {ex}") from None
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    return ControlPlane(args.graph, args.db, args.listen, lease).run()
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add `serve` to the parser."""
+    serve = commands.add_parser(
+        "serve",
+        help="run the control plane",
+        description="Open the database, then serve the HTTP API and run the clock.",
+    )
+    serve.add_argument("graph", metavar="GRAPH", help="the graph file that compile wrote")
+    serve.add_argument(
+        "--db", default=DEFAULT_DB, metavar="URL", help=f"the database (default: {DEFAULT_DB})"
+    )
+    serve.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"the address to listen on (default: {DEFAULT_LISTEN})",
+    )
+    serve.add_argument(
+        "--lease",
+        default="2m",
+        metavar="DURATION",
+        help="how long a claimed task is held without a heartbeat (default: 2m)",
+    )
+    serve.set_defaults(run=run_serve)

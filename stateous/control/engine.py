@@ -1,0 +1,640 @@
+"""The engine: every operation of the control plane, each one transaction.
+
+The engine checks each request, decides what it does to tokens, tasks and timers
+by the graph's rules, and asks the store to keep it, all in one transaction, so
+that a change is on disk whole or not at all. It does no HTTP and no SQL: the API
+calls it, the store keeps what it decides.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stateous.control.errors import (
+    AttemptOver,
+    ChildToken,
+    InvalidArgument,
+    InvalidContext,
+    InvalidPayload,
+    InvalidTokenId,
+    TaskNotFound,
+    TaskNotHeld,
+    TokenNotActive,
+    TokenNotFound,
+)
+from stateous.control.graph import Flow, Graph
+from stateous.control.moves import Moves, Outcome
+from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
+from stateous.control.validation import Invalid
+from stateous.model.durations import parse_duration
+from stateous.model.names import BUILTIN_EVENTS, STARTED, START_NAME
+from stateous.model.wire import (
+    TOKEN_STATUSES,
+    Duplicate,
+    EnteredBy,
+    Grant,
+    Health,
+    HistoryEntry,
+    ReportBody,
+    TokenView,
+)
+
+TOKEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
+KEY_LIMIT = 256
+NAME_LIMIT = 256
+NOTE_LIMIT = 500
+MEMORY_KEY_LIMIT = 128
+BATCH_LIMIT = 1000
+LIST_LIMIT = 1000
+#: How many of the oldest queued tasks a claim looks at.
+CLAIM_WINDOW = 20
+
+
+def view(token: TokenRow) -> TokenView:
+    """Show a token as the API does."""
+    return TokenView(
+        token=token.token,
+        state=token.state,
+        status=token.status,
+        visit=token.visit,
+        context=token.context,
+        entered_at=to_iso(token.entered_at),
+        parent=token.parent,
+    )
+
+
+def _check_key(key: str | None) -> None:
+    if key is None:
+        return
+    if not 1 <= len(key) <= KEY_LIMIT or any(ord(char) < 32 or ord(char) == 127 for char in key):
+        raise InvalidPayload(
+            f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
+        )
+
+
+def _check_name(supervisor: object) -> str:
+    if not isinstance(supervisor, str) or not 1 <= len(supervisor) <= NAME_LIMIT:
+        raise InvalidArgument(f"a supervisor's name has 1 to {NAME_LIMIT} characters")
+    return supervisor
+
+
+def _lease_words(seconds: float) -> str:
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    count = round(seconds)
+    return f"{count} second{'s' if count != 1 else ''}"
+
+
+class Engine:
+    """The control plane's decisions, over one graph and one store."""
+
+    def __init__(self, graph: Graph, store: Store, *, lease: float = 120.0) -> None:
+        self.graph = graph
+        self.store = store
+        self.lease = lease
+        self.moves = Moves(graph)
+
+    # the workflow
+
+    def health(self) -> Health:
+        return Health(workflow=self.graph.name, checksum=self.graph.checksum)
+
+    def workflow_json(self) -> bytes:
+        return self.graph.raw
+
+    # reading tokens
+
+    def _token(self, tx: Tx, token: str) -> TokenRow:
+        row = tx.token(token)
+        if row is None:
+            raise TokenNotFound(f"no token has the id {token!r}")
+        return row
+
+    def get(self, token: str) -> TokenView:
+        return view(self.store.read(lambda tx: self._token(tx, token)))
+
+    def history(self, token: str) -> list[HistoryEntry]:
+        def read(tx: Tx) -> list[HistoryEntry]:
+            self._token(tx, token)
+            return [
+                HistoryEntry(seq=entry.seq, at=to_iso(entry.at), kind=entry.kind, data=entry.data)
+                for entry in tx.history(token)
+            ]
+
+        return self.store.read(read)
+
+    def list_tokens(
+        self, status: str | None = None, parent: str | None = None, limit: str | int | None = None
+    ) -> list[TokenView]:
+        if status is not None and status not in TOKEN_STATUSES:
+            raise InvalidArgument(f"status must be one of {', '.join(TOKEN_STATUSES)}")
+        try:
+            count = 100 if limit is None else int(limit)
+        except ValueError:
+            count = 0
+        if not 1 <= count <= LIST_LIMIT:
+            raise InvalidArgument(f"limit must be a whole number from 1 to {LIST_LIMIT}")
+        rows = self.store.read(lambda tx: tx.tokens(status, parent, count))
+        return [view(row) for row in rows]
+
+    # starting and firing
+
+    def _context(self, flow: Flow, context: Any) -> dict[str, Any]:
+        if context is None:
+            context = {}
+        if not isinstance(context, dict):
+            raise InvalidContext("the context must be a JSON object")
+        try:
+            return flow.context_check(context, "context")  # type: ignore[no-any-return]
+        except Invalid as ex:
+            raise InvalidContext(f"the context does not fit the model: {ex}") from None
+
+    def start(self, token: str, context: dict[str, Any] | None = None) -> tuple[TokenView, bool]:
+        """Start a token, or answer the one that exists with this id."""
+        if not isinstance(token, str) or not TOKEN_ID.match(token):
+            raise InvalidTokenId(
+                f"{token!r} is not a token id: a letter or a digit, then up to 127 letters, "
+                "digits, '.', '_' or '-'"
+            )
+        checked = self._context(self.graph.top, context)
+
+        def operation(tx: Tx) -> tuple[TokenView, bool]:
+            existing = tx.token(token)
+            if existing is not None:
+                return view(existing), False
+            other = tx.same_but_case(token)
+            if other is not None:
+                raise InvalidTokenId(f"{token!r} differs only in case from the token {other!r}")
+            choice = self.graph.top.choose(START_NAME, None, ctx=checked, payload=None, counts={})
+            if choice is None:
+                raise InvalidContext("no transition from START holds for this context")
+            row = TokenRow(token, START_NAME, "active", 1, checked, tx.now)
+            tx.insert_token(row)
+            tx.record(token, "started", {"context": checked})
+            self.moves.first_move(tx, row)
+            return view(row), True
+
+        return self.store.write(operation)
+
+    def _payload(self, flow: Flow, event: str, payload: Any) -> Any:
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidPayload("a payload must be a JSON object")
+        check = flow.payload_checks.get(event)
+        if check is None:
+            if payload:
+                raise InvalidPayload(f"{event!r} has no payload")
+            return None
+        try:
+            return check(payload or {}, "payload")
+        except Invalid as ex:
+            raise InvalidPayload(f"the payload of {event!r} does not fit its model: {ex}") from None
+
+    def fire(
+        self, token: str, event: str, payload: dict[str, Any] | None = None, key: str | None = None
+    ) -> TokenView | Duplicate:
+        """Fire an event from outside; a repeated idempotency key changes nothing."""
+        _check_key(key)
+        if payload is not None and not isinstance(payload, dict):
+            raise InvalidPayload("a payload must be a JSON object")
+
+        def operation(tx: Tx) -> TokenView | Duplicate:
+            row = self._token(tx, token)
+            if key is not None and tx.key_used(token, key):
+                return Duplicate(token=view(row))
+            if row.status not in ("active", "paused"):
+                tx.record(
+                    token,
+                    "event_rejected",
+                    {"event": event, "reason": f"token {token!r} is {row.status}"},
+                )
+                raise KeepAndRaise(
+                    TokenNotActive(f"token {token!r} is {row.status}; it takes no events")
+                )
+            flow = self.moves.flow(row)
+            if event in BUILTIN_EVENTS or not flow.has_event(event):
+                reason = (
+                    f"{event!r} is an event of Stateous itself; it cannot be fired"
+                    if event in BUILTIN_EVENTS
+                    else f"workflow {flow.name!r} has no event {event!r}"
+                )
+                raise KeepAndRaise(self.moves.reject(tx, row, event, reason))
+            checked = self._payload(flow, event, payload)
+            if row.status == "paused":
+                self.moves.hold(tx, row, event, checked, {}, key)
+                return view(row)
+            choice = self.moves.choose(tx, row, event, checked)
+            if choice is None:
+                reason = self.moves.no_route_reason(row, event)
+                raise KeepAndRaise(self.moves.reject(tx, row, event, reason))
+            self.moves.take(tx, row, event, checked, choice, key=key)
+            return view(row)
+
+        return self.store.write(operation)
+
+    # steering
+
+    def _steerable(self, tx: Tx, token: str, allowed: tuple[str, ...], verb: str) -> TokenRow:
+        row = self._token(tx, token)
+        if row.parent is not None:
+            raise ChildToken(
+                f"token {token!r} is a child of {row.parent!r}; {verb} its top token instead"
+            )
+        if row.status not in allowed:
+            raise TokenNotActive(f"token {token!r} is {row.status}; it cannot be {verb}d")
+        return row
+
+    def _family(self, tx: Tx, row: TokenRow) -> list[TokenRow]:
+        """The token and its descendants, parents first."""
+        family = [row]
+        for member in family:
+            family.extend(tx.children(member.token))
+        return family
+
+    def pause(self, token: str) -> TokenView:
+        """Pause an active token and its live children."""
+
+        def operation(tx: Tx) -> TokenView:
+            row = self._steerable(tx, token, ("active",), "pause")
+            for member in self._family(tx, row):
+                if member.status == "active":
+                    member.status = "paused"
+                    tx.save_token(member)
+                    tx.record(member.token, "paused", {})
+            return view(row)
+
+        return self.store.write(operation)
+
+    def resume(self, token: str) -> TokenView:
+        """Resume a paused token; its held events, and its children's, apply in arrival order."""
+
+        def operation(tx: Tx) -> TokenView:
+            row = self._steerable(tx, token, ("paused",), "resume")
+            held = []
+            for member in self._family(tx, row):
+                if member.status != "paused":
+                    continue
+                paused = tx.last_entry(member.token, ("paused",))
+                if paused is not None:
+                    tx.shift_timers(member.token, tx.now - paused.at)
+                    held.extend(tx.entries_after(member.token, paused.seq, "event_deferred"))
+                member.status = "active"
+                tx.save_token(member)
+                tx.record(member.token, "resumed", {})
+            for entry in sorted(held, key=lambda item: item.data["arrival"]):
+                self._replay(tx, entry.token, entry.data)
+            return view(self._token(tx, token))
+
+        return self.store.write(operation)
+
+    def _replay(self, tx: Tx, token: str, held: dict[str, Any]) -> None:
+        row = self._token(tx, token)
+        event = held["event"]
+        if row.status != "active":
+            self._drop(tx, token, event, f"token {token!r} is {row.status}")
+            return
+        if "task" in held and (row.state, row.visit) != (held["state"], held["visit"]):
+            self._drop(tx, token, event, f"the token left {held['state']!r}")
+            return
+        if event in BUILTIN_EVENTS and "task" not in held:
+            tx.record(token, "event_replayed", {"event": event, "arrival": held["arrival"]})
+            self.moves.deliver(tx, row, event, held.get("payload"), held.get("error"))
+            return
+        before = row.context
+        if held.get("context"):
+            row.context = {**row.context, **held["context"]}
+        choice = self.moves.choose(tx, row, event, held.get("payload"))
+        if choice is None:
+            row.context = before
+            self._drop(tx, token, event, self.moves.no_route_reason(row, event))
+            return
+        tx.record(token, "event_replayed", {"event": event, "arrival": held["arrival"]})
+        task = tx.task(held["task"]) if "task" in held else None
+        self._apply_outcome(tx, row, held.get("context") or {}, held.get("schedules") or [])
+        self.moves.take(
+            tx, row, event, held.get("payload"), choice, outcome=Outcome(task=task)
+        )
+
+    def _drop(self, tx: Tx, token: str, event: str, reason: str) -> None:
+        tx.record(token, "event_dropped", {"event": event, "reason": reason})
+
+    def cancel(self, token: str) -> TokenView:
+        """Cancel an active or paused token for good, with its tasks, timers and children."""
+
+        def operation(tx: Tx) -> TokenView:
+            row = self._steerable(tx, token, ("active", "paused"), "cancel")
+            self.moves.cancel_token(tx, row, None)
+            return view(row)
+
+        return self.store.write(operation)
+
+    # tasks
+
+    def claim(
+        self, supervisor: str, states: list[str], request: str | None = None
+    ) -> Grant | None:
+        """Give the oldest queued task of these states to a supervisor, or None."""
+        _check_name(supervisor)
+        if not isinstance(states, list) or len(states) > BATCH_LIMIT:
+            raise InvalidArgument(f"a claim names at most {BATCH_LIMIT} states")
+        unknown = [name for name in states if name not in self.graph.task_states]
+        if unknown:
+            raise InvalidArgument(
+                f"the workflow {self.graph.name!r} has no state with a task named {unknown[0]!r}"
+            )
+        if request is not None and not REQUEST_ID.match(request):
+            raise InvalidArgument(
+                "a request id has 1 to 64 letters, digits, '.', '_' or '-'"
+            )
+
+        def operation(tx: Tx) -> Grant | None:
+            if request is not None:
+                again = self._claimed_again(tx, supervisor, request)
+                if again is not None:
+                    return again
+            for task in tx.claimable(states, CLAIM_WINDOW):
+                task.status, task.attempt = "claimed", task.attempt + 1
+                task.claimed_by, task.lease_until = supervisor, tx.now + self.lease
+                tx.save_task(task)
+                tx.record(
+                    task.token,
+                    "task_claimed",
+                    {"task": task.id, "supervisor": supervisor, "attempt": task.attempt},
+                )
+                tx.put_claim(supervisor, request, task.id, task.attempt)
+                return self._grant(tx, task)
+            if states:
+                tx.put_claim(supervisor, request, None, None)
+            return None
+
+        return self.store.write(operation)
+
+    def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
+        last = tx.last_claim(supervisor)
+        if last is None or last[0] != request or last[1] is None:
+            return None
+        task = tx.task(last[1])
+        if task is None or task.status != "claimed" or task.claimed_by != supervisor:
+            return None
+        if task.attempt != last[2]:
+            return None
+        task.lease_until = tx.now + self.lease
+        tx.save_task(task)
+        return self._grant(tx, task)
+
+    def _grant(self, tx: Tx, task: TaskRow) -> Grant:
+        token = self._token(tx, task.token)
+        entered = tx.last_entry(task.token, ("event_accepted",))
+        name = STARTED if entered is None else entered.data["event"]
+        payload = None if entered is None else entered.data.get("payload")
+        return Grant(
+            task=task.id,
+            token=task.token,
+            state=task.state,
+            visit=task.visit,
+            attempt=task.attempt,
+            context=token.context,
+            memory=tx.memory(task.token, token.state),
+            entered_by=EnteredBy(name=name, payload=payload),
+            lease=round(self.lease),
+        )
+
+    def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
+        """Renew the leases of the tasks a supervisor still holds; name the others lost."""
+        _check_name(supervisor)
+        if not isinstance(tasks, list) or len(tasks) > BATCH_LIMIT:
+            raise InvalidArgument(f"a heartbeat names at most {BATCH_LIMIT} tasks")
+
+        def operation(tx: Tx) -> list[int]:
+            lost = []
+            for ident in tasks:
+                task = tx.task(ident)
+                if task is None or task.status != "claimed" or task.claimed_by != supervisor:
+                    lost.append(ident)
+                    continue
+                task.lease_until = tx.now + self.lease
+                tx.save_task(task)
+            return lost
+
+        return self.store.write(operation)
+
+    def _held_task(
+        self, tx: Tx, ident: int, attempt: int | None, supervisor: str | None
+    ) -> tuple[TaskRow, TokenRow]:
+        """Find a task that the sender still works on, on this attempt."""
+        task = tx.task(ident)
+        if task is None:
+            raise TaskNotFound(f"no task has the id {ident}")
+        if attempt is not None and attempt != task.attempt:
+            if attempt < task.attempt:
+                raise AttemptOver(f"task {ident} is at attempt {task.attempt}, not attempt {attempt}")
+            raise InvalidArgument(f"task {ident} is at attempt {task.attempt}, not {attempt}")
+        if supervisor is None:
+            held = task.status in ("claimed", "waiting")
+        else:
+            held = task.status == "claimed" and task.claimed_by == supervisor
+        if not held:
+            who = "nobody works on it" if task.status != "claimed" else f"{task.claimed_by} has it"
+            raise TaskNotHeld(f"task {ident} is {task.status}: {who}")
+        return task, self._token(tx, task.token)
+
+    def note(self, task: int, text: str, attempt: int | None = None) -> None:
+        """Add one line of a routine's progress to the token's history."""
+        if not isinstance(text, str) or not 1 <= len(text.strip()) <= NOTE_LIMIT:
+            raise InvalidPayload(f"a note has 1 to {NOTE_LIMIT} characters")
+
+        def operation(tx: Tx) -> None:
+            row, token = self._held_task(tx, task, attempt, None)
+            tx.record(token.token, "note", {"task": row.id, "text": text.strip()})
+
+        self.store.write(operation)
+
+    def memory(self, task: int, key: str, value: Any, attempt: int | None = None) -> None:
+        """Save or delete one key of a routine's memory, at once."""
+        if not isinstance(key, str) or not 1 <= len(key) <= MEMORY_KEY_LIMIT:
+            raise InvalidPayload(f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters")
+
+        def operation(tx: Tx) -> None:
+            row, token = self._held_task(tx, task, attempt, None)
+            if value is None:
+                tx.delete_memory(token.token, token.state, key)
+                kind = "memory_deleted"
+            else:
+                tx.set_memory(token.token, token.state, key, value)
+                kind = "memory_set"
+            tx.record(token.token, kind, {"task": row.id, "state": token.state, "memory_key": key})
+
+        self.store.write(operation)
+
+    def _schedules(self, flow: Flow, schedules: list[Any]) -> list[dict[str, Any]]:
+        checked = []
+        for schedule in schedules:
+            if schedule.event in BUILTIN_EVENTS or schedule.event not in flow.spec.events:
+                raise InvalidPayload(f"a timer cannot fire {schedule.event!r}")
+            try:
+                seconds = parse_duration(schedule.after)
+            except ValueError as ex:
+                raise InvalidPayload(f"a timer of {schedule.event!r}: {ex}") from None
+            payload = self._payload(flow, schedule.event, schedule.payload)
+            checked.append({"event": schedule.event, "payload": payload, "after": seconds})
+        return checked
+
+    def _apply_outcome(
+        self,
+        tx: Tx,
+        token: TokenRow,
+        changes: dict[str, Any],
+        schedules: list[dict[str, Any]],
+    ) -> None:
+        if changes:
+            tx.record(token.token, "context_changed", {"changes": changes})
+            tx.save_token(token)
+        for schedule in schedules:
+            self.moves.set_timer(
+                tx, token, schedule["event"], schedule["payload"], schedule["after"], "timer"
+            )
+
+    def report(self, task: int, body: ReportBody) -> TokenView:
+        """Take the outcome of a task: an event, waiting, or a failed attempt."""
+        if body.supervisor is not None:
+            _check_name(body.supervisor)
+
+        def operation(tx: Tx) -> TokenView:
+            row, token = self._held_task(tx, task, body.attempt, body.supervisor)
+            if body.kind == "failed":
+                self._fail_attempt(tx, row, token, body.error or "the routine failed")
+                return view(token)
+            flow = self.moves.flow(token)
+            changes = body.context or {}
+            merged = self._context(flow, {**token.context, **changes}) if changes else None
+            schedules = self._schedules(flow, body.schedules)
+            if body.kind == "waiting":
+                if merged is not None:
+                    token.context = merged
+                self._apply_outcome(tx, token, changes, schedules)
+                row.status, row.lease_until = "waiting", None
+                tx.save_task(row)
+                tx.record(token.token, "task_waiting", {"task": row.id})
+                return view(token)
+            return self._report_event(tx, row, token, flow, body, changes, merged, schedules)
+
+        return self.store.write(operation)
+
+    def _report_event(
+        self,
+        tx: Tx,
+        task: TaskRow,
+        token: TokenRow,
+        flow: Flow,
+        body: ReportBody,
+        changes: dict[str, Any],
+        merged: dict[str, Any] | None,
+        schedules: list[dict[str, Any]],
+    ) -> TokenView:
+        event = body.event or ""
+        if not flow.emits(token.state, event):
+            reason = f"{token.state!r} cannot emit {event!r}"
+            raise KeepAndRaise(self.moves.reject(tx, token, event, reason))
+        payload = self._payload(flow, event, body.payload)
+        before = token.context
+        if merged is not None:
+            token.context = merged
+        choice = self.moves.choose(tx, token, event, payload)
+        if choice is None:
+            token.context = before
+            reason = self.moves.no_route_reason(token, event)
+            raise KeepAndRaise(self.moves.reject(tx, token, event, reason))
+        if token.status == "paused":
+            token.context = before
+            task.status, task.lease_until = "waiting", None
+            tx.save_task(task)
+            extra = {
+                "state": token.state,
+                "visit": token.visit,
+                "task": task.id,
+                "context": changes,
+                "schedules": schedules,
+            }
+            self.moves.hold(tx, token, event, payload, extra)
+            return view(token)
+        self._apply_outcome(tx, token, changes, schedules)
+        self.moves.take(tx, token, event, payload, choice, outcome=Outcome(task=task))
+        return view(token)
+
+    def _fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
+        """Count a failed attempt: try again while retries are left, else deliver `error`."""
+        tx.record(token.token, "task_failed", {"task": task.id, "error": error})
+        tx.cancel_timers(token.token, "timer")
+        spec = self.moves.flow(token).state(token.state)
+        task.claimed_by, task.lease_until = None, None
+        if task.attempt <= spec.retries:
+            task.status = "queued"
+            tx.save_task(task)
+            tx.record(token.token, "task_retrying", {"task": task.id, "attempt": task.attempt + 1})
+            return
+        task.status = "failed"
+        tx.save_task(task)
+        self.moves.deliver(tx, token, "error", None, error)
+
+    # the clock
+
+    def expire_leases(self, limit: int = 100) -> int:
+        """End the leases that are over, each in its own transaction; return how many."""
+        ended = 0
+        for ident in self.store.read(lambda tx: tx.expired_leases(limit)):
+
+            def operation(tx: Tx, ident: int = ident) -> bool:
+                task = tx.task(ident)
+                if task is None or task.status != "claimed" or (task.lease_until or 0) > tx.now:
+                    return False
+                token = self._token(tx, task.token)
+                reason = (
+                    f"{task.claimed_by} stopped answering: "
+                    f"no heartbeat for {_lease_words(self.lease)}"
+                )
+                self._fail_attempt(tx, task, token, reason)
+                return True
+
+            ended += self.store.write(operation)
+        return ended
+
+    def fire_timers(self, limit: int = 100) -> int:
+        """Fire the timers that are due, each in its own transaction; return how many."""
+        fired = 0
+        for ident in self.store.read(lambda tx: tx.due_timers(limit)):
+
+            def operation(tx: Tx, ident: int = ident) -> bool:
+                timer = tx.timer(ident)
+                if timer is None or timer.status != "pending" or timer.due_at > tx.now:
+                    return False
+                token = self._token(tx, timer.token)
+                if token.status != "active" or (token.state, token.visit) != (
+                    timer.state,
+                    timer.visit,
+                ):
+                    return False
+                tx.set_timer_status(ident, "fired")
+                tx.record(token.token, "timer_fired", {"timer": ident, "event": timer.event})
+                if timer.kind == "timeout":
+                    self.moves.deliver(tx, token, "timeout", None)
+                    return True
+                choice = self.moves.choose(tx, token, timer.event, timer.payload)
+                if choice is None:
+                    self.moves.reject(
+                        tx, token, timer.event, self.moves.no_route_reason(token, timer.event)
+                    )
+                else:
+                    self.moves.take(tx, token, timer.event, timer.payload, choice)
+                return True
+
+            fired += self.store.write(operation)
+        return fired
+
+    def tick(self) -> None:
+        """One beat of the clock: end the leases that are over, then fire due timers."""
+        self.expire_leases()
+        self.fire_timers()
+

@@ -1,0 +1,70 @@
+"""The refusals of the control plane, each with its stable code and HTTP status.
+
+Programs read the code, people read the sentence. The engine raises these; the
+API turns each into `{"error", "code"}` with its status, through one table.
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    """A request that the control plane refuses; the message is one sentence."""
+
+    code = "unexpected"
+    status = 500
+
+
+class TokenNotFound(EngineError, LookupError):
+    code, status = "token_not_found", 404
+
+
+class TaskNotFound(EngineError, LookupError):
+    code, status = "task_not_found", 404
+
+
+class InvalidArgument(EngineError, ValueError):
+    code, status = "invalid_argument", 422
+
+
+class InvalidContext(EngineError, ValueError):
+    code, status = "invalid_context", 422
+
+
+class InvalidPayload(EngineError, ValueError):
+    code, status = "invalid_payload", 422
+
+
+class InvalidTokenId(EngineError, ValueError):
+    code, status = "invalid_token_id", 422
+
+
+class InvalidBody(EngineError, ValueError):
+    code, status = "invalid_body", 422
+
+
+class EventNotAllowed(EngineError):
+    code, status = "event_not_allowed", 409
+
+
+class TokenNotActive(EngineError):
+    code, status = "token_not_active", 409
+
+
+class ChildToken(EngineError):
+    code, status = "child_token", 409
+
+
+class TaskNotHeld(EngineError):
+    code, status = "task_not_held", 409
+
+
+class AttemptOver(EngineError):
+    code, status = "attempt_over", 409
+
+
+class DatabaseBusy(EngineError):
+    code, status = "database_busy", 503
+
+
+class NotServing(EngineError):
+    code, status = "not_serving", 503

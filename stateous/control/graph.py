@@ -1,0 +1,171 @@
+"""The served workflow: the graph file, read once at start and indexed for routing.
+
+Each workflow of the file (the top one and the child workflows of parallel
+states) gets its transitions grouped by state and event with their guards
+parsed, and its context and payload checks compiled from the JSON Schemas. The
+engine asks this module where an event goes; it never reads the file again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stateous.control.validation import Validator, compile_schema
+from stateous.model import graph_file
+from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
+from stateous.model.guards import Guard, GuardSyntaxError, evaluate, parse
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
+
+
+class GraphError(ValueError):
+    """The graph file cannot be served."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One transition: where `event` takes a token from `source`, under `guard`."""
+
+    source: str
+    target: str
+    event: str | None
+    guard: Guard | None
+    otherwise: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Ambiguous:
+    """More than one guard matched: the graph promised this cannot happen."""
+
+    guards: tuple[str, ...]
+
+
+def _accept_anything(value: Any, where: str) -> Any:
+    return value
+
+
+@dataclass(slots=True)
+class Flow:
+    """One workflow of the graph, indexed for the engine."""
+
+    name: str
+    spec: WorkflowSpec
+    is_top: bool
+    routes: dict[tuple[str, str | None], list[Route]] = field(default_factory=dict)
+    context_check: Validator = _accept_anything
+    payload_checks: dict[str, Validator] = field(default_factory=dict)
+
+    def state(self, name: str) -> StateSpec:
+        return self.spec.states[name]
+
+    def claim_name(self, state: str) -> str:
+        """The name a supervisor claims a state by: `state`, or `workflow/state` in a child."""
+        return state if self.is_top else f"{self.name}/{state}"
+
+    def has_event(self, event: str) -> bool:
+        return event in self.spec.events or event in BUILTIN_EVENTS
+
+    def takes_payload(self, event: str) -> bool:
+        return event in self.payload_checks
+
+    def emits(self, state: str, event: str) -> bool:
+        """Tell whether the routine of `state` may report `event`."""
+        spec = self.spec.states.get(state)
+        return spec is not None and event in (spec.emits or [])
+
+    def choose(
+        self,
+        state: str,
+        event: str | None,
+        *,
+        ctx: Mapping[str, Any],
+        payload: Any,
+        counts: Mapping[str, int],
+        branches: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Route | Ambiguous | None:
+        """Pick the transition that `event` takes from `state`, or None when none applies."""
+        routes = self.routes.get((state, event), [])
+        matched = [
+            route
+            for route in routes
+            if route.guard is not None
+            and evaluate(route.guard, ctx=ctx, payload=payload, counts=counts, branches=branches)
+        ]
+        if len(matched) > 1:
+            return Ambiguous(tuple(route.guard.text for route in matched if route.guard))
+        if matched:
+            return matched[0]
+        for route in routes:
+            if route.guard is None:
+                return route
+        return None
+
+
+class Graph:
+    """The graph file being served, with every workflow indexed by name."""
+
+    def __init__(self, document: GraphFile, raw: bytes) -> None:
+        self.document = document
+        self.raw = raw
+        self.name = document.workflow
+        self.checksum = graph_file.checksum(document)
+        self.structure = graph_file.structure(document)
+        checks = {name: compile_schema(schema) for name, schema in document.schemas.items()}
+        self.flows: dict[str, Flow] = {}
+        for name in (document.workflow, *document.workflows):
+            spec = document.workflow_spec(name)
+            self.flows[name] = self._index(name, spec, checks, is_top=name == document.workflow)
+        self.top = self.flows[document.workflow]
+        #: Claim names (`state` or `workflow/state`) of every state that has a task.
+        self.task_states = {
+            flow.claim_name(state): (flow, state)
+            for flow in self.flows.values()
+            for state, spec in flow.spec.states.items()
+            if not spec.parallel
+        }
+
+    @classmethod
+    def load(cls, path: Path | str) -> Graph:
+        """Read and index a graph file; raise GraphError with one sentence."""
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as ex:
+            raise GraphError(f"cannot read the graph file {path}: {ex.strerror or ex}") from None
+        try:
+            return cls(graph_file.load(raw), raw)
+        except graph_file.GraphFileError as ex:
+            raise GraphError(f"{path} cannot be served: {ex}") from None
+
+    @staticmethod
+    def _index(
+        name: str, spec: WorkflowSpec, checks: dict[str, Validator], *, is_top: bool
+    ) -> Flow:
+        flow = Flow(name=name, spec=spec, is_top=is_top)
+        known = {START_NAME, END_NAME, *spec.states}
+        for transition in spec.transitions:
+            if transition.source not in known or transition.target not in known:
+                raise graph_file.GraphFileError(
+                    f"workflow {name!r} has a transition between unknown states"
+                )
+            try:
+                guard = parse(transition.when) if transition.when is not None else None
+            except GuardSyntaxError as ex:
+                raise graph_file.GraphFileError(
+                    f"the guard {transition.when!r} does not parse: {ex}"
+                ) from None
+            route = Route(
+                transition.source,
+                transition.target,
+                transition.on,
+                guard,
+                transition.otherwise,
+            )
+            flow.routes.setdefault((transition.source, transition.on), []).append(route)
+        if spec.context is not None:
+            flow.context_check = checks.get(spec.context, _accept_anything)
+        for event, event_spec in spec.events.items():
+            if event_spec.payload is not None:
+                flow.payload_checks[event] = checks.get(event_spec.payload, _accept_anything)
+        return flow

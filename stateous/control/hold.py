@@ -1,0 +1,94 @@
+"""One control plane per database: the hold.
+
+A control plane holds its database two ways. An OS lock on a file beside the
+SQLite file lives exactly as long as the process, so a second `serve` is refused
+at once and a new one can start at once after a kill -9. The `control_plane` row
+names the holder as `host:pid:id`; the clock checks it every second, so a holder
+that finds another name there knows it lost the database.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import socket
+from pathlib import Path
+
+from stateous.control.store import ControlRow, Store, Tx
+
+
+class HoldRefused(Exception):
+    """Another control plane serves this database now."""
+
+
+class HoldLost(Exception):
+    """This control plane no longer holds its database."""
+
+
+class FileLock:
+    """An exclusive lock on `<database>.lock`, given up when the process ends."""
+
+    def __init__(self, database: str) -> None:
+        self.path = Path(f"{database}.lock")
+        self._file = None
+
+    def take(self) -> None:
+        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the life of the process
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise HoldRefused("another control plane serves this database; stop it first") from None
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+class Hold:
+    """This control plane's claim on the `control_plane` row."""
+
+    #: How often the row's `since` is written again, in seconds.
+    RENEW_EVERY = 10.0
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._renewed = 0.0
+
+    def take(self, structure: str, checksum: str) -> None:
+        """Write this control plane and the graph on record into the row."""
+
+        def operation(tx: Tx) -> None:
+            tx.put_control(ControlRow(structure, checksum, self.name, tx.now))
+            self._renewed = tx.now
+
+        self.store.write(operation)
+
+    def renew(self) -> None:
+        """Check that the row still names this control plane; refresh `since` now and then."""
+
+        def operation(tx: Tx) -> None:
+            row = tx.control()
+            if row is None or row.serving != self.name:
+                holder = "nobody" if row is None or row.serving is None else row.serving
+                raise HoldLost(f"another control plane took this database ({holder} holds it)")
+            if tx.now - self._renewed >= self.RENEW_EVERY:
+                tx.put_control(ControlRow(row.structure, row.checksum, self.name, tx.now))
+                self._renewed = tx.now
+
+        self.store.write(operation)
+
+    def give_up(self) -> None:
+        """Clear the row's holder at a graceful stop."""
+
+        def operation(tx: Tx) -> None:
+            row = tx.control()
+            if row is not None and row.serving == self.name:
+                tx.put_control(ControlRow(row.structure, row.checksum, None, row.since))
+
+        self.store.write(operation)

@@ -1,0 +1,159 @@
+"""The schema of the control plane's database, as ordered, numbered migrations.
+
+The version on record lives in its own table, `stateous_version`, so that
+another application's migration tool can share the database. A database made by
+a newer Stateous, or one that has our tables but no version, is refused rather
+than guessed at.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+#: Every migration, in order: its version and its statements per dialect.
+MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
+    (
+        "0001",
+        {
+            "sqlite": [
+                """CREATE TABLE tokens (
+                    token TEXT PRIMARY KEY,
+                    state TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN
+                        ('active', 'paused', 'completed', 'failed', 'cancelled')),
+                    visit INTEGER NOT NULL,
+                    context TEXT NOT NULL,
+                    entered_at TEXT NOT NULL,
+                    parent TEXT,
+                    workflow TEXT,
+                    moved_at TEXT NOT NULL
+                )""",
+                "CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token))",
+                "CREATE INDEX tokens_moved ON tokens (moved_at)",
+                "CREATE INDEX tokens_status_moved ON tokens (status, moved_at)",
+                "CREATE INDEX tokens_parent ON tokens (parent) WHERE parent IS NOT NULL",
+                """CREATE TABLE ledger (
+                    token TEXT NOT NULL,
+                    seq INTEGER NOT NULL,
+                    at TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    key TEXT,
+                    data TEXT NOT NULL,
+                    PRIMARY KEY (token, seq)
+                ) WITHOUT ROWID""",
+                "CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL",
+                "CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred'",
+                """CREATE TABLE tasks (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    token TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    visit INTEGER NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN
+                        ('queued', 'claimed', 'waiting', 'done', 'failed', 'cancelled')),
+                    attempt INTEGER NOT NULL,
+                    claimed_by TEXT,
+                    lease_until TEXT,
+                    queued_at TEXT NOT NULL
+                )""",
+                "CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'",
+                "CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed'",
+                "CREATE INDEX tasks_token ON tasks (token, id)",
+                """CREATE TABLE timers (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    token TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    visit INTEGER NOT NULL,
+                    event TEXT NOT NULL,
+                    payload TEXT,
+                    set_at TEXT NOT NULL,
+                    due_at TEXT NOT NULL,
+                    status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'cancelled')),
+                    kind TEXT NOT NULL CHECK (kind IN ('timeout', 'timer'))
+                )""",
+                "CREATE INDEX timers_due ON timers (due_at, id) WHERE status = 'pending'",
+                "CREATE INDEX timers_token ON timers (token) WHERE status = 'pending'",
+                """CREATE TABLE memory (
+                    token TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    value TEXT NOT NULL,
+                    PRIMARY KEY (token, state, key)
+                ) WITHOUT ROWID""",
+                """CREATE TABLE claims (
+                    supervisor TEXT PRIMARY KEY,
+                    request TEXT,
+                    task_id INTEGER,
+                    attempt INTEGER
+                )""",
+                """CREATE TABLE control_plane (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    structure TEXT,
+                    checksum TEXT,
+                    serving TEXT,
+                    since TEXT
+                )""",
+            ],
+        },
+    ),
+]
+
+#: The tables that a database of Stateous has; finding them without a version is refused.
+TABLES = ("tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane")
+LATEST = MIGRATIONS[-1][0]
+
+
+class SchemaError(Exception):
+    """The database was made by something this version cannot serve."""
+
+
+class Executes(Protocol):
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]: ...
+
+
+_TABLE_NAMES = {
+    "sqlite": "SELECT name FROM sqlite_master WHERE type = 'table'",
+    "postgres": "SELECT table_name FROM information_schema.tables "
+    "WHERE table_schema = current_schema()",
+}
+
+
+def migrate(tx: Executes, *, dialect: str) -> str:
+    """Bring the schema up to the latest version in one transaction; return that version."""
+    tx.execute("BEGIN IMMEDIATE" if dialect == "sqlite" else "BEGIN")
+    try:
+        version = _upgrade(tx, dialect)
+    except BaseException:
+        tx.execute("ROLLBACK")
+        raise
+    tx.execute("COMMIT")
+    return version
+
+
+def _upgrade(tx: Executes, dialect: str) -> str:
+    tables = {row[0] for row in tx.execute(_TABLE_NAMES[dialect])}
+    if "stateous_version" not in tables:
+        ours = sorted(tables.intersection(TABLES))
+        if ours:
+            raise SchemaError(
+                f"the database has tables named like Stateous's ({', '.join(ours)}) but no "
+                "stateous_version; serve a new database"
+            )
+        tx.execute("CREATE TABLE stateous_version (version_num TEXT PRIMARY KEY)")
+        current = None
+    else:
+        rows = tx.execute("SELECT version_num FROM stateous_version")
+        current = max((row[0] for row in rows), default=None)
+    known = [version for version, _ in MIGRATIONS]
+    if current is not None and current not in known:
+        raise SchemaError(
+            f"the database is at schema version {current}, made by a newer Stateous; "
+            f"this one knows versions up to {LATEST}"
+        )
+    for version, statements in MIGRATIONS:
+        if current is not None and version <= current:
+            continue
+        for statement in statements[dialect]:
+            tx.execute(statement)
+        tx.execute("DELETE FROM stateous_version")
+        tx.execute("INSERT INTO stateous_version (version_num) VALUES (?)", (version,))
+    return LATEST

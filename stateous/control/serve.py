@@ -1,0 +1,200 @@
+"""`stateous serve`: the control plane as a process, following the Serve card.
+
+The port is bound before the database opens, so a port in use costs nothing. The
+database is held (a file lock and the `control_plane` row), its structure checked
+against live tokens, then the clock and the HTTP server start. SIGINT or SIGTERM
+finishes the requests in progress, gives the hold up and stops.
+"""
+
+from __future__ import annotations
+
+import _thread
+import ipaddress
+import logging
+import signal
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import waitress
+from waitress import wasyncore
+
+from stateous.control.api import create_app
+from stateous.control.clock import Clock
+from stateous.control.engine import Engine
+from stateous.control.errors import NotServing
+from stateous.control.graph import Graph
+from stateous.control.hold import FileLock, Hold, HoldLost
+from stateous.control.sqlite import SqliteStore
+from stateous.control.store import Store, Tx
+
+log = logging.getLogger("stateous.control.serve")
+
+DEFAULT_DB = "sqlite:///stateous.db"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+#: Request threads of the HTTP server; waiting writes commit together.
+THREADS = 8
+
+
+class ServeError(Exception):
+    """`serve` cannot start; the message says why in one sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Address:
+        host, _, port = text.rpartition(":")
+        host = host.strip("[]")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            raise ServeError(f"--listen takes HOST:PORT, e.g. {DEFAULT_LISTEN}, not {text!r}")
+        return cls(host, int(port))
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def url(self, port: int) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{port}"
+
+
+def sqlite_path(url: str) -> str:
+    """Read the file of a `sqlite:///path` URL (four slashes for an absolute path)."""
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return url[len("sqlite:///") :]
+    if url.startswith(("postgresql://", "postgres://")):
+        raise ServeError("this version of Stateous serves SQLite only; give a sqlite:/// URL")
+    raise ServeError(f"--db takes a URL such as {DEFAULT_DB}, not {url!r}")
+
+
+def bind(address: Address) -> socket.socket:
+    """Bind and listen on the address, or say why not."""
+    try:
+        infos = socket.getaddrinfo(address.host, address.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as ex:
+        raise ServeError(f"cannot listen on {address.host}: {ex.strerror}") from None
+    family, kind, proto, _, sockaddr = infos[0]
+    listener = socket.socket(family, kind, proto)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind(sockaddr)
+        listener.listen(1024)
+    except OSError as ex:
+        listener.close()
+        reason = "the port is in use" if ex.errno == 98 else (ex.strerror or str(ex))
+        raise ServeError(f"cannot listen on {address.host}:{address.port}: {reason}") from None
+    return listener
+
+
+def check_structure(store: Store, graph: Graph) -> None:
+    """Refuse a new structure while tokens of the old one are live."""
+
+    def operation(tx: Tx) -> None:
+        row = tx.control()
+        if row is None or row.structure in (None, graph.structure):
+            return
+        live = tx.live_tokens()
+        if live:
+            raise ServeError(
+                f"refusing to serve: {live} token(s) are active or paused on another structure "
+                f"of the workflow {graph.name!r}; serve the graph file they started on until "
+                "they end, or cancel them"
+            )
+
+    store.write(operation)
+
+
+class ControlPlane:
+    """One running control plane: its socket, store, hold, clock and HTTP server."""
+
+    def __init__(
+        self, graph_path: str, db: str, listen: str, lease: float, err: TextIO = sys.stderr
+    ) -> None:
+        self.err = err
+        self.address = Address.parse(listen)
+        try:
+            self.graph = Graph.load(graph_path)
+        except ValueError as ex:
+            raise ServeError(str(ex)) from None
+        database = sqlite_path(db)
+        self.listener = bind(self.address)
+        self.lost: HoldLost | None = None
+        try:
+            self.lock = FileLock(database)
+            self.lock.take()
+            self.store = SqliteStore(Path(database))
+        except BaseException:
+            self.listener.close()
+            raise
+        self.engine = Engine(self.graph, self.store, lease=lease)
+        check_structure(self.store, self.graph)
+        self.hold = Hold(self.store)
+        self.hold.take(self.graph.structure, self.graph.checksum)
+        self.clock = Clock(self.engine, self.hold, self._lose)
+
+    @property
+    def port(self) -> int:
+        return int(self.listener.getsockname()[1])
+
+    def _lose(self, lost: HoldLost) -> None:
+        log.error("%s; answering not_serving and stopping", lost)
+        self.lost = lost
+        self.store.fence(NotServing("this control plane no longer holds its database"))
+        _thread.interrupt_main()
+
+    def run(self) -> int:
+        """Serve until a stop signal; return the exit code."""
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+        server = waitress.create_server(
+            create_app(self.engine), sockets=[self.listener], threads=THREADS, ident="stateous"
+        )
+        if not self.address.is_loopback:
+            print(
+                f"warning: listening on {self.address.host}:{self.port} lets other computers "
+                "in, and the API has no authentication",
+                file=self.err,
+            )
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        self.clock.start()
+        print(f"serving on {self.address.url(self.port)} (Ctrl-C stops)", file=self.err, flush=True)
+        try:
+            server.run()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            wasyncore.loop(timeout=0.05, map=server._map, count=20)
+            wasyncore.close_all(server._map)
+            self.clock.stop()
+            self._close()
+        if self.lost is not None:
+            print(
+                "error: another control plane took the database; this control plane stopped",
+                file=self.err,
+            )
+            return 1
+        print("stopped", file=self.err)
+        return 0
+
+    def _close(self) -> None:
+        if self.lost is None:
+            try:
+                self.hold.give_up()
+            except Exception as ex:
+                log.warning("could not give up the hold: %s", ex)
+        self.store.close()
+        self.lock.release()
+        self.listener.close()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
