@@ -28,7 +28,7 @@ from stateous.control.moves import Moves, Outcome
 from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
 from stateous.control.validation import Invalid
 from stateous.model.durations import parse_duration
-from stateous.model.names import BUILTIN_EVENTS, STARTED, START_NAME
+from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
 from stateous.model.wire import (
     TOKEN_STATUSES,
     Duplicate,
@@ -314,9 +314,7 @@ class Engine:
         tx.record(token, "event_replayed", {"event": event, "arrival": held["arrival"]})
         task = tx.task(held["task"]) if "task" in held else None
         self._apply_outcome(tx, row, held.get("context") or {}, held.get("schedules") or [])
-        self.moves.take(
-            tx, row, event, held.get("payload"), choice, outcome=Outcome(task=task)
-        )
+        self.moves.take(tx, row, event, held.get("payload"), choice, outcome=Outcome(task=task))
 
     def _drop(self, tx: Tx, token: str, event: str, reason: str) -> None:
         tx.record(token, "event_dropped", {"event": event, "reason": reason})
@@ -333,9 +331,7 @@ class Engine:
 
     # tasks
 
-    def claim(
-        self, supervisor: str, states: list[str], request: str | None = None
-    ) -> Grant | None:
+    def claim(self, supervisor: str, states: list[str], request: str | None = None) -> Grant | None:
         """Give the oldest queued task of these states to a supervisor, or None."""
         _check_name(supervisor)
         if not isinstance(states, list) or len(states) > BATCH_LIMIT:
@@ -346,9 +342,7 @@ class Engine:
                 f"the workflow {self.graph.name!r} has no state with a task named {unknown[0]!r}"
             )
         if request is not None and not REQUEST_ID.match(request):
-            raise InvalidArgument(
-                "a request id has 1 to 64 letters, digits, '.', '_' or '-'"
-            )
+            raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
 
         def operation(tx: Tx) -> Grant | None:
             if request is not None:
@@ -430,7 +424,9 @@ class Engine:
             raise TaskNotFound(f"no task has the id {ident}")
         if attempt is not None and attempt != task.attempt:
             if attempt < task.attempt:
-                raise AttemptOver(f"task {ident} is at attempt {task.attempt}, not attempt {attempt}")
+                raise AttemptOver(
+                    f"task {ident} is at attempt {task.attempt}, not attempt {attempt}"
+                )
             raise InvalidArgument(f"task {ident} is at attempt {task.attempt}, not {attempt}")
         if supervisor is None:
             held = task.status in ("claimed", "waiting")
@@ -637,4 +633,3 @@ class Engine:
         """One beat of the clock: end the leases that are over, then fire due timers."""
         self.expire_leases()
         self.fire_timers()
-

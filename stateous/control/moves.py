@@ -45,9 +45,7 @@ class Moves:
         counts[event] = counts.get(event, 0) + 1
         return counts
 
-    def choose(
-        self, tx: Tx, token: TokenRow, event: str, payload: Any
-    ) -> Route | Ambiguous | None:
+    def choose(self, tx: Tx, token: TokenRow, event: str, payload: Any) -> Route | Ambiguous | None:
         """Pick the transition that `event` takes from the token's state now."""
         branches = payload.get("branches") if event == "joined" and payload else None
         return self.flow(token).choose(

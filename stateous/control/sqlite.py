@@ -88,7 +88,9 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._fenced: Exception | None = None
-        self._thread = threading.Thread(target=self._write_loop, name="stateous-writer", daemon=True)
+        self._thread = threading.Thread(
+            target=self._write_loop, name="stateous-writer", daemon=True
+        )
         self._thread.start()
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
@@ -316,7 +318,9 @@ class SqliteTx:
         )
 
     def key_used(self, token: str, key: str) -> bool:
-        return self.one("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)) is not None
+        return (
+            self.one("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)) is not None
+        )
 
     def history(self, token: str) -> list[Entry]:
         rows = self.execute(f"SELECT {_ENTRY} FROM ledger WHERE token = ? ORDER BY seq", (token,))
