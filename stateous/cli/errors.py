@@ -1,7 +1,7 @@
 """How the command line fails: one `error: <sentence>` line on stderr and exit code 1.
 
-Every expected failure of every part is listed here once, so no command prints a
-traceback for a mistake that a user can make.
+Every part raises a subclass of `Failure` for a mistake that a user can make, so
+this module needs to know none of them, and no command prints a traceback for one.
 """
 
 from __future__ import annotations
@@ -10,26 +10,12 @@ import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from stateous.compiler.compile import CompileError, WriteError
-from stateous.compiler.load import LoadError
-from stateous.control.hold import HoldRefused
-from stateous.control.migrations import SchemaError
-from stateous.control.serve import ServeError
+from stateous.model.errors import Failure
 
 
-class CommandError(Exception):
+class CommandError(Failure):
     """A command cannot do what it was asked; the message says why, in one sentence."""
 
-
-EXPECTED: tuple[type[BaseException], ...] = (
-    CommandError,
-    LoadError,
-    CompileError,
-    WriteError,
-    ServeError,
-    HoldRefused,
-    SchemaError,
-)
 
 Result = TypeVar("Result")
 
@@ -38,6 +24,6 @@ def reported(run: Callable[[], Result]) -> Result | int:
     """Run a command; turn an expected failure into an `error:` line and exit code 1."""
     try:
         return run()
-    except EXPECTED as ex:
+    except Failure as ex:
         print(f"error: {ex}", file=sys.stderr)
         return 1

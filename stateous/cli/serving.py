@@ -6,8 +6,10 @@ import argparse
 import logging
 
 from stateous.cli.errors import CommandError
-from stateous.control.serve import DEFAULT_DB, DEFAULT_LISTEN, ControlPlane
 from stateous.model.durations import parse_duration
+
+DEFAULT_DB = "sqlite:///stateous.db"
+DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -16,6 +18,8 @@ def run_serve(args: argparse.Namespace) -> int:
         lease = parse_duration(args.lease)
     except ValueError as ex:
         raise CommandError(f"--lease: {ex}") from None
+    from stateous.control.serve import ControlPlane
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     return ControlPlane(args.graph, args.db, args.listen, lease).run()
 

@@ -7,8 +7,6 @@ import os
 from pathlib import Path
 
 from stateous.cli.errors import CommandError
-from stateous.compiler.compile import compile_flow, default_out, write_graph
-from stateous.compiler.starter import FILES, render
 from stateous.model.names import name_problem
 
 
@@ -22,6 +20,8 @@ def _shown(path: Path) -> str:
 
 def run_compile(args: argparse.Namespace) -> int:
     """Compile FLOW and write its graph file."""
+    from stateous.compiler.compile import compile_flow, default_out, write_graph
+
     flow = Path(args.flow)
     graph = compile_flow(flow)
     out = Path(args.out) if args.out else default_out(flow, graph)
@@ -32,6 +32,9 @@ def run_compile(args: argparse.Namespace) -> int:
 
 def run_init_workflow(args: argparse.Namespace) -> int:
     """Write a starter workflow's folder, then compile it."""
+    from stateous.compiler.compile import compile_flow, default_out, write_graph
+    from stateous.compiler.starter import FILES, render
+
     name: str = args.name
     problem = name_problem(name)
     if problem is not None:

@@ -19,11 +19,12 @@ from stateous.compiler.rules import (
     groups,
 )
 from stateous.compiler.schemas import Models
+from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, dump
 from stateous.model.workflow import Workflow
 
 
-class CompileError(Exception):
+class CompileError(Failure):
     """A workflow broke one or more rules; `problems` lists each in one sentence."""
 
     def __init__(self, workflow: str, problems: list[str]) -> None:
@@ -33,7 +34,7 @@ class CompileError(Exception):
         super().__init__(f"workflow {workflow!r} is not valid:{lines}")
 
 
-class WriteError(Exception):
+class WriteError(Failure):
     """The graph file could not be written."""
 
 

@@ -13,11 +13,11 @@ import sys
 import traceback
 from pathlib import Path
 
-from stateous.model.errors import DefinitionError
+from stateous.model.errors import DefinitionError, Failure
 from stateous.model.workflow import Workflow
 
 
-class LoadError(Exception):
+class LoadError(Failure):
     """`flow.py` could not be loaded, or holds no single top workflow."""
 
 

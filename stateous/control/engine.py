@@ -48,8 +48,6 @@ NOTE_LIMIT = 500
 MEMORY_KEY_LIMIT = 128
 BATCH_LIMIT = 1000
 LIST_LIMIT = 1000
-#: How many of the oldest queued tasks a claim looks at.
-CLAIM_WINDOW = 20
 
 
 def view(token: TokenRow) -> TokenView:
@@ -163,12 +161,13 @@ class Engine:
         checked = self._context(self.graph.top, context)
 
         def operation(tx: Tx) -> tuple[TokenView, bool]:
-            existing = tx.token(token)
-            if existing is not None:
+            existing = tx.token_any_case(token)
+            if existing is not None and existing.token == token:
                 return view(existing), False
-            other = tx.same_but_case(token)
-            if other is not None:
-                raise InvalidTokenId(f"{token!r} differs only in case from the token {other!r}")
+            if existing is not None:
+                raise InvalidTokenId(
+                    f"{token!r} differs only in case from the token {existing.token!r}"
+                )
             choice = self.graph.top.choose(START_NAME, None, ctx=checked, payload=None, counts={})
             if choice is None:
                 raise InvalidContext("no transition from START holds for this context")
@@ -349,7 +348,8 @@ class Engine:
                 again = self._claimed_again(tx, supervisor, request)
                 if again is not None:
                     return again
-            for task in tx.claimable(states, CLAIM_WINDOW):
+            task = tx.next_queued(states) if states else None
+            if task is not None:
                 task.status, task.attempt = "claimed", task.attempt + 1
                 task.claimed_by, task.lease_until = supervisor, tx.now + self.lease
                 tx.save_task(task)

@@ -15,12 +15,13 @@ from typing import Any
 
 from stateous.control.validation import Validator, compile_schema
 from stateous.model import graph_file
+from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import Guard, GuardSyntaxError, evaluate, parse
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
 
 
-class GraphError(ValueError):
+class GraphError(Failure, ValueError):
     """The graph file cannot be served."""
 
 
@@ -74,6 +75,13 @@ class Flow:
         """Tell whether the routine of `state` may report `event`."""
         spec = self.spec.states.get(state)
         return spec is not None and event in (spec.emits or [])
+
+    def counts_needed(self, state: str, event: str | None) -> bool:
+        """Tell whether a guard of this state and event reads `count(...)`."""
+        return any(
+            route.guard is not None and route.guard.counted
+            for route in self.routes.get((state, event), [])
+        )
 
     def choose(
         self,

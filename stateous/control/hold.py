@@ -16,9 +16,10 @@ import socket
 from pathlib import Path
 
 from stateous.control.store import ControlRow, Store, Tx
+from stateous.model.errors import Failure
 
 
-class HoldRefused(Exception):
+class HoldRefused(Failure):
     """Another control plane serves this database now."""
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from stateous.model.errors import Failure
+
 #: Every migration, in order: its version and its statements per dialect.
 MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
     (
@@ -102,7 +104,7 @@ TABLES = ("tokens", "ledger", "tasks", "timers", "memory", "claims", "control_pl
 LATEST = MIGRATIONS[-1][0]
 
 
-class SchemaError(Exception):
+class SchemaError(Failure):
     """The database was made by something this version cannot serve."""
 
 

@@ -47,13 +47,15 @@ class Moves:
 
     def choose(self, tx: Tx, token: TokenRow, event: str, payload: Any) -> Route | Ambiguous | None:
         """Pick the transition that `event` takes from the token's state now."""
+        flow = self.flow(token)
         branches = payload.get("branches") if event == "joined" and payload else None
-        return self.flow(token).choose(
+        counted = flow.counts_needed(token.state, event)
+        return flow.choose(
             token.state,
             event,
             ctx=token.context,
             payload=payload,
-            counts=self.counts(tx, token, event),
+            counts=self.counts(tx, token, event) if counted else {},
             branches=branches,
         )
 
@@ -134,7 +136,6 @@ class Moves:
             tx.record(token.token, "task_queued", {"task": task, "state": state})
         if spec.timeout is not None:
             self.set_timer(tx, token, "timeout", None, parse_duration(spec.timeout), "timeout")
-        tx.save_token(token)
 
     def set_timer(
         self, tx: Tx, token: TokenRow, event: str, payload: Any, seconds: float, kind: str

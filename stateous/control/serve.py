@@ -29,16 +29,17 @@ from stateous.control.graph import Graph
 from stateous.control.hold import FileLock, Hold, HoldLost
 from stateous.control.sqlite import SqliteStore
 from stateous.control.store import Store, Tx
+from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
 
 DEFAULT_DB = "sqlite:///stateous.db"
-DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_LISTEN = "127.0.0.1:8080"  # the same defaults as the `serve` command's
 #: Request threads of the HTTP server; waiting writes commit together.
 THREADS = 8
 
 
-class ServeError(Exception):
+class ServeError(Failure):
     """`serve` cannot start; the message says why in one sentence."""
 
 

@@ -230,6 +230,7 @@ class SqliteTx:
         self.now = now
         self.stamp = to_column(now)
         self._next_seq: dict[str, int] = {}
+        self._new: set[str] = set()
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.connection.execute(sql, bindings).fetchall()
@@ -244,11 +245,13 @@ class SqliteTx:
         row = self.one(f"SELECT {_TOKEN} FROM tokens WHERE token = ?", (token,))
         return None if row is None else _token(row)
 
-    def same_but_case(self, token: str) -> str | None:
-        row = self.one("SELECT token FROM tokens WHERE lower(token) = lower(?)", (token,))
-        return None if row is None else row[0]
+    def token_any_case(self, token: str) -> TokenRow | None:
+        row = self.one(f"SELECT {_TOKEN} FROM tokens WHERE lower(token) = lower(?)", (token,))
+        return None if row is None else _token(row)
 
     def insert_token(self, row: TokenRow) -> None:
+        self._next_seq[row.token] = 1
+        self._new.add(row.token)
         self.execute(
             f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -335,6 +338,8 @@ class SqliteTx:
         return {event: count for event, count in rows}
 
     def visits(self, token: str, state: str) -> int:
+        if token in self._new:
+            return 0
         row = self.one(
             "SELECT count(*) FROM ledger WHERE token = ? AND kind = 'entered' "
             "AND json_extract(data, '$.state') = ?",
@@ -400,16 +405,20 @@ class SqliteTx:
         )
         return None if row is None else _task(row)
 
-    def claimable(self, states: list[str], limit: int) -> list[TaskRow]:
+    def next_queued(self, states: list[str]) -> TaskRow | None:
+        """The oldest queued task of these states whose token is active.
+
+        One writer runs at a time on SQLite, so the first such task is free to take.
+        """
         marks = ", ".join("?" for _ in states)
-        rows = self.execute(
+        row = self.one(
             f"SELECT {', '.join('t.' + name for name in _TASK.split(', '))} FROM tasks t "
             "JOIN tokens k ON k.token = t.token "
             f"WHERE t.status = 'queued' AND t.state IN ({marks}) AND k.status = 'active' "
-            "ORDER BY t.queued_at, t.id LIMIT ?",
-            (*states, limit),
+            "ORDER BY t.queued_at, t.id LIMIT 1",
+            tuple(states),
         )
-        return [_task(row) for row in rows]
+        return None if row is None else _task(row)
 
     def expired_leases(self, limit: int) -> list[int]:
         rows = self.execute(

@@ -38,7 +38,9 @@ def json_schema(model: type) -> dict[str, Any]:
     if issubclass(model, msgspec.Struct):
         (root,), components = msgspec.json.schema_components([model], ref_template=_REF)
         name = root["$ref"].rsplit("/", 1)[1]
-        schema = dict(components.pop(name))
+        schema = dict(components[name])
+        if root["$ref"].encode() not in msgspec.json.encode(components):
+            del components[name]  # the root needs a place in $defs only if it refers to itself
         if components:
             schema["$defs"] = dict(sorted(components.items()))
         return schema
