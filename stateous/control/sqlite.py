@@ -54,10 +54,10 @@ def _time(value: str | None) -> float | None:
     return None if value is None else from_column(value)
 
 
-def connect(path: str) -> apsw.Connection:
+def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
     """Open a connection with the settings every connection of the store shares."""
     connection = apsw.Connection(path)
-    connection.setbusytimeout(BUSY_MILLISECONDS)
+    connection.setbusytimeout(busy)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute("PRAGMA wal_autocheckpoint = 10000")
@@ -78,10 +78,17 @@ class _Job:
 class SqliteStore:
     """A control plane's database in one SQLite file."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy: int = BUSY_MILLISECONDS,
+    ) -> None:
         self.path = str(path)
         self.clock = clock
-        self._writer = connect(self.path)
+        self.busy = busy
+        self._writer = connect(self.path, busy)
         migrate(SqliteTx(self._writer, clock()), dialect="sqlite")
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
@@ -110,7 +117,7 @@ class SqliteStore:
             raise self._fenced
         connection = getattr(self._local, "connection", None)
         if connection is None:
-            connection = connect(self.path)
+            connection = connect(self.path, self.busy)
             self._local.connection = connection
             with self._lock:
                 self._readers.append(connection)

@@ -723,3 +723,29 @@ def test_listing_filters_and_limits(plane: Plane) -> None:
     for bad in ({"status": "done"}, {"limit": "0"}, {"limit": "1001"}, {"limit": "x"}):
         with pytest.raises(InvalidArgument):
             plane.engine.list_tokens(**bad)
+
+
+# Faults
+
+
+def test_a_write_that_waits_too_long_for_the_lock_is_database_busy(tmp_path: Path) -> None:
+    import apsw
+
+    from stateous.control.engine import Engine
+    from stateous.control.errors import DatabaseBusy
+    from stateous.control.graph import Graph
+    from stateous.control.sqlite import SqliteStore
+
+    served = plane_for(orders(), tmp_path)
+    served.store.close()
+    store = SqliteStore(tmp_path / "db.sqlite", busy=200)
+    engine = Engine(Graph.load(tmp_path / "graph.json"), store)
+    other = apsw.Connection(str(tmp_path / "db.sqlite"))
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DatabaseBusy):
+            engine.start("A", {"title": "x"})
+    finally:
+        other.execute("ROLLBACK")
+    assert engine.start("A", {"title": "x"})[1]
+    store.close()
