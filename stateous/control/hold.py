@@ -1,7 +1,7 @@
 """One control plane per database: the hold.
 
-A control plane holds its database two ways. An OS lock on a file beside the
-SQLite file lives exactly as long as the process, so a second `serve` is refused
+A control plane holds its database two ways. An OS lock on the SQLite file
+lives exactly as long as the process, so a second `serve` is refused
 at once and a new one can start at once after a kill -9. The `control_plane` row
 names the holder as `host:pid:id`; the clock checks it every second, so a holder
 that finds another name there knows it lost the database.
@@ -14,6 +14,7 @@ import os
 import secrets
 import socket
 from pathlib import Path
+from typing import BinaryIO
 
 from stateous.control.store import ControlRow, Store, Tx
 from stateous.model.errors import Failure
@@ -28,14 +29,22 @@ class HoldLost(Exception):
 
 
 class FileLock:
-    """An exclusive lock on `<database>.lock`, given up when the process ends."""
+    """An exclusive OS lock on the database file itself, given up when the process ends.
+
+    It is taken on the file, not on its name, so a symlink or a hard link to the
+    same database meets the same lock. SQLite's own locks are of another kind
+    (fcntl byte ranges) and do not interfere with it.
+    """
 
     def __init__(self, database: str) -> None:
-        self.path = Path(f"{database}.lock")
-        self._file = None
+        self.path = Path(database)
+        self._file: BinaryIO | None = None
 
     def take(self) -> None:
-        handle = open(self.path, "a+")  # noqa: SIM115 - held open for the life of the process
+        try:
+            handle = open(self.path, "ab")  # noqa: SIM115 - held open for the life of the process
+        except OSError as ex:
+            raise HoldRefused(f"cannot open the database {self.path}: {ex.strerror}") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -8,9 +8,9 @@ finishes the requests in progress, gives the hold up and stops.
 
 from __future__ import annotations
 
-import _thread
 import ipaddress
 import logging
+import os
 import signal
 import socket
 import sys
@@ -152,7 +152,7 @@ class ControlPlane:
         log.error("%s; answering not_serving and stopping", lost)
         self.lost = lost
         self.store.fence(NotServing("this control plane no longer holds its database"))
-        _thread.interrupt_main()
+        os.kill(os.getpid(), signal.SIGTERM)
 
     def run(self) -> int:
         """Serve until a stop signal; return the exit code."""
