@@ -1,0 +1,259 @@
+"""The HTTP API of the control plane: a Falcon WSGI app over one engine.
+
+Each route reads its body (at most 1 MiB, a JSON object at most 64 levels deep),
+shapes it into a `wire` Struct, makes one engine call and encodes the answer with
+msgspec. Every refusal leaves through one table of error handlers as
+`{"error", "code"}`. This module decides nothing and checks no values: ranges,
+patterns and models are the engine's; it never touches a store or a driver.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import falcon
+import msgspec
+
+from stateous.control.errors import EngineError, InvalidBody, TaskNotFound
+from stateous.model import wire
+
+if TYPE_CHECKING:
+    from stateous.control.engine import Engine
+
+#: The largest body that a request may have, in bytes.
+MAX_BODY = 1024 * 1024
+#: The deepest nesting of a body's JSON; the body object itself is level 1.
+MAX_DEPTH = 64
+#: The largest task id that can exist (a signed 64-bit integer).
+MAX_TASK_ID = 2**63 - 1
+TOO_DEEP = f"the body nests more than {MAX_DEPTH} levels"
+
+_log = logging.getLogger("stateous.control.api")
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+Shape = TypeVar("Shape", bound=msgspec.Struct)
+
+
+def read_body(req: falcon.Request) -> dict[str, Any]:
+    """Return the body as a JSON object (`{}` when empty); raise a Falcon 400 or 413."""
+    length = req.content_length
+    if not length:
+        return {}
+    if length > MAX_BODY:
+        raise falcon.HTTPContentTooLarge(
+            description=f"the body has {length} bytes; the most is {MAX_BODY}"
+        )
+    data = req.bounded_stream.read()
+    try:
+        value = _decode(data)
+    except msgspec.DecodeError as ex:
+        raise falcon.HTTPBadRequest(description=f"the body is not valid JSON: {ex}") from None
+    except RecursionError:
+        raise falcon.HTTPBadRequest(description=TOO_DEEP) from None
+    if type(value) is not dict:
+        raise falcon.HTTPBadRequest(description="the body is not a JSON object")
+    # PERF: a body with no more than MAX_DEPTH brackets cannot nest deeper.
+    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and not within_depth(value, MAX_DEPTH):
+        raise falcon.HTTPBadRequest(description=TOO_DEEP)
+    return value
+
+
+def within_depth(value: Any, limit: int) -> bool:
+    """Tell whether decoded JSON nests at most `limit` levels; walk it without recursion."""
+    pending = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > limit:
+            return False
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                pending.append((child, depth + 1))
+    return True
+
+
+def read_shape(req: falcon.Request, shape: type[Shape]) -> Shape:
+    """Read the body and convert it into `shape`; a shape mismatch is `InvalidBody`."""
+    try:
+        return msgspec.convert(read_body(req), shape)
+    except msgspec.ValidationError as ex:
+        raise InvalidBody(f"the body does not fit the request: {ex}") from None
+
+
+def task_id(raw: str) -> int:
+    """Return the task id of a path part; anything but a whole number names no task."""
+    if raw.isascii() and raw.isdigit():
+        number = int(raw)
+        if number <= MAX_TASK_ID:
+            return number
+    raise TaskNotFound(f"no task has the id {raw!r}")
+
+
+def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> None:
+    """Encode `value` as the JSON answer."""
+    resp.status = status
+    resp.data = _encode(value)
+
+
+class Resource:
+    """A noun of the API, served by one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+
+class Health(Resource):
+    """`/health`: the served workflow and its checksum."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, self.engine.health())
+
+
+class WorkflowFile(Resource):
+    """`/workflow`: the graph file, as it is."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = self.engine.workflow_json()
+
+
+class Tokens(Resource):
+    """`/tokens`: start a token, or list tokens."""
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_shape(req, wire.StartBody)
+        token, created = self.engine.start(body.token, body.context)
+        answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        listed = self.engine.list_tokens(
+            req.get_param("status"), req.get_param("parent"), req.get_param("limit")
+        )
+        answer(resp, listed)
+
+
+class Token(Resource):
+    """`/tokens/{token}`: read one token, fire its events, steer it."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        answer(resp, self.engine.get(token))
+
+    def on_get_history(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        answer(resp, self.engine.history(token))
+
+    def on_post_event(
+        self, req: falcon.Request, resp: falcon.Response, token: str, event: str
+    ) -> None:
+        body = read_shape(req, wire.FireBody)
+        key = req.get_header("Idempotency-Key")
+        answer(resp, self.engine.fire(token, event, body.payload, key))
+
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        read_body(req)
+        answer(resp, self.engine.pause(token))
+
+    def on_post_resume(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        read_body(req)
+        answer(resp, self.engine.resume(token))
+
+    def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        read_body(req)
+        answer(resp, self.engine.cancel(token))
+
+
+class Tasks(Resource):
+    """`/tasks`: what supervisors (and people, for waiting tasks) send about work."""
+
+    def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_shape(req, wire.ClaimBody)
+        grant = self.engine.claim(body.supervisor, body.states, body.request)
+        if grant is None:
+            resp.status = falcon.HTTP_204
+        else:
+            answer(resp, grant)
+
+    def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_shape(req, wire.HeartbeatBody)
+        answer(resp, wire.Lost(lost=self.engine.heartbeat(body.supervisor, body.tasks)))
+
+    def on_post_report(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
+        number = task_id(task)
+        answer(resp, self.engine.report(number, read_shape(req, wire.ReportBody)))
+
+    def on_post_note(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
+        number = task_id(task)
+        body = read_shape(req, wire.NoteBody)
+        self.engine.note(number, body.text, body.attempt)
+        resp.status = falcon.HTTP_204
+
+    def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
+        number = task_id(task)
+        body = read_shape(req, wire.MemoryBody)
+        self.engine.memory(number, body.key, body.value, body.attempt)
+        resp.status = falcon.HTTP_204
+
+
+def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
+    """Write a refusal: `{"error", "code"}` with its status."""
+    resp.status = falcon.code_to_http_status(status)
+    resp.data = _encode(wire.ErrorBody(error=sentence, code=code))
+
+
+def engine_refused(
+    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
+) -> None:
+    """Answer an engine refusal with its own status and code."""
+    refuse(resp, ex.status, str(ex), ex.code)
+
+
+#: The code of a refusal that Falcon itself raises, by its status; others are `bad_request`.
+FALCON_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+def falcon_refused(
+    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict[str, Any]
+) -> None:
+    """Answer a refusal of the HTTP edge: an unknown path or method, an unreadable body."""
+    status = ex.status_code
+    if ex.description:
+        sentence = ex.description
+    elif status == 404:
+        sentence = f"the API has no path {req.path!r}"
+    elif status == 405:
+        sentence = f"the path {req.path!r} does not take {req.method}"
+    else:
+        sentence = f"the request cannot be read: {ex.title}"
+    if ex.headers:
+        resp.set_headers(ex.headers)
+    code = FALCON_CODES.get(status, "bad_request" if status < 500 else "unexpected")
+    refuse(resp, status, sentence, code)
+
+
+def failed(
+    req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
+) -> None:
+    """Answer any other exception with a fixed sentence; only the log gets the traceback."""
+    _log.exception("%s %s failed", req.method, req.path, exc_info=ex)
+    refuse(resp, 500, "the request failed on the control plane; its log tells why", "unexpected")
+
+
+def create_app(engine: Engine) -> falcon.App:
+    """Build the WSGI app that serves `engine`."""
+    app = falcon.App()
+    tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
+    app.add_route("/health", Health(engine))
+    app.add_route("/workflow", WorkflowFile(engine))
+    app.add_route("/tokens", tokens)
+    app.add_route("/tokens/{token}", token)
+    app.add_route("/tokens/{token}/history", token, suffix="history")
+    app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
+    for action in ("pause", "resume", "cancel"):
+        app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
+    app.add_route("/tasks/claim", tasks, suffix="claim")
+    app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
+    for action in ("report", "note", "memory"):
+        app.add_route(f"/tasks/{{task}}/{action}", tasks, suffix=action)
+    app.add_error_handler(Exception, failed)
+    app.add_error_handler(falcon.HTTPError, falcon_refused)
+    app.add_error_handler(EngineError, engine_refused)
+    return app

@@ -1,0 +1,162 @@
+"""Fixtures for a real control plane: the `orders` graph, SQLite on disk, waitress on a port."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import waitress
+from waitress import wasyncore
+
+from stateous import END, START, Workflow
+from stateous.compiler.compile import compile_workflow
+from stateous.control.api import create_app
+from stateous.control.engine import Engine
+from stateous.control.graph import Graph
+from stateous.control.sqlite import SqliteStore
+from stateous.model.graph_file import dump
+
+Answer = tuple[int, dict[str, str], Any]
+
+
+class Item(msgspec.Struct):
+    """The context of an order."""
+
+    title: str
+    amount: int = 0
+
+
+class Verdict(msgspec.Struct):
+    """The payload of `reviewed`."""
+
+    approved: bool
+    note: str = ""
+
+
+def orders() -> Workflow:
+    """The `orders` starter: draft, then review, whose verdict ends the token or sends it back."""
+    flow = Workflow("orders", context=Item)
+    draft = flow.state("draft")
+    review = flow.state("review", timeout="1h", retries=1)
+    submitted = flow.event("submitted")
+    reviewed = flow.event("reviewed", payload=Verdict)
+    flow.transition(START, draft)
+    flow.transition(draft, review, on=submitted)
+    flow.transition(review, END, on=reviewed, when="payload.approved == true")
+    flow.transition(review, draft, on=reviewed, otherwise=True)
+    return flow
+
+
+def write_graph(folder: Path) -> Path:
+    """Compile `orders` and write its graph file into `folder`."""
+    path = folder / "orders.json"
+    path.write_bytes(dump(compile_workflow(orders())))
+    return path
+
+
+def build_engine(folder: Path, kind: type[Engine] = Engine) -> Engine:
+    """An engine of class `kind` over the `orders` graph and a fresh SQLite file."""
+    graph = Graph.load(write_graph(folder))
+    return kind(graph, SqliteStore(folder / "db.sqlite"), lease=120)
+
+
+def read_answer(response: http.client.HTTPResponse) -> Answer:
+    """Read a whole answer: status, headers (lower-case names), and the JSON body or None."""
+    data = response.read()
+    headers = {name.lower(): value for name, value in response.getheaders()}
+    return response.status, headers, msgspec.json.decode(data) if data else None
+
+
+def send(
+    connection: http.client.HTTPConnection,
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    raw: bytes | None = None,
+) -> Answer:
+    """Send one request on `connection`: `body` is encoded as JSON, `raw` is sent as is."""
+    data = raw if raw is not None else None if body is None else msgspec.json.encode(body)
+    connection.request(method, path, body=data, headers=headers or {})
+    return read_answer(connection.getresponse())
+
+
+class Served:
+    """A control plane served on a local port, with a small HTTP client."""
+
+    def __init__(self, engine: Engine, port: int) -> None:
+        self.engine = engine
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    def connect(self) -> http.client.HTTPConnection:
+        """A new connection to the server (kept alive until closed)."""
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+        connection: http.client.HTTPConnection | None = None,
+    ) -> Answer:
+        """Send one request, on `connection` or on a fresh one, and return its answer."""
+        if connection is not None:
+            return send(connection, method, path, body, headers, raw)
+        fresh = self.connect()
+        try:
+            return send(fresh, method, path, body, headers, raw)
+        finally:
+            fresh.close()
+
+
+@contextmanager
+def serving(engine: Engine) -> Iterator[Served]:
+    """Serve `engine` through `create_app` and waitress for a block, then close its store.
+
+    The test owns the socket map and the loop, so that it can stop the loop first and close
+    every socket after, from one thread: no socket closes under a running loop.
+    """
+    sockets: dict[int, Any] = {}
+    server = waitress.create_server(
+        create_app(engine), map=sockets, host="127.0.0.1", port=0, threads=4
+    )
+    stopping = threading.Event()
+
+    def loop() -> None:
+        while not stopping.is_set():
+            wasyncore.loop(timeout=1.0, map=sockets, count=1)
+
+    looping = threading.Thread(target=loop, name="waitress", daemon=True)
+    looping.start()
+    try:
+        yield Served(engine, server.effective_port)
+    finally:
+        stopping.set()
+        server.pull_trigger()
+        looping.join()
+        server.task_dispatcher.shutdown()
+        wasyncore.close_all(sockets)
+        engine.store.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    """The `orders` control plane over a fresh SQLite file, served on a free port."""
+    with serving(build_engine(tmp_path)) as control_plane:
+        yield control_plane
+
+
+@pytest.fixture
+def serve_engine(tmp_path: Path) -> Iterator[Callable[[type[Engine]], Served]]:
+    """Serve an engine of a given Engine subclass, for errors that only a fake can raise."""
+    with ExitStack() as stack:
+        yield lambda kind: stack.enter_context(serving(build_engine(tmp_path, kind)))
