@@ -12,7 +12,7 @@ ALLOWED = {
     "model": set(),
     "compiler": {"model"},
     "control": {"model"},
-    "supervisor": {"model"},
+    "supervisor": {"model", "client"},
     "client": {"model"},
     "cli": {"model", "compiler", "control", "supervisor", "client", "root"},
     "root": {"model", "supervisor", "client"},
@@ -100,6 +100,7 @@ def test_the_rules_catch_forbidden_imports() -> None:
     ]
     assert violations("stateous.control.api", {"stateous.supervisor.outbox"}) != []
     assert violations("stateous.supervisor.loops", {"stateous.control"}) != []
+    assert violations("stateous.supervisor.remote", {"stateous.client.http"}) == []
     assert violations("stateous.compiler.load", {"stateous.control.store"}) != []
     assert violations("stateous.client.client", {"apsw"}) == ["apsw"]
     assert violations("stateous.cli.main", {"stateous.control", "stateous.compiler"}) == []

@@ -1,0 +1,127 @@
+"""One kept-alive HTTP connection to a control plane, speaking JSON.
+
+The client, the token commands and the supervisor all talk to the control plane
+through this: the standard library's `http.client`, msgspec for JSON, and the
+API's refusals (`{"error", "code"}`) turned into exceptions. It retries nothing
+itself, except reopening a kept-alive connection that the server had closed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import msgspec
+
+
+class ClientError(Exception):
+    """A call to the control plane failed."""
+
+
+class Unreachable(ClientError):
+    """The control plane did not answer: no connection, a timeout, a dropped answer."""
+
+
+class Refused(ClientError):
+    """The control plane answered with a refusal; programs read `code`, people `message`."""
+
+    def __init__(self, status: int, message: str, code: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+class NotFound(Refused):
+    """A refusal with the status 404: no such token, task or path."""
+
+
+def segment(value: str | int) -> str:
+    """Quote one part of a path, so an id with odd characters stays one part."""
+    return quote(str(value), safe="")
+
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+
+
+class Connection:
+    """A kept-alive connection to one control plane; not for several threads at once."""
+
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ClientError(f"{url!r} is not an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        self.timeout = timeout
+        self._connection: http.client.HTTPConnection | None = None
+
+    def _open(self) -> http.client.HTTPConnection:
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = kind(self._host, self._port, timeout=self.timeout)
+        connection.connect()
+        connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """Send one request; return (status, JSON answer or None), or raise a ClientError."""
+        data = b"" if body is None else _encode(body)
+        sent = {"Content-Type": "application/json", **(headers or {})}
+        for fresh in (False, True):
+            try:
+                if self._connection is None or fresh:
+                    self.close()
+                    self._connection = self._open()
+                self._connection.request(method, self._prefix + path, data, sent)
+                response = self._connection.getresponse()
+                raw = response.read()
+                break
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()
+                if fresh:
+                    raise Unreachable(
+                        f"the control plane at {self.url} closed the connection"
+                    ) from None
+            except (OSError, http.client.HTTPException) as ex:
+                self.close()
+                reason = (
+                    ex.strerror
+                    if isinstance(ex, OSError) and ex.strerror
+                    else str(ex) or type(ex).__name__
+                )
+                raise Unreachable(
+                    f"cannot reach the control plane at {self.url} ({reason})"
+                ) from None
+        if response.will_close:
+            self.close()
+        answer = None
+        if raw:
+            try:
+                answer = _decode(raw)
+            except msgspec.DecodeError:
+                answer = raw.decode("utf-8", "replace")
+        if response.status >= 400:
+            message, code = f"HTTP {response.status}", None
+            if isinstance(answer, dict):
+                message = str(answer.get("error", message))
+                code = answer.get("code")
+            kind = NotFound if response.status == 404 else Refused
+            raise kind(response.status, message, code)
+        return response.status, answer
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
