@@ -8,5 +8,17 @@ Write a workflow with `Workflow`, `START` and `END`; compile it with
 from stateous._version import __version__
 from stateous.model.errors import DefinitionError
 from stateous.model.workflow import END, START, Workflow
+from stateous.supervisor.routine import Context, Occurrence, OutcomeError, StateRef, on_state
 
-__all__ = ["END", "START", "DefinitionError", "Workflow", "__version__"]
+__all__ = [
+    "END",
+    "START",
+    "Context",
+    "DefinitionError",
+    "Occurrence",
+    "OutcomeError",
+    "StateRef",
+    "Workflow",
+    "__version__",
+    "on_state",
+]

@@ -1,0 +1,278 @@
+"""What a routine sees: `on_state`, `Context`, `Occurrence`, `StateRef`, `OutcomeError`.
+
+A routine is a function marked with `@on_state(states.X)`. It gets a `Context`
+(the token's context, its memory, notes and timers) and returns an `Occurrence`
+(an event of its state, with its payload) or None. The generated `contract.py`
+subclasses these types for one workflow. Nothing here talks to the network: a
+context hands notes and memory writes to a sink that the supervisor gives it.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from collections.abc import Callable, Iterator, MutableMapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import msgspec
+
+from stateous.model.durations import parse_duration
+from stateous.model.names import BUILTIN_EVENTS
+
+Payload = TypeVar("Payload")
+Model = TypeVar("Model")
+Routine = TypeVar("Routine", bound=Callable[..., Any])
+
+NOTE_LIMIT = 500
+MEMORY_KEY_LIMIT = 128
+_MARK = "__stateous_state__"
+
+
+class OutcomeError(ValueError):
+    """Data that does not name an event of the state, or whose payload does not fit."""
+
+
+class Occurrence(Generic[Payload]):
+    """An event of the workflow, with its payload: what a routine returns.
+
+    The contract declares one subclass per event, e.g. `class done(Occurrence[None])`
+    with `name = "done"`; `events.passed(result)` makes one with a payload.
+    """
+
+    name: ClassVar[str] = ""
+    payload_type: ClassVar[Any] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in getattr(cls, "__orig_bases__", ()):
+            if typing.get_origin(base) is Occurrence:
+                (argument,) = typing.get_args(base)
+                cls.payload_type = None if argument is type(None) else argument
+
+    def __init__(self, payload: Payload | None = None) -> None:
+        if self.payload_type is None and payload is not None:
+            raise TypeError(f"the event {self.name!r} has no payload")
+        if self.payload_type is not None and payload is None:
+            raise TypeError(f"the event {self.name!r} needs a {self.payload_type.__name__}")
+        self.payload = payload
+
+    def payload_json(self) -> dict[str, Any] | None:
+        """The payload as JSON values, as the control plane reads it."""
+        if self.payload is None:
+            return None
+        built = msgspec.to_builtins(self.payload)
+        if not isinstance(built, dict):
+            raise TypeError(f"the payload of {self.name!r} is not an object")
+        return built
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.payload!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.payload == self.payload  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+class StateRef:
+    """A state of the workflow, as the contract names it, with the events it may emit."""
+
+    def __init__(self, name: str, emits: tuple[type[Occurrence[Any]], ...] = ()) -> None:
+        self.name = name
+        self.emits = emits
+
+    def __repr__(self) -> str:
+        return f"StateRef({self.name!r})"
+
+    def event(self, name: str) -> type[Occurrence[Any]] | None:
+        """The event class of this state with that name, if the state emits it."""
+        return next((event for event in self.emits if event.name == name), None)
+
+    def outcome_schema(self) -> dict[str, Any]:
+        """One JSON Schema for every outcome of the state: `{"event": name, "payload": ...}`."""
+        types = [event.payload_type for event in self.emits if event.payload_type is not None]
+        schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
+        by_type = dict(zip(types, schemas, strict=True))
+        choices = [
+            {
+                "type": "object",
+                "properties": {
+                    "event": {"const": event.name},
+                    "payload": by_type.get(event.payload_type, {"type": "null"}),
+                },
+                "required": ["event", "payload"],
+                "additionalProperties": False,
+            }
+            for event in self.emits
+        ]
+        schema: dict[str, Any] = {"title": f"the outcome of {self.name!r}", "anyOf": choices}
+        if components:
+            schema["$defs"] = components
+        return schema
+
+    def outcome(self, data: Any) -> Occurrence[Any]:
+        """Make the event that `data` names, checked; raise OutcomeError if it does not fit."""
+        if not isinstance(data, dict) or not isinstance(data.get("event"), str):
+            raise OutcomeError(f"an outcome of {self.name!r} is an object with an 'event' name")
+        event = self.event(data["event"])
+        if event is None:
+            names = ", ".join(repr(item.name) for item in self.emits)
+            raise OutcomeError(f"{self.name!r} cannot emit {data['event']!r}; it emits {names}")
+        payload = data.get("payload")
+        if event.payload_type is None:
+            if payload not in (None, {}):
+                raise OutcomeError(f"the event {event.name!r} has no payload")
+            return event()
+        try:
+            return event(msgspec.convert(payload, event.payload_type))
+        except msgspec.ValidationError as ex:
+            raise OutcomeError(f"the payload of {event.name!r} does not fit: {ex}") from None
+
+
+def on_state(state: StateRef) -> Callable[[Routine], Routine]:
+    """Mark a function as the routine of `state`."""
+    if not isinstance(state, StateRef):
+        raise TypeError(f"on_state takes a state of contract.py, e.g. states.coding, not {state!r}")
+
+    def mark(routine: Routine) -> Routine:
+        setattr(routine, _MARK, state)
+        return routine
+
+    return mark
+
+
+def routine_state(value: object) -> StateRef | None:
+    """The state a function was marked for, or None."""
+    state = getattr(value, _MARK, None)
+    return state if isinstance(state, StateRef) else None
+
+
+class Sink(Protocol):
+    """Where a context sends what is saved at once: notes and memory writes."""
+
+    def note(self, text: str) -> None: ...
+    def memory(self, key: str, value: Any) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EnteredBy:
+    """The event that brought the token into its state: `name`, and `payload` if any."""
+
+    name: str
+    payload: Any = None
+
+
+def _json(value: Any) -> Any:
+    """The value as JSON values; raise TypeError for anything JSON cannot hold."""
+    try:
+        return msgspec.json.decode(msgspec.json.encode(value))
+    except (TypeError, msgspec.EncodeError) as ex:
+        raise TypeError(f"{value!r} is not a JSON value: {ex}") from None
+
+
+class Memory(MutableMapping[str, Any]):
+    """The routine's own store for one token and one state; every write is saved at once."""
+
+    def __init__(self, values: dict[str, Any], sink: Sink) -> None:
+        self._values = dict(values)
+        self._sink = sink
+
+    def __getitem__(self, key: str) -> Any:
+        return copy.deepcopy(self._values[key])
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if not isinstance(key, str) or not 1 <= len(key) <= MEMORY_KEY_LIMIT:
+            raise ValueError(f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters")
+        if value is None:
+            raise ValueError("a memory value cannot be None; delete the key with del instead")
+        value = _json(value)
+        self._sink.memory(key, value)
+        self._values[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._values[key]
+        self._sink.memory(key, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._values))
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Memory({self._values!r})"
+
+
+class Context(Generic[Model]):
+    """What a routine gets as `ctx`: the token's context and the tools of one attempt.
+
+    `ctx["key"]` reads a copy, `ctx["key"] = value` is a change saved with the
+    outcome; `ctx.memory` and `ctx.note()` are saved at once; `ctx.schedule()` sets
+    a timer with the outcome.
+    """
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        task: int,
+        state: str,
+        visit: int,
+        attempt: int,
+        context: dict[str, Any],
+        memory: dict[str, Any],
+        entered_by: EnteredBy,
+        sink: Sink,
+    ) -> None:
+        self.token = token
+        self.task = task
+        self.state = state
+        self.visit = visit
+        self.attempt = attempt
+        self.entered_by = entered_by
+        self.memory = Memory(memory, sink)
+        self._context = dict(context)
+        self._sink = sink
+        self.changes: dict[str, Any] = {}
+        self.schedules: list[dict[str, Any]] = []
+
+    def __getitem__(self, key: str) -> Any:
+        return copy.deepcopy(self._context[key])
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        value = _json(value)
+        self._context[key] = value
+        self.changes[key] = value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._context
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Read a copy of a context value, or `default` when it is not set."""
+        return copy.deepcopy(self._context[key]) if key in self._context else default
+
+    def note(self, text: str) -> None:
+        """Add one line of progress to the token's history, at once; empty text adds nothing."""
+        text = str(text).strip()
+        if not text:
+            return
+        if len(text) > NOTE_LIMIT:
+            raise ValueError(f"a note has at most {NOTE_LIMIT} characters, not {len(text)}")
+        self._sink.note(text)
+
+    def schedule(self, event: Occurrence[Any] | type[Occurrence[Any]], *, after: str) -> None:
+        """Fire `event` on the token after a duration such as '10m', if it is still here."""
+        occurrence = event() if isinstance(event, type) else event
+        if not isinstance(occurrence, Occurrence):
+            raise TypeError(f"schedule takes an event of contract.py, not {event!r}")
+        if occurrence.name in BUILTIN_EVENTS:
+            raise ValueError(f"a timer cannot fire {occurrence.name!r}")
+        parse_duration(after)
+        self.schedules.append(
+            {"event": occurrence.name, "after": after, "payload": occurrence.payload_json()}
+        )
+
+    def __repr__(self) -> str:
+        return f"Context(token={self.token!r}, state={self.state!r}, task={self.task})"
