@@ -1,0 +1,31 @@
+"""`stateous supervise`: run the routines of a supervisor's folder."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
+
+
+def run_supervise(args: argparse.Namespace) -> int:
+    """Supervise a folder until Ctrl-C or SIGTERM."""
+    from stateous.supervisor.supervisor import supervise
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    return supervise(Path(args.folder))
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add `supervise` to the parser."""
+    supervise = commands.add_parser(
+        "supervise",
+        help="run the routines of a supervisor's folder",
+        description=(
+            "Claim the tasks of the states that the folder's routines serve, run the "
+            "routines and report their outcomes. The settings are in FOLDER/stateous.yaml."
+        ),
+    )
+    supervise.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
+    supervise.set_defaults(run=run_supervise)

@@ -1,0 +1,134 @@
+"""A supervisor's folder: its settings, its contract and its routines.
+
+`stateous.yaml` is read into typed settings, with one sentence that names a bad
+key. Every Python file of the folder is imported, with the folder first on the
+import path, and the functions marked with `@on_state` are collected, one per
+state. User code runs here, so every way it can fail becomes one sentence.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import msgspec
+
+from stateous.model.errors import Failure
+from stateous.supervisor.routine import StateRef, routine_state
+
+SETTINGS = "stateous.yaml"
+CONTRACT = "contract.py"
+TASK_LIMIT = 1000
+NAME_LIMIT = 128
+
+
+class FolderError(Failure):
+    """The folder cannot be supervised as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    url: str
+    tasks: int
+    name: str
+
+
+def read_settings(folder: Path) -> Settings:
+    """Read and check `stateous.yaml`; name the key that is wrong."""
+    path = folder / SETTINGS
+    try:
+        raw = msgspec.yaml.decode(path.read_bytes())
+    except FileNotFoundError:
+        raise FolderError(
+            f"{path} does not exist; make the folder with: stateous init supervisor SOURCE {folder}"
+        ) from None
+    except (OSError, msgspec.DecodeError) as ex:
+        raise FolderError(f"{path} cannot be read: {ex}") from None
+    if not isinstance(raw, dict):
+        raise FolderError(f"{path} must hold the keys url, tasks and name")
+    unknown = sorted(set(raw) - {"url", "tasks", "name"})
+    if unknown:
+        raise FolderError(f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks and name")
+    url = raw.get("url")
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise FolderError(f"{path}: url must be an http:// or https:// address, not {url!r}")
+    tasks = raw.get("tasks", 4)
+    if not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= TASK_LIMIT:
+        raise FolderError(f"{path}: tasks must be a whole number from 1 to {TASK_LIMIT}")
+    name = raw.get("name", socket.gethostname())
+    if not isinstance(name, str) or not 1 <= len(name) <= NAME_LIMIT:
+        raise FolderError(f"{path}: name must have 1 to {NAME_LIMIT} characters")
+    return Settings(url=url.rstrip("/"), tasks=tasks, name=name)
+
+
+@dataclass(frozen=True, slots=True)
+class Routines:
+    """What the folder serves: the contract's workflow and checksum, and a routine per state."""
+
+    workflow: str
+    checksum: str
+    by_state: dict[str, tuple[StateRef, Callable[..., Any]]]
+
+
+def _import(folder: Path, path: Path) -> dict[str, Any]:
+    name = path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise FolderError(f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except (Exception, SystemExit) as ex:
+        sys.modules.pop(name, None)
+        where = ""
+        for frame in reversed(traceback.extract_tb(ex.__traceback__)):
+            if Path(frame.filename).resolve().parent == folder:
+                where = f" ({Path(frame.filename).name}, line {frame.lineno})"
+                break
+        raise FolderError(f"{path} does not import: {type(ex).__name__}: {ex}{where}") from None
+    return vars(module)
+
+
+def load_routines(folder: Path) -> Routines:
+    """Import the contract and every file of the folder; collect one routine per state."""
+    folder = folder.resolve()
+    if not (folder / CONTRACT).is_file():
+        raise FolderError(
+            f"{folder / CONTRACT} does not exist; write it with: "
+            f"stateous init supervisor SOURCE {folder}"
+        )
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    contract = _import(folder, folder / CONTRACT)
+    workflow, checksum = contract.get("__workflow__"), contract.get("__checksum__")
+    if not isinstance(workflow, str) or not isinstance(checksum, str):
+        raise FolderError(f"{folder / CONTRACT} has no __workflow__ and __checksum__")
+    found: dict[str, tuple[StateRef, Callable[..., Any], str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if path.name == CONTRACT:
+            continue
+        for attribute, value in _import(folder, path).items():
+            state = routine_state(value)
+            if state is None or not callable(value):
+                continue
+            where = f"{path.name}:{attribute}"
+            if state.name in found and found[state.name][1] is not value:
+                raise FolderError(
+                    f"two routines for {state.name!r}: {found[state.name][2]} and {where}; keep one"
+                )
+            found[state.name] = (state, value, where)
+    if not found:
+        raise FolderError(
+            f"{folder} has no routine; mark a function with @on_state(states.<state>)"
+        )
+    by_state = {name: (state, routine) for name, (state, routine, _) in found.items()}
+    return Routines(workflow=workflow, checksum=checksum, by_state=by_state)

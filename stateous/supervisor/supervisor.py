@@ -1,0 +1,513 @@
+"""The supervisor's loops: claim tasks, run routines, beat the heart, send the outbox.
+
+Everything runs on one asyncio loop: `async def` routines on it, `def` routines
+in daemon threads, blocking HTTP calls in threads of their own. Every report,
+note and memory write goes to the outbox first and is sent from there in order,
+so a network failure or a crash loses nothing. A first stop signal takes no new
+tasks and waits; a second one cancels the routines and exits 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import signal
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stateous.client.http import Connection, Refused, Unreachable
+from stateous.supervisor.folder import FolderError, Routines, Settings, load_routines, read_settings
+from stateous.supervisor.outbox import Message, Outbox
+from stateous.supervisor.routine import Context, EnteredBy, Occurrence, StateRef
+
+log = logging.getLogger("stateous.supervisor")
+
+#: Seconds to wait before trying an unreachable control plane again.
+BACKOFF = (1, 2, 4, 8, 16, 30)
+#: Seconds between claims when the last one found nothing.
+IDLE = 1.0
+#: The lease to assume before a grant says otherwise.
+DEFAULT_LEASE = 120.0
+#: Refusals after which a report is turned into a failed attempt.
+REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
+#: Refusals that say "try again later", not "this message is wrong".
+TRY_AGAIN = ("database_busy", "not_serving")
+
+
+def backoff(tries: int) -> int:
+    return BACKOFF[min(tries, len(BACKOFF) - 1)]
+
+
+@dataclass
+class Running:
+    """A task whose routine runs now."""
+
+    grant: dict[str, Any]
+    job: asyncio.Task[None] | None = None
+    lost: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"task {self.grant['task']} of {self.grant['token']}"
+
+
+@dataclass
+class Sink:
+    """Where a routine's notes and memory writes go: the outbox, at once."""
+
+    supervisor: Supervisor
+    grant: dict[str, Any]
+
+    def note(self, text: str) -> None:
+        self.supervisor.keep(self.grant, "note", {"text": text})
+
+    def memory(self, key: str, value: Any) -> None:
+        self.supervisor.keep(self.grant, "memory", {"key": key, "value": value})
+
+
+def in_thread(function: Callable[[Any], Any], argument: Any) -> asyncio.Future[Any]:
+    """Run a blocking routine in a daemon thread, so a forced stop never waits for it."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(result: Any = None, error: BaseException | None = None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result = function(argument)
+        except BaseException as ex:
+            loop.call_soon_threadsafe(settle, None, ex)
+        else:
+            loop.call_soon_threadsafe(settle, result)
+
+    threading.Thread(target=run, name="stateous-routine", daemon=True).start()
+    return future
+
+
+class Supervisor:
+    """One supervisor of one folder."""
+
+    def __init__(
+        self, folder: Path, settings: Settings, routines: Routines, outbox: Outbox
+    ) -> None:
+        self.folder = folder
+        self.settings = settings
+        self.routines = routines
+        self.outbox = outbox
+        self.url = settings.url
+        self.running: dict[int, Running] = {}
+        self.stopping = False
+        self.forced = False
+        self.unreachable = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._beat = asyncio.Event()
+        self._drained = asyncio.Event()
+        self._slots = asyncio.Semaphore(settings.tasks)
+
+    @classmethod
+    def open(cls, folder: Path, url: str | None = None) -> Supervisor:
+        """Read the folder, lock its outbox and import its routines; raise a Failure."""
+        if not folder.is_dir():
+            raise FolderError(f"{folder} is not a folder")
+        settings = read_settings(folder)
+        if url is not None:
+            settings = Settings(url=url.rstrip("/"), tasks=settings.tasks, name=settings.name)
+        routines = load_routines(folder)
+        return cls(folder, settings, routines, Outbox(folder))
+
+    # the outbox
+
+    def keep(self, grant: dict[str, Any], kind: str, body: dict[str, Any]) -> None:
+        """Write a message to the outbox, then wake the sender; safe from any thread."""
+        self.outbox.put(grant["task"], grant["attempt"], grant["token"], kind, body)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def _call(
+        self, connection: Connection, method: str, path: str, body: Any = None
+    ) -> tuple[int, Any]:
+        return await asyncio.to_thread(connection.call, method, path, body)
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep, but wake at once when a stop is asked."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), seconds)
+
+    async def _send_loop(self) -> None:
+        connection = Connection(self.url)
+        while True:
+            pending = self.outbox.pending()
+            if not pending:
+                self._drained.set()
+                await self._wake.wait()
+                self._wake.clear()
+                continue
+            self._drained.clear()
+            for message in pending:
+                await self._send(connection, message)
+                if self.unreachable and self.stopping:
+                    return
+
+    async def _send(self, connection: Connection, message: Message) -> None:
+        label = f"task {message.task} of {message.token}"
+        tries = 0
+        while True:
+            body = {**message.body, "attempt": message.attempt}
+            try:
+                if message.kind == "report":
+                    body["supervisor"] = self.settings.name
+                    await self._call(connection, "POST", f"/tasks/{message.task}/report", body)
+                elif message.kind == "note":
+                    await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
+                else:
+                    await self._call(connection, "PUT", f"/tasks/{message.task}/memory", body)
+            except Unreachable as ex:
+                self.unreachable = True
+                if self.stopping:
+                    log.warning(
+                        "%s: the control plane cannot be reached; the %s stays in the outbox "
+                        "for the next start",
+                        label,
+                        message.kind,
+                    )
+                    return
+                wait = backoff(tries)
+                log.warning("%s; trying again in %ds", ex, wait)
+                tries += 1
+                await self._pause(wait)
+                continue
+            except Refused as ex:
+                if ex.code in TRY_AGAIN:
+                    wait = backoff(tries)
+                    log.warning(
+                        "the control plane refused (%s): %s; trying again in %ds",
+                        ex.code,
+                        ex.message,
+                        wait,
+                    )
+                    tries += 1
+                    await self._pause(wait)
+                    continue
+                self.unreachable = False
+                if self._refused(message, label, ex):
+                    continue
+                return
+            self.unreachable = False
+            self.outbox.remove(message.id)
+            if message.kind == "report":
+                self._reported(label, message.body)
+            return
+
+    def _reported(self, label: str, body: dict[str, Any]) -> None:
+        if body["kind"] == "event":
+            log.info("%s: reported %s", label, body["event"])
+        elif body["kind"] == "waiting":
+            log.info("%s: waits for a report from outside", label)
+        else:
+            log.info("%s: reported a failed attempt: %s", label, body.get("error"))
+
+    def _refused(self, message: Message, label: str, ex: Refused) -> bool:
+        """Handle a refusal; return True when the message was replaced and must go again."""
+        if message.kind != "report":
+            log.warning("%s: the control plane refused a %s: %s", label, message.kind, ex.message)
+            self.outbox.remove(message.id)
+            return False
+        log.warning("%s: the control plane refused the report: %s", label, ex.message)
+        if ex.code in REPORT_FAILS and message.body.get("kind") != "failed":
+            failed = {
+                "kind": "failed",
+                "error": f"the control plane refused the report: {ex.message}",
+            }
+            self.outbox.replace(message.id, "report", failed)
+            message.body.clear()
+            message.body.update(failed)
+            return True
+        if ex.code == "task_not_held":
+            self._beat.set()
+        self.outbox.remove(message.id)
+        return False
+
+    # starting
+
+    async def _await_control_plane(self) -> bool:
+        """Wait for /health with the back-off; check the checksum. False if stopped first."""
+        connection = Connection(self.url)
+        tries = 0
+        while not self.stopping:
+            try:
+                _, answer = await self._call(connection, "GET", "/health")
+            except Unreachable as ex:
+                wait = backoff(tries)
+                log.warning("%s; trying again in %ds", ex, wait)
+                tries += 1
+                await self._pause(wait)
+                continue
+            except Refused as ex:
+                raise FolderError(
+                    f"{self.url} did not answer as a Stateous control plane: {ex.message}"
+                ) from None
+            finally:
+                connection.close()
+            if not isinstance(answer, dict) or not {"workflow", "checksum"} <= set(answer):
+                raise FolderError(
+                    f"{self.url} did not answer as a Stateous control plane: "
+                    "its /health has no workflow and checksum"
+                )
+            if answer["checksum"] != self.routines.checksum:
+                contract = self.folder / "contract.py"
+                raise FolderError(
+                    f"{contract} is for another version of the workflow "
+                    f"({self.routines.checksum}; the control plane serves {answer['checksum']}): "
+                    f"run `stateous init supervisor {self.url} {self.folder}` again"
+                )
+            return True
+        return False
+
+    # claiming and running
+
+    async def _claim(self, connection: Connection, request: str) -> dict[str, Any] | None:
+        """Claim a task, sending the same request id again after a lost answer."""
+        body = {
+            "supervisor": self.settings.name,
+            "states": sorted(self.routines.by_state),
+            "request": request,
+        }
+        tries = 0
+        while not self.stopping:
+            try:
+                status, answer = await self._call(connection, "POST", "/tasks/claim", body)
+            except Unreachable as ex:
+                wait = backoff(tries)
+                log.warning("%s; trying again in %ds", ex, wait)
+                tries += 1
+                await self._pause(wait)
+                continue
+            except Refused as ex:
+                log.warning("the control plane refused a claim: %s", ex.message)
+                await self._pause(IDLE if ex.code not in TRY_AGAIN else backoff(tries))
+                tries += 1
+                continue
+            return answer if status == 200 and isinstance(answer, dict) else None
+        return None
+
+    async def _claim_loop(self) -> None:
+        connection = Connection(self.url)
+        while not self.stopping:
+            await self._slots.acquire()
+            if self.stopping:
+                self._slots.release()
+                break
+            grant = await self._claim(connection, uuid.uuid4().hex)
+            if grant is None:
+                self._slots.release()
+                await self._pause(IDLE)
+                continue
+            running = Running(grant)
+            self.running[grant["task"]] = running
+            log.info(
+                "task %d: %s of %s, attempt %d",
+                grant["task"],
+                grant["state"],
+                grant["token"],
+                grant["attempt"],
+            )
+            running.job = asyncio.create_task(self._work(running))
+            self._beat.set()
+        connection.close()
+
+    async def _work(self, running: Running) -> None:
+        grant = running.grant
+        state, routine = self.routines.by_state[grant["state"]]
+        entered = grant.get("entered_by") or {"name": "__started__"}
+        ctx: Context[Any] = Context(
+            token=grant["token"],
+            task=grant["task"],
+            state=grant["state"],
+            visit=grant["visit"],
+            attempt=grant["attempt"],
+            context=grant.get("context") or {},
+            memory=grant.get("memory") or {},
+            entered_by=EnteredBy(entered["name"], entered.get("payload")),
+            sink=Sink(self, grant),
+        )
+        try:
+            if inspect.iscoroutinefunction(routine):
+                result = await routine(ctx)
+            else:
+                result = await in_thread(routine, ctx)
+            outcome = self._outcome(state, result, ctx)
+        except asyncio.CancelledError:
+            self._finish(running)
+            return
+        except Exception as ex:
+            outcome = {"kind": "failed", "error": f"{type(ex).__name__}: {ex}"[:2000]}
+        if not running.lost:
+            self.keep(grant, "report", outcome)
+        self._finish(running)
+
+    def _finish(self, running: Running) -> None:
+        self.running.pop(running.grant["task"], None)
+        self._slots.release()
+
+    @staticmethod
+    def _outcome(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]:
+        """Turn what a routine returned into the body of its report."""
+        if isinstance(result, type) and issubclass(result, Occurrence):
+            result = result()
+        extra: dict[str, Any] = {}
+        if ctx.changes:
+            extra["context"] = ctx.changes
+        if ctx.schedules:
+            extra["schedules"] = ctx.schedules
+        if result is None:
+            return {"kind": "waiting", **extra}
+        if not isinstance(result, Occurrence):
+            return {
+                "kind": "failed",
+                "error": f"the routine returned {result!r:.200}, which is neither an event of "
+                f"{state.name!r} nor None",
+            }
+        if state.event(result.name) is None:
+            return {
+                "kind": "failed",
+                "error": f"the routine returned {result.name!r}, which {state.name!r} cannot emit",
+            }
+        return {"kind": "event", "event": result.name, "payload": result.payload_json(), **extra}
+
+    async def _heartbeat_loop(self) -> None:
+        connection = Connection(self.url)
+        tries = 0
+        while True:
+            leases = [
+                float(item.grant.get("lease") or DEFAULT_LEASE) for item in self.running.values()
+            ]
+            interval = min(leases, default=DEFAULT_LEASE) / 4
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._beat.wait(), interval)
+            self._beat.clear()
+            if not self.running:
+                continue
+            tasks = list(self.running)
+            try:
+                _, answer = await self._call(
+                    connection,
+                    "POST",
+                    "/tasks/heartbeat",
+                    {"supervisor": self.settings.name, "tasks": tasks},
+                )
+            except Unreachable as ex:
+                wait = backoff(tries)
+                log.warning("%s; trying again in %ds", ex, wait)
+                tries += 1
+                await asyncio.sleep(wait)
+                self._beat.set()
+                continue
+            except Refused as ex:
+                log.warning("the control plane refused a heartbeat: %s", ex.message)
+                continue
+            except Exception:
+                log.exception("a heartbeat failed")
+                continue
+            tries = 0
+            for task in (answer or {}).get("lost", []):
+                self._lose(task)
+
+    def _lose(self, task: int) -> None:
+        running = self.running.get(task)
+        if running is None or running.lost:
+            return
+        running.lost = True
+        log.info("%s: the control plane took it back; cancelling its routine", running.label)
+        self.outbox.drop_attempt(task, running.grant["attempt"])
+        if running.job is not None:
+            running.job.cancel()
+
+    # stopping
+
+    def request_stop(self) -> None:
+        """Stop from another thread or a signal: first gracefully, then at once."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._on_signal)
+
+    def _on_signal(self) -> None:
+        if not self.stopping:
+            self.stopping = True
+            self._stop.set()
+            self._wake.set()
+            log.info(
+                "stopping: no new tasks; waiting for %d routine(s) (signal again to stop now)",
+                len(self.running),
+            )
+            return
+        self.forced = True
+        log.info("stopping now: cancelling %d routine(s)", len(self.running))
+        for running in list(self.running.values()):
+            if running.job is not None:
+                running.job.cancel()
+
+    async def run(self, *, signals: bool = True) -> int:
+        """Supervise until stopped; return the exit code."""
+        self._loop = asyncio.get_running_loop()
+        if signals:
+            for number in (signal.SIGINT, signal.SIGTERM):
+                self._loop.add_signal_handler(number, self._on_signal)
+        try:
+            if not await self._await_control_plane():
+                return 0
+            served = ", ".join(sorted(self.routines.by_state))
+            log.info("%s serves %s; the control plane is %s", self.settings.name, served, self.url)
+            left = len(self.outbox.pending())
+            if left:
+                log.info("sending %d message(s) left in the outbox", left)
+            sender = asyncio.create_task(self._send_loop())
+            self._wake.set()
+            await asyncio.sleep(0)
+            await self._drained_or_stopped()
+            heart = asyncio.create_task(self._heartbeat_loop())
+            await self._claim_loop()
+            await self._wait_for_routines()
+            if not self.forced and not self.unreachable:
+                self._wake.set()
+                await self._drained_or_stopped(final=True)
+            for loop_task in (sender, heart):
+                loop_task.cancel()
+            await asyncio.gather(sender, heart, return_exceptions=True)
+            return 1 if self.forced else 0
+        finally:
+            self.outbox.close()
+
+    async def _drained_or_stopped(self, *, final: bool = False) -> None:
+        """Wait until the outbox is empty, or the control plane is gone at a stop."""
+        while not self._drained.is_set():
+            if self.stopping and self.unreachable and not final:
+                return
+            if final and self.unreachable:
+                return
+            await asyncio.sleep(0.05)
+
+    async def _wait_for_routines(self) -> None:
+        while self.running:
+            jobs = [item.job for item in self.running.values() if item.job is not None]
+            if not jobs:
+                return
+            await asyncio.wait(jobs)
+
+
+def supervise(folder: Path, url: str | None = None) -> int:
+    """Run the supervisor of a folder until it stops; return its exit code."""
+    supervisor = Supervisor.open(folder, url)
+    return asyncio.run(supervisor.run())
