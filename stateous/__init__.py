@@ -6,6 +6,7 @@ Write a workflow with `Workflow`, `START` and `END`; compile it with
 """
 
 from stateous._version import __version__
+from stateous.client import Client
 from stateous.model.errors import DefinitionError
 from stateous.model.workflow import END, START, Workflow
 from stateous.supervisor.routine import Context, Occurrence, OutcomeError, StateRef, on_state
@@ -13,6 +14,7 @@ from stateous.supervisor.routine import Context, Occurrence, OutcomeError, State
 __all__ = [
     "END",
     "START",
+    "Client",
     "Context",
     "DefinitionError",
     "Occurrence",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from stateous.cli.errors import CommandError
+from stateous.cli.supervising import LOG_FORMAT
 from stateous.model.durations import parse_duration
 
 DEFAULT_DB = "sqlite:///stateous.db"
@@ -20,8 +22,15 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CommandError(f"--lease: {ex}") from None
     from stateous.control.serve import ControlPlane
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    return ControlPlane(args.graph, args.db, args.listen, lease).run()
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    plane = ControlPlane(args.graph, args.db, args.listen, lease)
+    if args.supervise is None:
+        return plane.run()
+    from stateous.supervisor.supervisor import Beside
+
+    beside = Beside(Path(args.supervise), plane.url)
+    beside.start()
+    return plane.run(beside)
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -46,5 +55,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default="2m",
         metavar="DURATION",
         help="how long a claimed task is held without a heartbeat (default: 2m)",
+    )
+    serve.add_argument(
+        "--supervise",
+        metavar="FOLDER",
+        help="also run the supervisor of this folder in the same process (for development)",
     )
     serve.set_defaults(run=run_serve)

@@ -2,3 +2,8 @@
 
 It speaks only HTTP, with the standard library, and imports nothing but the model.
 """
+
+from stateous.client.client import Client
+from stateous.client.http import ClientError, NotFound, Refused, Unreachable
+
+__all__ = ["Client", "ClientError", "NotFound", "Refused", "Unreachable"]

@@ -14,9 +14,10 @@ import os
 import signal
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 import waitress
 from waitress import wasyncore
@@ -154,8 +155,16 @@ class ControlPlane:
         self.store.fence(NotServing("this control plane no longer holds its database"))
         os.kill(os.getpid(), signal.SIGTERM)
 
-    def run(self) -> int:
-        """Serve until a stop signal; return the exit code."""
+    @property
+    def url(self) -> str:
+        return self.address.url(self.port)
+
+    def run(self, companion: Companion | None = None) -> int:
+        """Serve until a stop signal; return the exit code.
+
+        A `companion` (the supervisor of `--supervise`) is stopped first, while the
+        API still answers its last reports; the server stops when it has ended.
+        """
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         server = waitress.create_server(
             create_app(self.engine), sockets=[self.listener], threads=THREADS, ident="stateous"
@@ -166,13 +175,16 @@ class ControlPlane:
                 "in, and the API has no authentication",
                 file=self.err,
             )
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        stopper = _Stopper(companion)
+        previous = signal.signal(signal.SIGTERM, stopper)
+        previous_interrupt = signal.signal(signal.SIGINT, stopper)
         self.clock.start()
         print(f"serving on {self.address.url(self.port)} (Ctrl-C stops)", file=self.err, flush=True)
         try:
             server.run()
         finally:
             signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGINT, previous_interrupt)
             wasyncore.loop(timeout=0.05, map=server._map, count=20)
             wasyncore.close_all(server._map)
             self.clock.stop()
@@ -197,5 +209,30 @@ class ControlPlane:
         self.listener.close()
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+class Companion(Protocol):
+    """Something that runs beside the server and must stop before it."""
+
+    def request_stop(self) -> None: ...
+    def wait(self) -> None: ...
+
+
+class _Stopper:
+    """The SIGINT and SIGTERM handler: stop the companion first, then the server."""
+
+    def __init__(self, companion: Companion | None) -> None:
+        self.companion = companion
+        self.asked = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.companion is None:
+            raise KeyboardInterrupt
+        self.companion.request_stop()
+        if not self.asked:
+            self.asked = True
+            threading.Thread(target=self._then_stop, name="stateous-stopper", daemon=True).start()
+
+    def _then_stop(self) -> None:
+        assert self.companion is not None
+        self.companion.wait()
+        self.companion = None
+        os.kill(os.getpid(), signal.SIGTERM)

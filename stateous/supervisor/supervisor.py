@@ -116,6 +116,7 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._beat = asyncio.Event()
         self._drained = asyncio.Event()
+        self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
 
     @classmethod
@@ -210,6 +211,7 @@ class Supervisor:
             self.outbox.remove(message.id)
             if message.kind == "report":
                 self._reported(label, message.body)
+                self._nudge.set()
             return
 
     def _reported(self, label: str, body: dict[str, Any]) -> None:
@@ -304,6 +306,13 @@ class Supervisor:
             return answer if status == 200 and isinstance(answer, dict) else None
         return None
 
+    async def _idle(self) -> None:
+        """Wait a second before the next claim, less when a report may have queued work."""
+        waits = [asyncio.create_task(self._stop.wait()), asyncio.create_task(self._nudge.wait())]
+        await asyncio.wait(waits, timeout=IDLE, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+
     async def _claim_loop(self) -> None:
         connection = Connection(self.url)
         while not self.stopping:
@@ -311,10 +320,11 @@ class Supervisor:
             if self.stopping:
                 self._slots.release()
                 break
+            self._nudge.clear()
             grant = await self._claim(connection, uuid.uuid4().hex)
             if grant is None:
                 self._slots.release()
-                await self._pause(IDLE)
+                await self._idle()
                 continue
             running = Running(grant)
             self.running[grant["task"]] = running
@@ -511,3 +521,24 @@ def supervise(folder: Path, url: str | None = None) -> int:
     """Run the supervisor of a folder until it stops; return its exit code."""
     supervisor = Supervisor.open(folder, url)
     return asyncio.run(supervisor.run())
+
+
+class Beside:
+    """A supervisor in a thread of its own, beside a control plane in the same process."""
+
+    def __init__(self, folder: Path, url: str) -> None:
+        self.supervisor = Supervisor.open(folder, url)
+        self.code = 0
+        self._thread = threading.Thread(target=self._run, name="stateous-supervisor", daemon=True)
+
+    def _run(self) -> None:
+        self.code = asyncio.run(self.supervisor.run(signals=False))
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def request_stop(self) -> None:
+        self.supervisor.request_stop()
+
+    def wait(self) -> None:
+        self._thread.join()

@@ -1,0 +1,152 @@
+"""`stateous token ...`: start, fire, show, pause, resume and cancel tokens over HTTP.
+
+Each command sends its requests through one `Client` and prints what the control
+plane answered. It must stay quick to start: it imports only the client, the
+model and the standard library, never the control plane, the compiler or a
+database driver. A refusal or a silent control plane is one `error:` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stateous.cli.errors import CommandError
+from stateous.cli.history import history_lines, token_line
+from stateous.client import Client, ClientError, Refused
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+#: The most tokens that `show` lists, and the most children it shows under a token.
+LISTED = 100
+CHILDREN = 1000
+
+
+def json_object(text: str | None, what: str) -> dict[str, Any] | None:
+    """Read an argument that holds a JSON object; name the argument when it does not."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as ex:
+        raise CommandError(f"{what} is not valid JSON: {ex}") from None
+    if not isinstance(value, dict):
+        raise CommandError(f"{what} must be a JSON object, like '{{\"key\": 1}}'")
+    return value
+
+
+def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Callable[..., int]:
+    """Wrap a command: open a client, print the lines it returns, and word its failures."""
+
+    def run(args: argparse.Namespace) -> int:
+        url = args.url or os.environ.get("STATEOUS_URL") or DEFAULT_URL
+        try:
+            with Client(url) as client:
+                lines = act(client, args)
+        except Refused as ex:
+            raise CommandError(
+                f"the control plane at {url.rstrip('/')} refused ({ex.status}): {ex.message}"
+            ) from None
+        except ClientError as ex:
+            raise CommandError(str(ex)) from None
+        if lines:
+            print("\n".join(lines))
+        return 0
+
+    return run
+
+
+def start(client: Client, args: argparse.Namespace) -> list[str]:
+    context = json_object(args.context, "CONTEXT_JSON")
+    return [token_line(client.start(args.id, context))]
+
+
+def fire(client: Client, args: argparse.Namespace) -> list[str]:
+    payload = json_object(args.payload, "PAYLOAD_JSON")
+    answer = client.fire(args.id, args.event, payload, key=args.key)
+    if answer.get("duplicate"):
+        return [f"duplicate: {token_line(answer['token'])}"]
+    return [token_line(answer)]
+
+
+def show(client: Client, args: argparse.Namespace) -> list[str]:
+    if args.graph:
+        if args.id is not None:
+            raise CommandError("--graph draws the workflow; give it no token ID")
+        from stateous.cli.graph import mermaid
+        from stateous.model.graph_file import GraphFileError, load
+
+        try:
+            graph = load(json.dumps(client.workflow()))
+        except GraphFileError as ex:
+            raise CommandError(f"the control plane's workflow cannot be drawn: {ex}") from None
+        return [mermaid(graph)]
+    if args.id is None:
+        return [token_line(token) for token in client.tokens(limit=LISTED)]
+    lines = [token_line(client.get(args.id))]
+    lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
+    lines += history_lines(client.history(args.id))
+    return lines
+
+
+def steer(verb: str) -> Callable[[Client, argparse.Namespace], list[str]]:
+    """Make the command that pauses, resumes or cancels a token."""
+
+    def act(client: Client, args: argparse.Namespace) -> list[str]:
+        return [token_line(getattr(client, verb)(args.id))]
+
+    return act
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add `token` and its commands to the parser."""
+    url = argparse.ArgumentParser(add_help=False)
+    url.add_argument(
+        "--url",
+        metavar="URL",
+        help=f"the control plane's URL (default: $STATEOUS_URL, else {DEFAULT_URL})",
+    )
+    token = commands.add_parser(
+        "token",
+        help="start, fire, show and steer tokens",
+        description="Start, fire, show and steer tokens through a control plane's HTTP API.",
+    )
+    verbs = token.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    started = verbs.add_parser("start", parents=[url], help="start a token")
+    started.add_argument("id", metavar="ID", help="the token's id, for example TICKET-1")
+    started.add_argument(
+        "context", metavar="CONTEXT_JSON", nargs="?", help="the context, a JSON object"
+    )
+    started.set_defaults(run=with_client(start))
+
+    fired = verbs.add_parser("fire", parents=[url], help="fire an event on a token")
+    fired.add_argument("id", metavar="ID", help="the token's id")
+    fired.add_argument("event", metavar="EVENT", help="the event's name")
+    fired.add_argument(
+        "payload", metavar="PAYLOAD_JSON", nargs="?", help="the payload, a JSON object"
+    )
+    fired.add_argument(
+        "--key", metavar="K", help="an idempotency key: the same key fires one time only"
+    )
+    fired.set_defaults(run=with_client(fire))
+
+    shown = verbs.add_parser(
+        "show", parents=[url], help="show a token and its history, or list the tokens"
+    )
+    shown.add_argument("id", metavar="ID", nargs="?", help="the token; leave it out to list")
+    shown.add_argument(
+        "--graph", action="store_true", help="draw the workflow as a Mermaid state diagram"
+    )
+    shown.set_defaults(run=with_client(show))
+
+    for verb, what in (
+        ("pause", "pause an active token"),
+        ("resume", "resume a paused token"),
+        ("cancel", "cancel a token for good"),
+    ):
+        steered = verbs.add_parser(verb, parents=[url], help=what)
+        steered.add_argument("id", metavar="ID", help="the token's id")
+        steered.set_defaults(run=with_client(steer(verb)))

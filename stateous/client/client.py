@@ -1,0 +1,142 @@
+"""`Client`: start, fire, read and steer tokens from a program, over the HTTP API.
+
+Each method sends one request on a kept-alive `Connection` and returns the decoded
+JSON answer. A refusal raises `Refused` (or `NotFound`), a silent control plane
+`Unreachable`. Only a `database_busy` answer is sent again, a few times: nothing
+was written then, so sending it again cannot apply a change twice.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlencode
+
+from stateous.client.http import Connection, Refused, segment
+
+#: How many times a `database_busy` answer is sent again before it is raised.
+BUSY_RETRIES = 3
+#: The pause before the first retry, in seconds; each next pause is twice as long.
+BUSY_PAUSE = 0.1
+
+
+class Client:
+    """A connection to one control plane; use it from one thread at a time."""
+
+    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+        self._connection = Connection(url, timeout)
+        self.url = self._connection.url
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection; a later call opens a new one."""
+        self._connection.close()
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Send one request and return its JSON; send it again while the database is busy."""
+        retry = 0
+        while True:
+            try:
+                return self._connection.call(method, path, body, headers)[1]
+            except Refused as ex:
+                if ex.code != "database_busy" or retry == BUSY_RETRIES:
+                    raise
+            time.sleep(BUSY_PAUSE * 2**retry)
+            retry += 1
+
+    # tokens
+
+    def start(self, token: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Start a token, or return the token that has this id already."""
+        return self._call("POST", "/tokens", {"token": token, "context": context or {}})
+
+    def fire(
+        self,
+        token: str,
+        event: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Fire an event; with a used `key`, return `{"duplicate": true, "token": ...}`."""
+        headers = None if key is None else {"Idempotency-Key": key}
+        body = {} if payload is None else {"payload": payload}
+        path = f"/tokens/{segment(token)}/events/{segment(event)}"
+        return self._call("POST", path, body, headers)
+
+    def get(self, token: str) -> dict[str, Any]:
+        """Return one token."""
+        return self._call("GET", f"/tokens/{segment(token)}")
+
+    def history(self, token: str) -> list[dict[str, Any]]:
+        """Return the ledger entries of a token, in order."""
+        return self._call("GET", f"/tokens/{segment(token)}/history")
+
+    def tokens(
+        self,
+        status: str | None = None,
+        parent: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """List tokens, the most recently moved first: by status, children of a parent."""
+        query = {"status": status, "parent": parent, "limit": limit}
+        given = urlencode({name: value for name, value in query.items() if value is not None})
+        return self._call("GET", f"/tokens?{given}" if given else "/tokens")
+
+    def pause(self, token: str) -> dict[str, Any]:
+        """Pause an active token and its children."""
+        return self._call("POST", f"/tokens/{segment(token)}/pause")
+
+    def resume(self, token: str) -> dict[str, Any]:
+        """Resume a paused token; its held events apply in the order they arrived."""
+        return self._call("POST", f"/tokens/{segment(token)}/resume")
+
+    def cancel(self, token: str) -> dict[str, Any]:
+        """Cancel an active or paused token for good."""
+        return self._call("POST", f"/tokens/{segment(token)}/cancel")
+
+    # tasks and the workflow
+
+    def report(
+        self,
+        task: int,
+        event: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        attempt: int | None = None,
+    ) -> dict[str, Any]:
+        """Report the event that ends a waiting task; `attempt` guards against a stale report."""
+        body: dict[str, Any] = {"kind": "event", "event": event}
+        if payload is not None:
+            body["payload"] = payload
+        if attempt is not None:
+            body["attempt"] = attempt
+        return self._call("POST", f"/tasks/{segment(task)}/report", body)
+
+    def workflow(self) -> dict[str, Any]:
+        """Return the served graph file."""
+        return self._call("GET", "/workflow")
+
+    def health(self) -> dict[str, Any]:
+        """Return the served workflow's name and its checksum."""
+        return self._call("GET", "/health")
+
+    #: Another name of `tokens`.
+    list = tokens
