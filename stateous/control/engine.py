@@ -416,9 +416,19 @@ class Engine:
         return self.store.write(operation)
 
     def _held_task(
-        self, tx: Tx, ident: int, attempt: int | None, supervisor: str | None
+        self,
+        tx: Tx,
+        ident: int,
+        attempt: int | None,
+        supervisor: str | None,
+        *,
+        outside: bool = False,
     ) -> tuple[TaskRow, TokenRow]:
-        """Find a task that the sender still works on, on this attempt."""
+        """Find a task that the sender still works on, on this attempt.
+
+        A supervisor's report needs its own claim; a report from outside needs a
+        waiting task; a note or a memory write needs a live attempt.
+        """
         task = tx.task(ident)
         if task is None:
             raise TaskNotFound(f"no task has the id {ident}")
@@ -428,7 +438,9 @@ class Engine:
                     f"task {ident} is at attempt {task.attempt}, not attempt {attempt}"
                 )
             raise InvalidArgument(f"task {ident} is at attempt {task.attempt}, not {attempt}")
-        if supervisor is None:
+        if outside:
+            held = task.status == "waiting"
+        elif supervisor is None:
             held = task.status in ("claimed", "waiting")
         else:
             held = task.status == "claimed" and task.claimed_by == supervisor
@@ -499,7 +511,9 @@ class Engine:
             _check_name(body.supervisor)
 
         def operation(tx: Tx) -> TokenView:
-            row, token = self._held_task(tx, task, body.attempt, body.supervisor)
+            row, token = self._held_task(
+                tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
+            )
             if body.kind == "failed":
                 self._fail_attempt(tx, row, token, body.error or "the routine failed")
                 return view(token)

@@ -749,3 +749,12 @@ def test_a_write_that_waits_too_long_for_the_lock_is_database_busy(tmp_path: Pat
         other.execute("ROLLBACK")
     assert engine.start("A", {"title": "x"})[1]
     store.close()
+
+
+def test_a_report_from_outside_needs_a_waiting_task(plane: Plane) -> None:
+    task = to_review(plane)
+    with pytest.raises(TaskNotHeld):
+        plane.engine.report(task, report(event="reviewed", payload={"approved": True}))
+    plane.engine.report(task, report(kind="waiting", supervisor="box-1"))
+    done = plane.engine.report(task, report(event="reviewed", payload={"approved": True}))
+    assert done.status == "completed"
