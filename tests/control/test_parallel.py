@@ -1,0 +1,203 @@
+"""Parallel states in the engine: child tokens, the join, steering a family."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from stateous import END, START, Workflow
+from stateous.control.errors import ChildToken, InvalidTokenId
+from stateous.model.wire import ReportBody
+from tests.control.support import Plane, plane_for
+
+
+class Ticket(msgspec.Struct):
+    repo: str
+    branch: str = "main"
+
+
+class Review(msgspec.Struct):
+    repo: str
+    branch: str
+
+
+class Verdict(msgspec.Struct):
+    ok: bool
+
+
+def review_workflow(name: str) -> Workflow:
+    review = Workflow(name, context=Review)
+    triage = review.state("triage")
+    approved = review.state("approved")
+    rejected = review.state("rejected")
+    judged = review.event("judged", payload=Verdict)
+    close = review.event("close")
+    review.transition(START, triage)
+    review.transition(triage, approved, on=judged, when="payload.ok == true")
+    review.transition(triage, rejected, on=judged, otherwise=True)
+    review.transition(approved, END, on=close)
+    review.transition(rejected, END, on=close)
+    return review
+
+
+def sdlc(join: str = "all", timeout: str | None = None) -> Workflow:
+    security, design = review_workflow("security-review"), review_workflow("design-review")
+    flow = Workflow("sdlc", context=Ticket)
+    coding = flow.state("coding")
+    options = {"timeout": timeout} if timeout else {}
+    reviews = flow.state(
+        "reviews", parallel=[security, design], join=join, inputs=["repo", "branch"], **options
+    )
+    merging = flow.state("merging")
+    done = flow.event("done")
+    merged = flow.event("merged")
+    flow.transition(START, coding)
+    flow.transition(coding, reviews, on=done)
+    flow.transition(
+        reviews,
+        merging,
+        on="joined",
+        when="branches.all(status == 'completed' and final == 'approved')",
+    )
+    flow.transition(reviews, coding, on="joined", otherwise=True)
+    flow.transition(reviews, coding, on="timeout")
+    flow.transition(merging, END, on=merged)
+    return flow
+
+
+SECURITY = "T-1.reviews.1.security-review"
+DESIGN = "T-1.reviews.1.design-review"
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[Plane]:
+    served = plane_for(sdlc(), tmp_path)
+    yield served
+    served.store.close()
+
+
+def to_reviews(plane: Plane) -> None:
+    plane.engine.start("T-1", {"repo": "acme/api", "branch": "feature"})
+    assert plane.engine.fire("T-1", "done").state == "reviews"
+
+
+def finish(plane: Plane, child: str, ok: bool) -> None:
+    plane.engine.fire(child, "judged", {"ok": ok})
+    plane.engine.fire(child, "close")
+
+
+def test_entering_a_parallel_state_starts_one_child_per_workflow(plane: Plane) -> None:
+    to_reviews(plane)
+    assert plane.entries("T-1")[-3:] == [
+        ("entered", {"state": "reviews", "visit": 1}),
+        ("branch_started", {"workflow": "security-review", "token": SECURITY}),
+        ("branch_started", {"workflow": "design-review", "token": DESIGN}),
+    ]
+    child = plane.engine.get(SECURITY)
+    assert (child.state, child.status, child.parent) == ("triage", "active", "T-1")
+    assert child.context == {"repo": "acme/api", "branch": "feature"}
+    assert [token.token for token in plane.engine.list_tokens(parent="T-1")] == [DESIGN, SECURITY]
+
+
+def test_a_childs_task_is_claimed_by_workflow_and_state(plane: Plane) -> None:
+    to_reviews(plane)
+    grant = plane.engine.claim("box-1", ["design-review/triage"])
+    assert grant is not None
+    assert (grant.token, grant.state) == (DESIGN, "design-review/triage")
+    token = plane.engine.report(
+        grant.task,
+        ReportBody(kind="event", event="judged", payload={"ok": True}, supervisor="box-1"),
+    )
+    assert token.state == "approved"
+
+
+def test_join_all_waits_for_every_child_and_routes_on_the_branches(plane: Plane) -> None:
+    to_reviews(plane)
+    finish(plane, SECURITY, True)
+    assert plane.engine.get("T-1").state == "reviews"
+    finish(plane, DESIGN, True)
+    parent = plane.engine.get("T-1")
+    assert parent.state == "merging"
+    accepted = [data for kind, data in plane.entries("T-1") if kind == "event_accepted"][-1]
+    assert accepted["event"] == "joined"
+    assert {branch["token"] for branch in accepted["payload"]["branches"]} == {SECURITY, DESIGN}
+    assert accepted["payload"]["branches"][0]["status"] == "completed"
+    assert accepted["payload"]["branches"][0]["final"] == "approved"
+
+
+def test_one_rejection_sends_the_parent_back(plane: Plane) -> None:
+    to_reviews(plane)
+    finish(plane, SECURITY, True)
+    finish(plane, DESIGN, False)
+    assert plane.engine.get("T-1").state == "coding"
+
+
+def test_join_any_goes_on_with_the_first_and_cancels_the_others(tmp_path: Path) -> None:
+    served = plane_for(sdlc(join="any"), tmp_path)
+    to_reviews(served)
+    finish(served, SECURITY, True)
+    assert served.engine.get("T-1").state == "merging"
+    other = served.engine.get(DESIGN)
+    assert other.status == "cancelled"
+    assert served.entries(DESIGN)[-1] == (
+        "cancelled",
+        {"reason": "the parent left 'reviews' on 'joined'"},
+    )
+    served.store.close()
+
+
+def test_a_timeout_of_the_parallel_state_cancels_the_children(tmp_path: Path) -> None:
+    served = plane_for(sdlc(timeout="1h"), tmp_path)
+    to_reviews(served)
+    served.clock.advance(3600)
+    served.engine.tick()
+    assert served.engine.get("T-1").state == "coding"
+    assert served.engine.get(SECURITY).status == "cancelled"
+    assert served.engine.get(DESIGN).status == "cancelled"
+    served.store.close()
+
+
+def test_cancelling_the_parent_cancels_its_children(plane: Plane) -> None:
+    to_reviews(plane)
+    plane.engine.cancel("T-1")
+    assert plane.engine.get(SECURITY).status == "cancelled"
+    assert plane.engine.get(DESIGN).status == "cancelled"
+
+
+def test_children_cannot_be_steered_alone(plane: Plane) -> None:
+    to_reviews(plane)
+    for steer in (plane.engine.pause, plane.engine.resume, plane.engine.cancel):
+        with pytest.raises(ChildToken, match="steer|its top token"):
+            steer(SECURITY)
+
+
+def test_pausing_the_parent_pauses_the_children_and_held_events_apply_in_arrival_order(
+    tmp_path: Path,
+) -> None:
+    served = plane_for(sdlc(join="any"), tmp_path)
+    to_reviews(served)
+    served.engine.pause("T-1")
+    assert served.engine.get(SECURITY).status == "paused"
+    assert served.engine.claim("box-1", ["security-review/triage"]) is None
+    served.engine.fire(DESIGN, "judged", {"ok": False})
+    served.engine.fire(SECURITY, "judged", {"ok": True})
+    served.engine.fire(DESIGN, "close")
+    served.engine.fire(SECURITY, "close")
+    served.engine.resume("T-1")
+    # the design review ended first, so join="any" goes on with it: rejected, back to coding
+    assert served.engine.get("T-1").state == "coding"
+    assert served.engine.get(SECURITY).status == "cancelled"
+    served.store.close()
+
+
+def test_a_child_id_longer_than_128_characters_refuses_the_event(tmp_path: Path) -> None:
+    served = plane_for(sdlc(), tmp_path)
+    long_id = "T" * 110
+    served.engine.start(long_id, {"repo": "r"})
+    with pytest.raises(InvalidTokenId, match="more than 128"):
+        served.engine.fire(long_id, "done")
+    assert served.engine.get(long_id).state == "coding"
+    served.store.close()
