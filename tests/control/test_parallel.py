@@ -170,7 +170,7 @@ def test_cancelling_the_parent_cancels_its_children(plane: Plane) -> None:
 def test_children_cannot_be_steered_alone(plane: Plane) -> None:
     to_reviews(plane)
     for steer in (plane.engine.pause, plane.engine.resume, plane.engine.cancel):
-        with pytest.raises(ChildToken, match="steer|its top token"):
+        with pytest.raises(ChildToken, match="its top token"):
             steer(SECURITY)
 
 
