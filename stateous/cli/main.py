@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from stateous._version import __version__
-from stateous.cli import serving, supervising, tokens, workflows
+from stateous.cli import init_supervisor, serving, supervising, tokens, workflows
 from stateous.cli.errors import reported
 
 
@@ -26,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     init = init_command.add_subparsers(dest="what", metavar="WHAT", required=True)
     workflows.add_commands(commands, init)
+    init_supervisor.add_command(init)
     serving.add_commands(commands)
     tokens.add_commands(commands)
     supervising.add_commands(commands)

@@ -1,0 +1,118 @@
+"""`stateous init supervisor SOURCE FOLDER`: a supervisor's folder, from a workflow.
+
+SOURCE is a control plane's URL (the graph comes from `GET /workflow`), a graph
+file, or a `flow.py` compiled in memory. The graph is read in full before the
+folder is touched, so a bad source writes nothing. Which files to write is the
+compiler's decision (`stateous.compiler.supervisor_folder`); this module fetches,
+writes and prints one line per file.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stateous.cli.errors import CommandError
+from stateous.cli.workflows import _shown
+
+if TYPE_CHECKING:
+    from stateous.model.graph_file import GraphFile
+
+#: Where `stateous serve` answers by default: the url of a folder made from a file.
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+def _from_url(url: str) -> GraphFile:
+    """Get the graph that a control plane serves."""
+    import msgspec
+
+    from stateous.client.http import ClientError, Connection, Refused
+    from stateous.model.graph_file import GraphFileError, load
+
+    try:
+        connection = Connection(url)
+    except ClientError as ex:
+        raise CommandError(str(ex)) from None
+    try:
+        _, answer = connection.call("GET", "/workflow")
+    except Refused as ex:
+        raise CommandError(f"the control plane at {url} refused GET /workflow: {ex}") from None
+    except ClientError as ex:
+        raise CommandError(str(ex)) from None
+    finally:
+        connection.close()
+    try:
+        return load(msgspec.json.encode(answer))
+    except GraphFileError as ex:
+        raise CommandError(f"GET /workflow of {url} is not a graph file: {ex}") from None
+
+
+def _from_file(path: Path) -> GraphFile:
+    """Compile a flow.py in memory, or read a graph file."""
+    from stateous.compiler.compile import compile_flow
+    from stateous.model.graph_file import GraphFileError, load
+
+    if not path.is_file():
+        raise CommandError(f"{_shown(path)} is not a file, nor an http:// or https:// URL")
+    if path.suffix == ".py":
+        return compile_flow(path)
+    try:
+        return load(path.read_bytes())
+    except OSError as ex:
+        raise CommandError(f"cannot read {_shown(path)}: {ex.strerror or ex}") from None
+    except GraphFileError as ex:
+        raise CommandError(f"{_shown(path)} is not a graph file: {ex}") from None
+
+
+def run_init_supervisor(args: argparse.Namespace) -> int:
+    """Read the workflow, then write the folder's files and say what happened to each."""
+    from stateous.compiler.supervisor_folder import plan
+
+    source: str = args.source
+    if "://" in source:
+        url = source.rstrip("/")
+        graph = _from_url(url)
+    else:
+        url = DEFAULT_URL
+        graph = _from_file(Path(source))
+    folder = Path(args.folder)
+    stateous_path = Path(args.stateous_path) if args.stateous_path else None
+    try:
+        steps = plan(graph, folder, url, stateous_path)
+        folder.mkdir(parents=True, exist_ok=True)
+        for step in steps:
+            if step.path is not None and step.text is not None:
+                step.path.write_text(step.text, encoding="utf-8")
+            shown = _shown(step.path) if step.path is not None else ""
+            print(f"{step.verb:<8} {shown}{step.note}")
+    except OSError as ex:
+        raise CommandError(f"cannot write in {_shown(folder)}: {ex.strerror or ex}") from None
+    print()
+    print(f"Write the routines, then run: stateous supervise {_shown(folder)}")
+    return 0
+
+
+def add_command(init: argparse._SubParsersAction) -> None:
+    """Add `init supervisor` to the `init` command."""
+    command = init.add_parser(
+        "supervisor",
+        help="write a supervisor's folder: contract.py, a stub per state, settings",
+        description=(
+            "Write FOLDER/contract.py from the workflow in SOURCE, a stub for each state "
+            "that no file of FOLDER implements, and stateous.yaml, pyproject.toml and "
+            ".gitignore when they are absent."
+        ),
+    )
+    command.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="a control plane's URL, a graph file, or a flow.py",
+    )
+    command.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
+    command.add_argument(
+        "--stateous-path",
+        metavar="PATH",
+        help="a local Stateous checkout for the folder's pyproject.toml to depend on",
+    )
+    command.set_defaults(run=run_init_supervisor)
