@@ -558,7 +558,7 @@ def _class(name: str, body: list[str], indent: str = "") -> list[str]:
     return [f"{indent}class {name}:", *(body or [f"{indent}    pass"])]
 
 
-def _imports(used: set[str]) -> list[str]:
+def _imports(used: set[str], with_msgspec: bool) -> list[str]:
     modules: dict[str, list[str]] = {}
     for name in sorted(used, key=lambda item: (item.lower(), item)):
         modules.setdefault(_IMPORTS[name], []).append(name)
@@ -569,8 +569,7 @@ def _imports(used: set[str]) -> list[str]:
         "",
         *standard,
         *([""] if standard else []),
-        "import msgspec",
-        "",
+        *(["import msgspec"] if with_msgspec else []),
         "from stateous import Context, Occurrence, StateRef",
     ]
 
@@ -605,7 +604,8 @@ def contract(graph: GraphFile) -> Contract:
         *_class("states", state_body),
     ]
     header = [f"# GENERATED from the `{graph.workflow}` workflow — do not edit."]
-    lines = [*_imports(types.used | {"Context", "Occurrence", "StateRef"}), "", *body]
+    with_msgspec = any("msgspec." in line for line in body)
+    lines = [*_imports(types.used | {"Context", "Occurrence", "StateRef"}, with_msgspec), "", *body]
     if any(len(line) > LINE_LIMIT for line in lines):
         header.append("# ruff: noqa: E501")
     text = "\n".join([*header, *lines]) + "\n"

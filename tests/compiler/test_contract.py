@@ -145,7 +145,7 @@ print(__workflow__, __checksum__, states.testing.name)
 def test_the_contract_starts_with_its_header_and_is_the_same_each_time() -> None:
     text = contract(sdlc_graph()).text
     assert text.startswith("# GENERATED from the `sdlc` workflow — do not edit.\n")
-    assert 'TicketContext = Context[Ticket]\n' in text
+    assert "TicketContext = Context[Ticket]\n" in text
     assert text == contract(sdlc_graph()).text
 
 
@@ -246,3 +246,64 @@ def test_child_workflows_get_classes_of_their_own(load_contract: Any) -> None:
 )
 def test_names_become_python_identifiers(name: str, expected: str) -> None:
     assert identifier(name) == expected
+
+
+def test_pydantic_models_with_recursion_and_a_discriminator_round_trip(
+    load_contract: Any,
+) -> None:
+    pydantic = pytest.importorskip("pydantic")
+    namespace: dict[str, Any] = {}
+    exec(compile(PYDANTIC_MODELS, "pydantic_models", "exec", dont_inherit=True), namespace)
+    node, pet = namespace["Node"], namespace["Pet"]
+    flow = Workflow("pets", context=node)
+    feed = flow.state("feed")
+    flow.transition(START, feed)
+    flow.transition(feed, END, on=flow.event("fed", payload=pet))
+    module = load_contract(contract(compile_workflow(flow)).text)
+    samples = [
+        (node, module.Node, {"name": "a", "kids": [{"name": "b", "mode": "b"}]}),
+        (node, module.Node, {"name": "a", "mode": "c"}),
+        (pet, module.Pet, {"pet": {"kind": "cat", "lives": 2}, "ratio": 1}),
+        (pet, module.Pet, {"pet": {"kind": "dog"}, "n": None}),
+        (pet, module.Pet, {"pet": {"kind": "cow"}}),
+        (pet, module.Pet, {"pet": {"kind": "dog"}, "ratio": 2}),
+        (pet, module.Pet, {"pet": {"kind": "dog"}, "extra": 1}),
+    ]
+    for original, generated, data in samples:
+        try:
+            expected: Any = original.model_validate(data).model_dump()
+        except pydantic.ValidationError:
+            expected = "refused"
+        assert accepts(generated, data) == expected, data
+
+
+PYDANTIC_MODELS = """
+from typing import Literal
+
+import pydantic
+
+
+class Node(pydantic.BaseModel):
+    name: str
+    kids: list["Node"] = []
+    mode: Literal["a", "b"] = "a"
+
+
+class Cat(pydantic.BaseModel):
+    kind: Literal["cat"] = "cat"
+    lives: int = 9
+
+
+class Dog(pydantic.BaseModel):
+    kind: Literal["dog"] = "dog"
+
+
+class Pet(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(extra="forbid")
+    pet: Cat | Dog = pydantic.Field(discriminator="kind")
+    n: int | None = None
+    ratio: float = pydantic.Field(default=0.5, ge=0, le=1)
+
+
+Node.model_rebuild(_types_namespace=globals())
+"""
