@@ -44,7 +44,7 @@ class Diagram:
             return found
         base = plain(name)
         if base in self.taken or base.lower() in RESERVED:
-            base = plain(f"{scope}_{name}")
+            base = plain(f"{scope.rsplit('/', 1)[-1]}_{name}")
         chosen, number = base, 1
         while chosen in self.taken:
             number += 1

@@ -1,0 +1,529 @@
+"""`stateous token ...` run as real processes against a real `stateous serve` process.
+
+Each test serves a fresh database on a free port and runs the commands with
+`python -m stateous`, in the time zone of Kolkata (UTC+05:30), so that the local
+times of the history are tested too. The expected lines take each entry's number
+and moment from the API's own history; the sentences are written out in full.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import msgspec
+import pytest
+
+from stateous import END, START, Workflow
+from tests.conftest import run_stateous
+from tests.control.serving import Launcher, Served, write_graph
+
+ZONE = "Asia/Kolkata"
+
+
+class Ticket(msgspec.Struct):
+    """The context of the `sdlc` workflow."""
+
+    repo: str
+
+
+class Results(msgspec.Struct):
+    """The payload of `passed` and `failed`."""
+
+    passed: int
+    failed: int
+
+
+def sdlc() -> Workflow:
+    """The workflow of the docs: coding, then testing, back to coding at most twice."""
+    flow = Workflow("sdlc", context=Ticket)
+    coding = flow.state("coding", timeout="6h", retries=2)
+    testing = flow.state("testing", timeout="1h")
+    done = flow.event("done")
+    stuck = flow.event("stuck")
+    passed = flow.event("passed", payload=Results)
+    failed = flow.event("failed", payload=Results)
+    flow.transition(START, coding)
+    flow.transition(coding, testing, on=done)
+    flow.transition(coding, END, on=stuck)
+    flow.transition(testing, END, on=passed)
+    flow.transition(testing, coding, on=failed, when="count('failed') < 3")
+    flow.transition(testing, END, on=failed, otherwise=True)
+    return flow
+
+
+def review(name: str) -> Workflow:
+    """A child workflow with one state, `review`, that `approved` ends."""
+    flow = Workflow(name, context=Ticket)
+    state = flow.state("review")
+    flow.transition(START, state)
+    flow.transition(state, END, on=flow.event("approved"))
+    return flow
+
+
+def plan() -> Workflow:
+    """A workflow whose `reviews` state runs two child workflows at the same time."""
+    flow = Workflow("plan", context=Ticket)
+    coding = flow.state("coding")
+    reviews = flow.state(
+        "reviews", parallel=[review("security-review"), review("design-review")], inputs=["repo"]
+    )
+    flow.transition(START, coding)
+    flow.transition(coding, reviews, on=flow.event("done"))
+    flow.transition(reviews, END, on="joined", when="branches.all(status == 'completed')")
+    flow.transition(reviews, coding, on="joined", otherwise=True)
+    return flow
+
+
+class Cli:
+    """Runs `stateous token ...` against one served control plane."""
+
+    def __init__(self, served: Served, folder: Path) -> None:
+        self.served = served
+        self.folder = folder
+        self.url = served.url
+
+    def run(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return run_stateous("token", *args, cwd=self.folder, env={"TZ": ZONE, **(env or {})})
+
+    def lines(self, *args: str) -> list[str]:
+        """Run a command that must succeed; return its lines."""
+        result = self.run(*args, "--url", self.url)
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == ""
+        return result.stdout.splitlines()
+
+    def line(self, *args: str) -> str:
+        [only] = self.lines(*args)
+        return only
+
+    def error(self, *args: str, env: dict[str, str] | None = None) -> str:
+        """Run a command that must fail with one `error:` line; return that line."""
+        result = self.run(*args, env=env)
+        assert result.returncode == 1, result.stdout
+        assert result.stdout == ""
+        assert "Traceback" not in result.stderr
+        [only] = result.stderr.splitlines()
+        return only
+
+    def refused(self, status: int, sentence: str) -> str:
+        return f"error: the control plane at {self.url} refused ({status}): {sentence}"
+
+    def history(self, token: str, *sentences: str) -> list[str]:
+        """The lines that `show` must print for the whole history, from the API's entries.
+
+        A sentence may hold `{due}`: the local due time of the timer that the entry set.
+        """
+        entries = self.served.history(token)
+        assert len(entries) == len(sentences), [entry["kind"] for entry in entries]
+        return self.last(token, *sentences)
+
+    def last(self, token: str, *sentences: str) -> list[str]:
+        """The lines that `show` must print for the last entries of the history."""
+        entries = self.served.history(token)[-len(sentences) :]
+        return [
+            f"{local(entry['at'], '%H:%M:%S')}  #{entry['seq']}  "
+            + text.replace("{due}", local(entry["data"].get("due_at", ""), "%Y-%m-%d %H:%M:%S"))
+            for entry, text in zip(entries, sentences, strict=True)
+        ]
+
+    def claim(self, supervisor: str, state: str) -> dict[str, Any]:
+        return self.served.ok("POST", "/tasks/claim", {"supervisor": supervisor, "states": [state]})
+
+    def report(self, task: int, **body: Any) -> None:
+        self.served.ok("POST", f"/tasks/{task}/report", body)
+
+
+def local(moment: str, shape: str) -> str:
+    """Show an API moment in the tests' zone; an empty moment stays empty."""
+    if not moment:
+        return ""
+    return datetime.fromisoformat(moment).astimezone(ZoneInfo(ZONE)).strftime(shape)
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    started = Launcher(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def serve(launcher: Launcher, folder: Path, flow: Workflow) -> Cli:
+    graph = folder / f"{flow.name}.json"
+    write_graph(graph, flow)
+    return Cli(launcher.serve(graph, folder / f"{flow.name}.sqlite"), folder)
+
+
+@pytest.fixture
+def cli(launcher: Launcher, tmp_path: Path) -> Cli:
+    """The `sdlc` workflow, served on a fresh database."""
+    return serve(launcher, tmp_path, sdlc())
+
+
+@pytest.fixture
+def parallel(launcher: Launcher, tmp_path: Path) -> Cli:
+    """The `plan` workflow, with a parallel state, served on a fresh database."""
+    return serve(launcher, tmp_path, plan())
+
+
+def closed_port() -> int:
+    """A local port that nothing listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# the examples of the docs
+
+
+def test_pause_fire_resume_cancel_fire_prints_what_the_docs_show(cli: Cli) -> None:
+    assert cli.line("start", "TICKET-3", '{"repo": "acme/api"}') == "TICKET-3: coding, active"
+    assert cli.line("pause", "TICKET-3") == "TICKET-3: coding, paused"
+    assert cli.line("fire", "TICKET-3", "done") == "TICKET-3: coding, paused"
+    assert cli.line("resume", "TICKET-3") == "TICKET-3: testing, active"
+    assert cli.line("cancel", "TICKET-3") == "TICKET-3: testing, cancelled"
+    assert cli.error("fire", "TICKET-3", "done", "--url", cli.url) == cli.refused(
+        409, "token 'TICKET-3' is cancelled; it takes no events"
+    )
+    assert cli.lines("show", "TICKET-3") == [
+        "TICKET-3: testing, cancelled",
+        *cli.history(
+            "TICKET-3",
+            "started",
+            "__started__ in START",
+            "entered coding",
+            "task 1 queued for coding",
+            "timer set: timeout at {due}",
+            "paused",
+            "done held while paused",
+            "resumed",
+            "done applied on resume",
+            "done in coding",
+            "task 1 cancelled",
+            "entered testing",
+            "task 2 queued for testing",
+            "timer set: timeout at {due}",
+            "task 2 cancelled",
+            "cancelled",
+            "done refused: token 'TICKET-3' is cancelled",
+        ),
+    ]
+
+
+def test_a_second_delivery_of_a_key_prints_duplicate_and_the_token_as_it_is(cli: Cli) -> None:
+    cli.line("start", "TICKET-1", '{"repo": "acme/api"}')
+    fire = ("fire", "TICKET-1", "done", "--key", "gh-delivery-1")
+    assert cli.line(*fire) == "TICKET-1: testing, active"
+    assert cli.line(*fire) == "duplicate: TICKET-1: testing, active"
+    passed = cli.line("fire", "TICKET-1", "passed", '{"passed": 1, "failed": 0}')
+    assert passed == "TICKET-1: testing, completed"
+    assert cli.line(*fire) == "duplicate: TICKET-1: testing, completed"
+
+
+def test_show_tells_the_story_of_a_token_that_a_supervisor_worked_on(cli: Cli) -> None:
+    cli.line("start", "TICKET-1", '{"repo": "acme/api"}')
+    cli.line("fire", "TICKET-1", "done")
+    task = cli.claim("build-box-1", "testing")["task"]
+    cli.report(
+        task,
+        kind="event",
+        event="passed",
+        payload={"passed": 1, "failed": 0},
+        supervisor="build-box-1",
+    )
+    assert cli.lines("show", "TICKET-1") == [
+        "TICKET-1: testing, completed",
+        *cli.history(
+            "TICKET-1",
+            "started",
+            "__started__ in START",
+            "entered coding",
+            "task 1 queued for coding",
+            "timer set: timeout at {due}",
+            "done in coding",
+            "task 1 cancelled",
+            "entered testing",
+            "task 2 queued for testing",
+            "timer set: timeout at {due}",
+            "build-box-1 took task 2 (attempt 1)",
+            'passed in testing: {"passed": 1, "failed": 0}',
+            "task 2 done",
+            "completed",
+        ),
+    ]
+
+
+# the token line and the history
+
+
+def test_start_of_an_existing_token_shows_it_and_starts_no_second(cli: Cli) -> None:
+    assert cli.line("start", "TICKET-1", '{"repo": "acme/api"}') == "TICKET-1: coding, active"
+    cli.line("fire", "TICKET-1", "done")
+    assert cli.line("start", "TICKET-1", '{"repo": "other"}') == "TICKET-1: testing, active"
+    assert cli.served.kinds("TICKET-1").count("started") == 1
+
+
+def test_the_token_line_counts_the_visits_from_the_second(cli: Cli) -> None:
+    cli.line("start", "TICKET-2", '{"repo": "acme/api"}')
+    cli.line("fire", "TICKET-2", "done")
+    again = cli.line("fire", "TICKET-2", "failed", '{"passed": 2, "failed": 1}')
+    assert again == "TICKET-2: coding (visit 2), active"
+    lines = cli.lines("show", "TICKET-2")
+    assert lines[0] == "TICKET-2: coding (visit 2), active"
+    assert lines[-5:] == cli.last(
+        "TICKET-2",
+        'failed in testing: {"passed": 2, "failed": 1}',
+        "task 2 cancelled",
+        "entered coding (visit 2)",
+        "task 3 queued for coding",
+        "timer set: timeout at {due}",
+    )
+
+
+def test_show_has_a_sentence_for_each_kind_of_work_on_a_task(cli: Cli) -> None:
+    cli.line("start", "TICKET-5", '{"repo": "acme/api"}')
+    assert cli.error("fire", "TICKET-5", "nope", "--url", cli.url) == cli.refused(
+        409, "workflow 'sdlc' has no event 'nope'"
+    )
+    task = cli.claim("build-box-1", "coding")["task"]
+    cli.served.ok("POST", f"/tasks/{task}/note", {"text": "cloned acme/api"})
+    cli.served.ok("PUT", f"/tasks/{task}/memory", {"key": "dev", "value": {"session": "s1"}})
+    cli.served.ok("PUT", f"/tasks/{task}/memory", {"key": "dev", "value": None})
+    lost = "build-box-1 stopped answering: no heartbeat for 2 minutes"
+    cli.report(task, kind="failed", error=lost, attempt=1, supervisor="build-box-1")
+    cli.claim("build-box-2", "coding")
+    cli.report(
+        task,
+        kind="waiting",
+        context={"repo": "acme/web"},
+        schedules=[{"event": "stuck", "after": "1s"}],
+        supervisor="build-box-2",
+    )
+    cli.served.wait_history("TICKET-5", "completed")
+    assert cli.lines("show", "TICKET-5") == [
+        "TICKET-5: coding, completed",
+        *cli.history(
+            "TICKET-5",
+            "started",
+            "__started__ in START",
+            "entered coding",
+            "task 1 queued for coding",
+            "timer set: timeout at {due}",
+            "nope refused: workflow 'sdlc' has no event 'nope'",
+            "build-box-1 took task 1 (attempt 1)",
+            "cloned acme/api",
+            "memory set: dev (in coding)",
+            "memory deleted: dev (in coding)",
+            f"task 1 failed: {lost}",
+            "task 1 is tried again (attempt 2)",
+            "build-box-2 took task 1 (attempt 2)",
+            "context changed: repo",
+            "timer set: stuck at {due}",
+            "task 1 waits: the work goes on outside",
+            "timer fired: stuck",
+            "stuck in coding",
+            "task 1 done",
+            "completed",
+        ),
+    ]
+
+
+def test_show_tells_dropped_events_and_a_failed_token(cli: Cli) -> None:
+    cli.line("start", "TICKET-6", '{"repo": "acme/api"}')
+    cli.line("pause", "TICKET-6")
+    cli.line("fire", "TICKET-6", "done")
+    cli.line("fire", "TICKET-6", "done")
+    assert cli.line("resume", "TICKET-6") == "TICKET-6: testing, active"
+    task = cli.claim("build-box-1", "testing")["task"]
+    cli.report(task, kind="failed", error="the tests did not run", supervisor="build-box-1")
+    failed = "'testing' failed, and has no transition on 'error': the tests did not run"
+    lines = cli.lines("show", "TICKET-6")
+    assert lines[0] == "TICKET-6: testing, failed"
+    assert lines[-10:] == cli.last(
+        "TICKET-6",
+        "done applied on resume",
+        "done in coding",
+        "task 1 cancelled",
+        "entered testing",
+        "task 2 queued for testing",
+        "timer set: timeout at {due}",
+        "done dropped on resume: 'testing' has no transition on 'done'",
+        "build-box-1 took task 2 (attempt 1)",
+        "task 2 failed: the tests did not run",
+        f"failed: {failed}",
+    )
+
+
+def test_cancel_of_a_paused_token_drops_its_held_events(cli: Cli) -> None:
+    cli.line("start", "TICKET-7", '{"repo": "acme/api"}')
+    cli.line("pause", "TICKET-7")
+    cli.line("fire", "TICKET-7", "done")
+    assert cli.line("cancel", "TICKET-7") == "TICKET-7: coding, cancelled"
+    assert cli.lines("show", "TICKET-7")[-5:] == cli.last(
+        "TICKET-7",
+        "paused",
+        "done held while paused",
+        "done dropped: the token was cancelled",
+        "task 1 cancelled",
+        "cancelled",
+    )
+
+
+def test_show_without_an_id_lists_the_most_recently_moved_first(cli: Cli) -> None:
+    assert cli.lines("show") == []
+    for token in ("TICKET-1", "TICKET-2", "TICKET-3"):
+        cli.line("start", token, '{"repo": "acme/api"}')
+    cli.line("fire", "TICKET-1", "done")
+    assert cli.lines("show") == [
+        "TICKET-1: testing, active",
+        "TICKET-3: coding, active",
+        "TICKET-2: coding, active",
+    ]
+
+
+def test_show_lists_at_most_100_tokens(cli: Cli) -> None:
+    for number in range(101):
+        cli.served.ok("POST", "/tokens", {"token": f"T-{number}", "context": {"repo": "r"}})
+    listed = cli.lines("show")
+    assert len(listed) == 100
+    assert "T-0: coding, active" not in listed
+
+
+def test_show_of_a_parent_shows_its_children_and_their_start(parallel: Cli) -> None:
+    parallel.line("start", "PLAN-1", '{"repo": "acme/api"}')
+    assert parallel.line("fire", "PLAN-1", "done") == "PLAN-1: reviews, active"
+    security, design = "PLAN-1.reviews.1.security-review", "PLAN-1.reviews.1.design-review"
+    assert parallel.lines("show", "PLAN-1") == [
+        "PLAN-1: reviews, active",
+        f"  {design}: review, active",
+        f"  {security}: review, active",
+        *parallel.history(
+            "PLAN-1",
+            "started",
+            "__started__ in START",
+            "entered coding",
+            "task 1 queued for coding",
+            "done in coding",
+            "task 1 cancelled",
+            "entered reviews",
+            f"branch security-review started: {security}",
+            f"branch design-review started: {design}",
+        ),
+    ]
+    assert parallel.lines("show", security) == [
+        f"{security}: review, active",
+        *parallel.history(
+            security,
+            "started as a branch of PLAN-1",
+            "__started__ in START",
+            "entered review",
+            "task 2 queued for review",
+        ),
+    ]
+    assert parallel.error("pause", security, "--url", parallel.url) == parallel.refused(
+        409, f"token '{security}' is a child of 'PLAN-1'; pause its top token instead"
+    )
+
+
+# the graph
+
+
+def test_show_graph_draws_the_workflow_with_guards_on_its_edges(cli: Cli) -> None:
+    assert cli.lines("show", "--graph") == [
+        "stateDiagram-v2",
+        "    direction LR",
+        "    [*] --> coding",
+        "    coding --> testing: done",
+        "    coding --> [*]: stuck",
+        "    testing --> [*]: passed",
+        "    testing --> coding: failed [count('failed') < 3]",
+        "    testing --> [*]: failed [otherwise]",
+    ]
+
+
+def test_show_graph_draws_child_workflows_inside_their_parallel_state(parallel: Cli) -> None:
+    assert parallel.lines("show", "--graph") == [
+        "stateDiagram-v2",
+        "    direction LR",
+        "    state reviews {",
+        '        state "security-review" as security_review {',
+        "            [*] --> review",
+        "            review --> [*]: approved",
+        "        }",
+        "        --",
+        '        state "design-review" as design_review {',
+        '            state "review" as design_review_review',
+        "            [*] --> design_review_review",
+        "            design_review_review --> [*]: approved",
+        "        }",
+        "    }",
+        "    [*] --> coding",
+        "    coding --> reviews: done",
+        "    reviews --> [*]: joined [branches.all(status == 'completed')]",
+        "    reviews --> coding: joined [otherwise]",
+    ]
+
+
+def test_show_graph_takes_no_token_id(cli: Cli) -> None:
+    assert cli.error("show", "TICKET-1", "--graph", "--url", cli.url) == (
+        "error: --graph draws the workflow; give it no token ID"
+    )
+
+
+# errors and the URL
+
+
+def test_a_refusal_names_the_control_plane_its_status_and_its_sentence(cli: Cli) -> None:
+    assert cli.error("show", "NOPE", "--url", cli.url) == cli.refused(
+        404, "no token has the id 'NOPE'"
+    )
+    assert cli.error("resume", "NOPE", "--url", cli.url) == cli.refused(
+        404, "no token has the id 'NOPE'"
+    )
+    cli.line("start", "TICKET-1", '{"repo": "acme/api"}')
+    assert cli.error("resume", "TICKET-1", "--url", cli.url) == cli.refused(
+        409, "token 'TICKET-1' is active; it cannot be resumed"
+    )
+    bad_payload = cli.error("fire", "TICKET-1", "done", '{"x": 1}', "--url", cli.url)
+    assert bad_payload == cli.refused(422, "'done' has no payload")
+    bad_id = cli.error("start", "no spaces", "--url", cli.url)
+    assert bad_id.startswith(cli.refused(422, "'no spaces' is not a token id"))
+
+
+def test_arguments_that_are_not_json_objects_are_named(cli: Cli) -> None:
+    not_json = cli.error("start", "TICKET-1", "{repo}", "--url", cli.url)
+    assert not_json.startswith("error: CONTEXT_JSON is not valid JSON: ")
+    assert cli.error("fire", "TICKET-1", "done", "[1, 2]", "--url", cli.url) == (
+        """error: PAYLOAD_JSON must be a JSON object, like '{"key": 1}'"""
+    )
+    assert cli.served.ok("GET", "/tokens") == []
+
+
+def test_a_control_plane_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{closed_port()}"
+    result = run_stateous("token", "show", "TICKET-1", "--url", url, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == f"error: cannot reach the control plane at {url} (Connection refused)\n"
+
+
+def test_a_url_that_is_not_http_is_refused(tmp_path: Path) -> None:
+    result = run_stateous("token", "pause", "TICKET-1", "--url", "ftp://cp", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == "error: 'ftp://cp' is not an http:// or https:// URL\n"
+
+
+def test_the_url_comes_from_stateous_url_else_the_default(cli: Cli) -> None:
+    result = cli.run("start", "TICKET-1", '{"repo": "acme/api"}', env={"STATEOUS_URL": cli.url})
+    assert (result.returncode, result.stdout) == (0, "TICKET-1: coding, active\n")
+    default = cli.run("show", "TICKET-1", env={"STATEOUS_URL": ""})
+    assert default.returncode == 1
+    assert default.stderr.startswith("error: ")
+    assert "http://127.0.0.1:8080" in default.stderr
