@@ -205,14 +205,9 @@ class Engine:
             if key is not None and tx.key_used(token, key):
                 return Duplicate(token=view(row))
             if row.status not in ("active", "paused"):
-                tx.record(
-                    token,
-                    "event_rejected",
-                    {"event": event, "reason": f"token {token!r} is {row.status}"},
-                )
-                raise KeepAndRaise(
-                    TokenNotActive(f"token {token!r} is {row.status}; it takes no events")
-                )
+                reason = f"token {token!r} is {row.status}; it takes no events"
+                tx.record(token, "event_rejected", {"event": event, "reason": reason})
+                raise KeepAndRaise(TokenNotActive(reason))
             flow = self.moves.flow(row)
             if event in BUILTIN_EVENTS or not flow.has_event(event):
                 reason = (
@@ -437,7 +432,7 @@ class Engine:
                 raise AttemptOver(
                     f"task {ident} is at attempt {task.attempt}, not attempt {attempt}"
                 )
-            raise InvalidArgument(f"task {ident} is at attempt {task.attempt}, not {attempt}")
+            raise TaskNotHeld(f"task {ident} is at attempt {task.attempt}, not attempt {attempt}")
         if outside:
             held = task.status == "waiting"
         elif supervisor is None:

@@ -212,7 +212,7 @@ def test_pause_fire_resume_cancel_fire_prints_what_the_docs_show(cli: Cli) -> No
             "timer set: timeout at {due}",
             "task 2 cancelled",
             "cancelled",
-            "done refused: token 'TICKET-3' is cancelled",
+            "done refused: token 'TICKET-3' is cancelled; it takes no events",
         ),
     ]
 

@@ -112,7 +112,7 @@ def test_report_ends_a_waiting_task_with_an_event(client: Client, served: Served
     served.ok("POST", f"/tasks/{grant['task']}/report", {"kind": "waiting", "supervisor": "box-1"})
     with pytest.raises(Refused) as refused:
         client.report(grant["task"], "submitted", attempt=2)
-    assert (refused.value.status, refused.value.code) == (422, "invalid_argument")
+    assert (refused.value.status, refused.value.code) == (409, "task_not_held")
     moved = client.report(grant["task"], "submitted", attempt=1)
     assert (moved["state"], moved["status"]) == ("review", "active")
     review = claim(served, "review")
