@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from stateous._version import __version__
-from stateous.cli import init_supervisor, serving, supervising, tokens, workflows
+from stateous.cli import demo, init_supervisor, serving, supervising, tokens, workflows
 from stateous.cli.errors import reported
 
 
@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(commands)
     tokens.add_commands(commands)
     supervising.add_commands(commands)
+    demo.add_commands(commands)
     return parser
 
 
