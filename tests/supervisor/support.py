@@ -1,8 +1,9 @@
 """Real `stateous supervise` processes, their folders, and small servers that stand in the way.
 
 A test writes the `orders` graph file with `write_graph`, starts `stateous serve` with the
-launcher of `tests.control.serving`, writes a supervisor's folder with `write_folder`
-(contract.py, stateous.yaml and one file of routines), and starts `python -m stateous
+launcher of `tests.control.serving`, makes a supervisor's folder with `write_folder`
+(`stateous init supervisor`, then one file of routines and its own stateous.yaml), and
+starts `python -m stateous
 supervise FOLDER` with `Supervisors.start`. The log lines of the supervisor are read on a
 thread, so a test waits for one with `Supervised.wait_log`. Every process started here is
 killed when its `Supervisors` closes, whatever the test did.
@@ -10,7 +11,6 @@ killed when its `Supervisors` closes, whatever the test did.
 
 from __future__ import annotations
 
-import http.client
 import http.server
 import re
 import signal
@@ -185,7 +185,7 @@ class Supervised:
         self.process = process
         self.folder = folder
         self.lines: list[str] = []
-        self._changed = threading.Condition()
+        self._changed = threading.Condition()  # on an RLock: `log` takes it again
         self._ended = False
         self._reader = threading.Thread(target=self._read, name="supervise-stderr", daemon=True)
         self._reader.start()
@@ -220,7 +220,7 @@ class Supervised:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                for text in self.log_unlocked():
+                for text in self.log:
                     if fits(text):
                         return text
                 left = deadline - time.monotonic()
@@ -229,10 +229,6 @@ class Supervised:
                         f"no log line {message!r} within {timeout} s; stderr: {self.lines}"
                     )
                 self._changed.wait(min(left, 0.5))
-
-    def log_unlocked(self) -> list[str]:
-        found = [LOG_LINE.match(line) for line in self.lines]
-        return [match[1] for match in found if match]
 
     def send(self, sig: int) -> None:
         """Send a signal, if the process still runs."""
@@ -416,15 +412,3 @@ class NotAControlPlane:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-
-
-def get_json(port: int, path: str) -> tuple[int, Any]:
-    """GET a path of a control plane on a fresh connection: status and JSON."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    try:
-        connection.request("GET", path)
-        response = connection.getresponse()
-        raw = response.read()
-        return response.status, msgspec.json.decode(raw) if raw else None
-    finally:
-        connection.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -140,6 +141,7 @@ def test_after_a_kill_9_the_lease_ends_and_a_second_supervisor_resumes_with_the_
     @on_state(states.draft)
     def draft(ctx: ItemContext) -> events.submitted:
         ctx.note(f"attempt {ctx.attempt} resumes session {ctx.memory.get('session')}")
+        del ctx.memory["session"]
         return events.submitted
     """
     first = supervisors.serving(write_folder(tmp_path / "box-1", served.url, graph, stuck))
@@ -160,9 +162,33 @@ def test_after_a_kill_9_the_lease_ends_and_a_second_supervisor_resumes_with_the_
         ("task_retrying", {"task": 1, "attempt": 2}),
         ("task_claimed", {"task": 1, "supervisor": "box-2", "attempt": 2}),
     ]
-    assert ("note", {"task": 1, "text": "attempt 2 resumes session abc"}) in entries(
-        history, "note"
-    )
+    assert entries(history, "note", "memory_set", "memory_deleted") == [
+        ("memory_set", {"task": 1, "state": "draft", "memory_key": "session"}),
+        ("note", {"task": 1, "text": "attempt 2 resumes session abc"}),
+        ("memory_deleted", {"task": 1, "state": "draft", "memory_key": "session"}),
+    ]
+
+
+def test_heartbeats_keep_the_lease_of_a_routine_that_runs_longer_than_the_lease(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db, "--lease", "2s")
+    folder = write_folder(tmp_path / "box-1", served.url, graph, GATED, APPROVE)
+    supervisors.serving(folder)
+    start_token(served, "ORDER-1")
+    wait_until((folder / "started").exists, "the routine started")
+
+    # twice the lease, polled: the clock would end the lease within a second of it
+    deadline = time.monotonic() + 4.0
+    while time.monotonic() < deadline:
+        assert "task_failed" not in served.kinds("ORDER-1")
+        time.sleep(0.2)
+    (folder / "gate").touch()
+    wait_status(served, "ORDER-1", "completed")
+
+    kinds = served.kinds("ORDER-1")
+    assert "task_failed" not in kinds
+    assert kinds.count("task_claimed") == 2
 
 
 def test_a_report_waits_in_the_outbox_while_the_control_plane_is_down_and_lands_after(
@@ -190,6 +216,39 @@ def test_a_report_waits_in_the_outbox_while_the_control_plane_is_down_and_lands_
         ("task_claimed", {"task": 1, "supervisor": "box-1", "attempt": 1}),
         ("task_done", {"task": 1}),
     ]
+
+
+def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_start(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    first = launcher.serve(graph, db, "--lease", "1m")
+    folder = write_folder(tmp_path / "box-1", first.url, graph, GATED, APPROVE)
+    supervisor = supervisors.serving(folder)
+    start_token(first, "ORDER-1")
+    wait_until((folder / "started").exists, "the routine started")
+    assert first.kill() == -signal.SIGKILL
+    supervisor.send(signal.SIGTERM)
+    supervisor.wait_log(
+        "stopping: no new tasks; waiting for 1 routine(s) (signal again to stop now)"
+    )
+
+    (folder / "gate").touch()
+
+    assert supervisor.wait() == 0
+    assert supervisor.log[-1] == (
+        "task 1 of ORDER-1: the control plane cannot be reached; the report stays in the "
+        "outbox for the next start"
+    )
+    assert outbox(folder) == [("report", 1, 1, "ORDER-1")]
+
+    second = launcher.serve(graph, db, "--lease", "1m", listen=f"127.0.0.1:{first.port}")
+    again = supervisors.serving(folder)
+    wait_status(second, "ORDER-1", "completed")
+    assert again.log[1:3] == [
+        "sending 1 message(s) left in the outbox",
+        "task 1 of ORDER-1: reported submitted",
+    ]
+    wait_until(lambda: outbox(folder) == [], "an empty outbox")
 
 
 def test_a_claim_whose_answer_is_lost_is_sent_again_and_gets_the_same_task_and_attempt(
