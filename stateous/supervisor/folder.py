@@ -50,7 +50,8 @@ def read_settings(folder: Path) -> Settings:
             f"{path} does not exist; make the folder with: stateous init supervisor SOURCE {folder}"
         ) from None
     except (OSError, msgspec.DecodeError) as ex:
-        raise FolderError(f"{path} cannot be read: {ex}") from None
+        reason = " ".join(str(ex).split())
+        raise FolderError(f"{path} cannot be read: {reason}") from None
     if not isinstance(raw, dict):
         raise FolderError(f"{path} must hold the keys url, tasks and name")
     unknown = sorted(set(raw) - {"url", "tasks", "name"})

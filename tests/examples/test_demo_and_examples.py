@@ -121,3 +121,55 @@ def test_the_orders_supervisor_contract_fits_the_graph() -> None:
 
     graph = load((EXAMPLES / "orders" / "build" / "orders.json").read_bytes())
     assert (EXAMPLES / "orders-supervisor" / "contract.py").read_text() == contract(graph).text
+
+
+def test_the_sdlc_example_runs_the_tests_of_a_checkout(tmp_path: Path) -> None:
+    """`coding` is done by hand (its agent needs the phd extra); `testing` runs pytest."""
+    shutil.copytree(EXAMPLES / "sdlc", tmp_path / "sdlc")
+    shutil.copytree(
+        EXAMPLES / "sdlc-supervisor",
+        tmp_path / "sdlc-supervisor",
+        ignore=shutil.ignore_patterns("coding.py", ".stateous"),
+    )
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    (checkout / "test_ok.py").write_text("def test_ok() -> None:\n    assert True\n")
+    address = free_address()
+    serve = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stateous",
+            "serve",
+            "sdlc/build/sdlc.json",
+            "--listen",
+            address,
+            "--supervise",
+            "sdlc-supervisor",
+        ],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://{address}"
+    try:
+        assert serve.stderr is not None
+        while "serves testing" not in serve.stderr.readline():
+            assert serve.poll() is None
+        started = run_stateous(
+            "token", "start", "TICKET-1", f'{{"repo": "{checkout}"}}', "--url", url, cwd=tmp_path
+        )
+        assert started.stdout == "TICKET-1: coding, active\n"
+        fired = run_stateous("token", "fire", "TICKET-1", "done", "--url", url, cwd=tmp_path)
+        assert fired.stdout == "TICKET-1: testing, active\n"
+        for _ in range(150):
+            shown = run_stateous("token", "show", "TICKET-1", "--url", url, cwd=tmp_path)
+            if shown.stdout.startswith("TICKET-1: testing, completed"):
+                break
+        assert shown.stdout.startswith("TICKET-1: testing, completed\n"), shown.stdout
+        assert "1 passed, 0 failed" in shown.stdout
+        assert 'passed in testing: {"passed": 1, "failed": 0}' in shown.stdout
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=30)

@@ -513,14 +513,9 @@ def two(ctx: ItemContext) -> None:
 @pytest.mark.parametrize(
     ("spoil", "says"),
     [
-        pytest.param(
+        (
             _settings('url: "http://127.0.0.1:1\ntasks: [\n'),
             "stateous.yaml cannot be read: ",
-            marks=pytest.mark.xfail(
-                reason="bug: the YAML parser's message spans several lines (its marks), so the "
-                "refusal is not one error: line",
-                strict=True,
-            ),
         ),
         (
             _settings('url: "http://127.0.0.1:1"\ntasks: 0\n'),
