@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
+
+Pure-Python wheels are unpacked once into the zip's root and run from there. Wheels with
+compiled extensions (apsw, msgspec, and psycopg's binary with `--with-postgres`) are unpacked
+whole under `_native/<tag>/`, once per targeted CPython, and listed with their hashes in
+`_native/manifest.json`; `stateous/_zipapp.py`, written as the zip's `__main__.py`, unpacks the
+running interpreter's set on first run. Wheels come from `pip download` and are kept in a user
+cache folder by name, so a rebuild asks nothing of the network. It imports only the standard
+library and never installs anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+ROOT = Path(__file__).resolve().parent
+PACKAGE = ROOT / "stateous"
+BOOTSTRAP = PACKAGE / "_zipapp.py"
+NATIVE = "_native"
+DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
+
+#: The exact versions shipped, within pyproject.toml's ranges, the same for every target.
+COMPILED = {"apsw": "3.54.1.0", "msgspec": "0.23.0"}
+PURE = {"falcon": "4.4.0", "waitress": "3.0.2", "platformdirs": "4.14.9"}
+#: PyYAML ships only compiled wheels; its pure part runs without the `_yaml` extension.
+PURE_PART = {"PyYAML": "6.0.4"}
+POSTGRES_COMPILED = {"psycopg-binary": "3.3.9"}
+POSTGRES_PURE = {"psycopg": "3.3.9", "typing-extensions": "4.16.0"}
+
+#: Files of the wheels that Stateous never runs: test suites, benchmarks, extra SQLite tools.
+LEFT_OUT = ("apsw/tests/", "apsw/sqlite_extra_binaries/", "falcon/bench/")
+EXTENSIONS = (".so", ".pyd")
+
+
+class BuildError(Exception):
+    """The zipapp cannot be built; the message says why in one sentence."""
+
+
+def wheel_cache() -> Path:
+    """Return the folder that keeps downloaded wheels between builds."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "stateous-build" / "wheels"
+
+
+def normalized(name: str) -> str:
+    """Return a project name as wheel file names spell it: `psycopg-binary` is `psycopg_binary`."""
+    return name.lower().replace("-", "_").replace(".", "_")
+
+
+def cached_wheel(folder: Path, name: str, version: str) -> Path | None:
+    """Return the wheel of name==version in folder, if an earlier build downloaded it."""
+    prefix = f"{normalized(name)}-{version}-"
+    found = [path for path in folder.glob("*.whl") if path.name.lower().startswith(prefix)]
+    return found[0] if found else None
+
+
+def platform_tags() -> list[str]:
+    """Return the wheel platform tags this machine accepts, best first, as pip computes them."""
+    from pip._vendor.packaging import tags
+
+    return list(tags.platform_tags())
+
+
+def download(pins: dict[str, str], folder: Path, options: list[str]) -> list[Path]:
+    """Return the wheels of pins in folder, downloading with pip only those not there yet."""
+    folder.mkdir(parents=True, exist_ok=True)
+    missing = [f"{name}=={version}" for name, version in pins.items()]
+    missing = [pin for pin in missing if cached_wheel(folder, *pin.split("==")) is None]
+    if missing:
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
+        command += ["--only-binary=:all:", "--dest", str(folder), *options, *missing]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise BuildError(f"pip could not download {', '.join(missing)}:\n{done.stderr}")
+    wheels = [cached_wheel(folder, name, version) for name, version in pins.items()]
+    absent = [name for name, wheel in zip(pins, wheels, strict=True) if wheel is None]
+    if absent:
+        raise BuildError(f"pip did not leave a wheel of {', '.join(absent)} in {folder}")
+    return [wheel for wheel in wheels if wheel is not None]
+
+
+def compiled_wheels(pins: dict[str, str], python: str, platform: str) -> list[Path]:
+    """Return the CPython `python` wheels of pins for this machine."""
+    tag = "cp" + python.replace(".", "")
+    options = ["--python-version", python, "--implementation", "cp", "--abi", tag]
+    for name in platform_tags():
+        options += ["--platform", name]
+    return download(pins, wheel_cache() / platform / tag, options)
+
+
+def pure_wheels(pins: dict[str, str]) -> list[Path]:
+    """Return the pure-Python wheels of pins."""
+    options = ["--implementation", "py", "--abi", "none", "--platform", "any"]
+    return download(pins, wheel_cache() / "pure", options)
+
+
+def wheel_members(wheel: Path) -> Iterator[tuple[str, bytes]]:
+    """Yield each file of a wheel that Stateous may run, with its content."""
+    with zipfile.ZipFile(wheel) as source:
+        for info in source.infolist():
+            if info.is_dir() or info.filename.startswith(LEFT_OUT):
+                continue
+            yield info.filename, source.read(info)
+
+
+def package_files() -> list[Path]:
+    """Return each file of the stateous package in the working tree, bytecode left out."""
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+
+
+def package_members() -> Iterator[tuple[str, bytes]]:
+    """Yield each file of the stateous package with its content."""
+    for path in package_files():
+        yield path.relative_to(ROOT).as_posix(), path.read_bytes()
+
+
+def content_hash(files: dict[str, str]) -> str:
+    """Return one hash of a set of files from their names and hashes."""
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(files.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()[:32]
+
+
+class Archive:
+    """A zip being written into an open file, which refuses two members of the same name."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.zip = zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED)
+        self.names: set[str] = set()
+
+    def add(self, name: str, data: bytes) -> None:
+        """Write one member, with a fixed date so that equal inputs give equal zips."""
+        if name in self.names:
+            raise BuildError(f"two wheels both hold {name}")
+        self.names.add(name)
+        info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+        info.compress_type = zipfile.ZIP_DEFLATED
+        info.external_attr = 0o644 << 16
+        self.zip.writestr(info, data)
+
+    def add_all(self, members: Iterable[tuple[str, bytes]], prefix: str = "") -> dict[str, str]:
+        """Write members under prefix and return their names and content hashes."""
+        hashes = {}
+        for name, data in members:
+            self.add(prefix + name, data)
+            hashes[name] = hashlib.sha256(data).hexdigest()
+        return hashes
+
+
+def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
+    """Write the bootstrap, the package, the pure wheels and each target's compiled wheels."""
+    compiled = {**COMPILED, **(POSTGRES_COMPILED if with_postgres else {})}
+    pure = {**PURE, **(POSTGRES_PURE if with_postgres else {})}
+    platform = sysconfig.get_platform()
+    archive.add("__main__.py", BOOTSTRAP.read_bytes())
+    archive.add_all(package_members())
+    for wheel in pure_wheels(pure):
+        archive.add_all(wheel_members(wheel))
+    for wheel in compiled_wheels(PURE_PART, pythons[0], platform):
+        archive.add_all((name, data) for name, data in wheel_members(wheel) if not native(name))
+    targets = {}
+    for python in pythons:
+        tag = "cp" + python.replace(".", "")
+        files: dict[str, str] = {}
+        for wheel in compiled_wheels(compiled, python, platform):
+            files |= archive.add_all(wheel_members(wheel), f"{NATIVE}/{tag}/")
+        targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(files)}", "files": files}
+    manifest = {"platform": platform, "targets": targets}
+    archive.add(f"{NATIVE}/manifest.json", json.dumps(manifest, indent=1).encode())
+
+
+def build(out: Path, pythons: list[str], with_postgres: bool) -> Path:
+    """Write the zipapp to out, through a temporary file, and return its path."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
+    partial = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(b"#!/usr/bin/env python3\n")
+            archive = Archive(file)
+            with archive.zip:
+                write(archive, pythons, with_postgres)
+        partial.chmod(0o755)
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return out
+
+
+def native(name: str) -> bool:
+    """Tell whether a wheel member is a compiled extension."""
+    return name.endswith(EXTENSIONS) or ".so." in name
+
+
+def parse_pythons(text: str) -> list[str]:
+    """Parse `3.11,3.12` into versions, refusing anything that is not `3.N`."""
+    pythons = [part.strip() for part in text.split(",") if part.strip()]
+    for python in pythons:
+        major, _, minor = python.partition(".")
+        if major != "3" or not minor.isdigit():
+            raise BuildError(f"--python takes versions like 3.12, not {python!r}")
+    if not pythons:
+        raise BuildError("--python names no version")
+    return pythons
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Build the zipapp from the command line."""
+    parser = argparse.ArgumentParser(description="Write stateous.pyz, a zipapp of Stateous.")
+    parser.add_argument("--out", type=Path, default=ROOT / "dist" / "stateous.pyz")
+    parser.add_argument("--python", default=",".join(DEFAULT_PYTHONS), help="e.g. 3.11,3.12")
+    parser.add_argument("--with-postgres", action="store_true", help="carry psycopg too")
+    args = parser.parse_args(argv)
+    try:
+        out = build(args.out, parse_pythons(args.python), args.with_postgres)
+    except BuildError as ex:
+        print(f"error: {ex}", file=sys.stderr)
+        return 1
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

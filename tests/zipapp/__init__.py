@@ -1,0 +1,1 @@
+"""Tests of dist/stateous.pyz, run by each installed target CPython in isolated mode."""

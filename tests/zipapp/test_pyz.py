@@ -1,0 +1,385 @@
+"""stateous.pyz run as `python3.X -I stateous.pyz ...` by each installed target CPython.
+
+The pyz is dist/stateous.pyz when it is newer than every file it is built from, and otherwise
+a fresh build in a temporary folder. Every run has its own extension cache and an empty
+working folder, so that no test leans on another's first run, on the user's cache, or on a
+checkout. A target CPython that is not installed is skipped; none installed at all fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import build_zipapp
+import stateous
+from stateous import _zipapp
+from tests.conftest import ROOT
+
+TARGETS = ("3.11", "3.12", "3.13")
+DIST = ROOT / "dist" / "stateous.pyz"
+SERVING = re.compile(r"serving on (http://\S+) ")
+#: What a candidate interpreter prints: its version and its own path.
+REPORT = "import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"
+
+DRAFT = '''"""Submit every draft at once."""
+
+from stateous import on_state
+
+from contract import ItemContext, events, states
+
+
+@on_state(states.draft)
+def draft(ctx: ItemContext) -> events.submitted:
+    return events.submitted()
+'''
+
+REVIEW = '''"""Approve every review, after noting where the libraries were loaded from."""
+
+import sys
+
+import apsw
+import msgspec
+import yaml
+from stateous import on_state
+
+from contract import ItemContext, Verdict, events, states
+
+
+@on_state(states.review)
+def review(ctx: ItemContext) -> events.reviewed:
+    with open("origins.txt", "w") as out:
+        for module in (sys.modules["stateous"], msgspec, apsw, yaml):
+            print(module.__name__, module.__file__, file=out)
+    return events.reviewed(Verdict(approved=True))
+'''
+
+
+@functools.cache
+def find_python(version: str) -> str | None:
+    """Return an interpreter of CPython `version` (for example `3.12`), or None if none runs.
+
+    The answer is the interpreter's own path, not a launcher such as a pyenv shim.
+    """
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [f"python{version}"]
+    candidates += [str(path) for path in sorted(pyenv.glob(f"versions/{version}.*/bin/python3"))]
+    for candidate in candidates:
+        try:
+            done = subprocess.run(
+                [candidate, "-I", "-c", REPORT],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except OSError:
+            continue
+        found, _, executable = done.stdout.strip().partition(" ")
+        if done.returncode == 0 and found == version:
+            return executable
+    return None
+
+
+def is_fresh(pyz: Path) -> bool:
+    """Tell whether pyz exists and is newer than the package and the build script."""
+    if not pyz.is_file():
+        return False
+    sources = [ROOT / "build_zipapp.py", *build_zipapp.package_files()]
+    newest = max(path.stat().st_mtime for path in sources)
+    return pyz.stat().st_mtime >= newest
+
+
+def build(out: Path, *options: str) -> Path:
+    """Build a pyz at out with build_zipapp.py and return its path."""
+    command = [sys.executable, str(ROOT / "build_zipapp.py"), "--out", str(out), *options]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def environment(cache: Path) -> dict[str, str]:
+    """Return the environment of a pyz run whose extensions go to cache."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    return {**kept, "STATEOUS_CACHE": str(cache), "XDG_CACHE_HOME": str(cache.parent / "xdg")}
+
+
+def start(
+    python: str, pyz: Path, *args: str, cwd: Path, cache: Path, log: Path
+) -> subprocess.Popen[str]:
+    """Start `python -I pyz ARGS` in the background, its stderr and stdout going to log."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [python, "-I", str(pyz), *args],
+            cwd=cwd,
+            env=environment(cache),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def run(
+    python: str, pyz: Path, *args: str, cwd: Path, cache: Path
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -I pyz ARGS` to its end and return the finished process."""
+    return subprocess.run(
+        [python, "-I", str(pyz), *args],
+        cwd=cwd,
+        env=environment(cache),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def wait_for_url(process: subprocess.Popen[str], log: Path, timeout: float = 30.0) -> str:
+    """Return the URL of the `serving on` line that serve writes to log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = SERVING.search(log.read_text())
+        if found:
+            return found[1]
+        assert process.poll() is None, f"serve ended early: {log.read_text()}"
+        time.sleep(0.05)
+    raise AssertionError(f"serve printed no URL within {timeout} s: {log.read_text()}")
+
+
+def token_status(url: str, token: str) -> str:
+    """Return a token's status, read over HTTP."""
+    with urllib.request.urlopen(f"{url}/tokens/{token}", timeout=10) as answer:
+        return json.load(answer)["status"]
+
+
+def stop(process: subprocess.Popen[str]) -> int:
+    """Stop a process with SIGTERM and return its exit code."""
+    if process.poll() is None:
+        process.terminate()
+    return process.wait(timeout=30)
+
+
+def cache_folders(cache: Path) -> list[Path]:
+    """Return every folder in the extension cache, hidden ones included."""
+    return sorted(path for path in cache.iterdir() if path.is_dir()) if cache.is_dir() else []
+
+
+def running_entry(pyz: Path) -> dict:
+    """Return the pyz's manifest entry for the interpreter that runs the tests."""
+    with zipfile.ZipFile(pyz) as archive:
+        manifest = json.loads(archive.read(_zipapp.MANIFEST))
+    return _zipapp.choose(manifest, _zipapp.running_tag(), _zipapp.running_platform())
+
+
+def assert_complete(folder: Path, entry: dict) -> None:
+    """Check that an unpacked folder holds every file of its entry, each with its hash."""
+    for name, digest in entry["files"].items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
+
+
+@pytest.fixture(scope="session")
+def pyz(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pyz under test: dist/stateous.pyz if it is up to date, else a fresh build."""
+    if is_fresh(DIST):
+        return DIST
+    return build(tmp_path_factory.mktemp("pyz") / "stateous.pyz")
+
+
+@pytest.fixture(params=TARGETS)
+def python(request: pytest.FixtureRequest) -> str:
+    """An installed interpreter of each target CPython."""
+    found = find_python(request.param)
+    if found is None:
+        pytest.skip(f"CPython {request.param} is not installed")
+    return found
+
+
+@pytest.fixture
+def python_311() -> str:
+    """An installed CPython 3.11."""
+    found = find_python("3.11")
+    if found is None:
+        pytest.skip("CPython 3.11 is not installed")
+    return found
+
+
+@pytest.fixture
+def folders(tmp_path: Path) -> tuple[Path, Path]:
+    """An empty working folder and an empty cache folder beside it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    return work, tmp_path / "cache"
+
+
+def test_at_least_one_target_python_is_installed() -> None:
+    assert any(find_python(version) for version in TARGETS), f"none of {TARGETS} is installed"
+
+
+def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -> None:
+    assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(pyz) as archive:
+        manifest = json.loads(archive.read(_zipapp.MANIFEST))
+        names = set(archive.namelist())
+    assert sorted(manifest["targets"]) == ["cp311", "cp312", "cp313"]
+    assert {
+        "__main__.py",
+        "stateous/__init__.py",
+        "falcon/__init__.py",
+        "yaml/__init__.py",
+    } <= names
+    assert not any(name.endswith(".so") for name in names if not name.startswith("_native/"))
+
+
+def test_version_runs_in_isolated_mode_from_an_empty_folder(
+    python: str, pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    done = run(python, pyz, "--version", cwd=work, cache=cache)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        f"stateous {stateous.__version__}\n",
+        "",
+    )
+    assert os.listdir(work) == []
+
+
+def test_a_token_is_served_supervised_and_completed_from_the_pyz(
+    python: str, pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    done = run(python, pyz, "init", "workflow", "orders", cwd=work, cache=cache)
+    assert done.returncode == 0, done.stderr
+    done = run(python, pyz, "compile", "orders/flow.py", cwd=work, cache=cache)
+    assert done.returncode == 0, done.stderr
+    graph = "orders/build/orders.json"
+    serve_log, supervise_log = work / "serve.log", work / "supervise.log"
+    serve = start(
+        python, pyz, "serve", graph, "--listen", "127.0.0.1:0", cwd=work, cache=cache, log=serve_log
+    )
+    supervise = None
+    try:
+        url = wait_for_url(serve, serve_log)
+        done = run(
+            python, pyz, "init", "supervisor", url, "orders-supervisor", cwd=work, cache=cache
+        )
+        assert done.returncode == 0, done.stderr
+        folder = work / "orders-supervisor"
+        (folder / "draft.py").write_text(DRAFT)
+        (folder / "review.py").write_text(REVIEW)
+        settings = folder / "stateous.yaml"
+        settings.write_text(re.sub(r"(?m)^url:.*$", f'url: "{url}"', settings.read_text()))
+        supervise = start(
+            python, pyz, "supervise", "orders-supervisor", cwd=work, cache=cache, log=supervise_log
+        )
+        done = run(
+            python,
+            pyz,
+            "token",
+            "start",
+            "--url",
+            url,
+            "ORDER-1",
+            '{"title": "x"}',
+            cwd=work,
+            cache=cache,
+        )
+        assert done.returncode == 0, done.stderr
+        deadline = time.monotonic() + 60
+        while token_status(url, "ORDER-1") != "completed":
+            assert time.monotonic() < deadline, supervise_log.read_text()
+            assert supervise.poll() is None, supervise_log.read_text()
+            time.sleep(0.1)
+        done = run(python, pyz, "token", "show", "--url", url, "ORDER-1", cwd=work, cache=cache)
+        assert done.returncode == 0 and "completed" in done.stdout.splitlines()[0], done
+    finally:
+        supervise_code = stop(supervise) if supervise else None
+        serve_code = stop(serve)
+    assert (supervise_code, serve_code) == (0, 0), supervise_log.read_text()
+    origins = dict(line.split(" ", 1) for line in (work / "origins.txt").read_text().splitlines())
+    assert origins["stateous"].startswith(str(pyz)), origins
+    assert origins["yaml"].startswith(str(pyz)), origins
+    assert origins["msgspec"].startswith(str(cache)), origins
+    assert origins["apsw"].startswith(str(cache)), origins
+
+
+def test_two_first_runs_at_once_both_succeed_and_leave_one_complete_folder(
+    pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    entry = running_entry(pyz)
+    for attempt in range(3):
+        cache_round = cache / str(attempt)
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-I", str(pyz), "--version"],
+                cwd=work,
+                env=environment(cache_round),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        outcomes = [(process.wait(timeout=120), *process.communicate()) for process in runs]
+        assert all(outcome[0] == 0 for outcome in outcomes), outcomes
+        assert cache_folders(cache_round) == [cache_round / entry["hash"]]
+        assert_complete(cache_round / entry["hash"], entry)
+
+
+def test_a_rename_lost_to_another_run_uses_the_winners_folder(
+    pyz: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entry = running_entry(pyz)
+    rename = os.rename
+
+    def late_rename(source: str, target: str) -> None:
+        monkeypatch.setattr(os, "rename", rename)
+        _zipapp.unpack(str(pyz), entry, str(tmp_path))
+        rename(source, target)
+
+    monkeypatch.setattr(os, "rename", late_rename)
+    folder = _zipapp.unpack(str(pyz), entry, str(tmp_path))
+    assert folder == str(tmp_path / entry["hash"])
+    assert cache_folders(tmp_path) == [tmp_path / entry["hash"]]
+    assert_complete(Path(folder), entry)
+
+
+def test_a_killed_extraction_does_not_break_the_next_run(
+    pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    entry = running_entry(pyz)
+    old, recent = cache / ".partial-old", cache / ".partial-recent"
+    for partial in (old, recent):
+        (partial / "msgspec").mkdir(parents=True)
+        (partial / "msgspec" / "__init__.py").write_text("raise ImportError('half written')\n")
+    long_ago = time.time() - 2 * _zipapp.STALE_AFTER
+    os.utime(old, (long_ago, long_ago))
+    done = run(sys.executable, pyz, "--version", cwd=work, cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert cache_folders(cache) == [recent, cache / entry["hash"]]
+    assert_complete(cache / entry["hash"], entry)
+
+
+def test_an_interpreter_the_pyz_does_not_carry_gets_one_line(
+    python_311: str, tmp_path: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    only_312 = build(tmp_path / "only-312.pyz", "--python", "3.12")
+    done = run(python_311, only_312, "--version", cwd=work, cache=cache)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert re.fullmatch(
+        r"error: this stateous\.pyz carries CPython 3\.12 on \S+; this is CPython 3\.11 on \S+\n",
+        done.stderr,
+    ), done.stderr
+    assert not cache.exists()
