@@ -30,6 +30,8 @@ log = logging.getLogger("stateous.supervisor")
 
 #: Seconds to wait before trying an unreachable control plane again.
 BACKOFF = (1, 2, 4, 8, 16, 30)
+#: How many tasks' messages are sent at once; one task's messages always go in order.
+LANES = 4
 #: Seconds between claims when the last one found nothing.
 IDLE = 1.0
 #: The lease to assume before a grant says otherwise.
@@ -149,7 +151,8 @@ class Supervisor:
             await asyncio.wait_for(self._stop.wait(), seconds)
 
     async def _send_loop(self) -> None:
-        connection = Connection(self.url)
+        """Send the outbox: the messages of one task in order, several tasks at once."""
+        connections = [Connection(self.url) for _ in range(LANES)]
         while True:
             pending = self.outbox.pending()
             if not pending:
@@ -158,10 +161,24 @@ class Supervisor:
                 self._wake.clear()
                 continue
             self._drained.clear()
+            lanes: list[list[Message]] = [[] for _ in range(LANES)]
             for message in pending:
-                await self._send(connection, message)
-                if self.unreachable and self.stopping:
-                    return
+                lanes[message.task % LANES].append(message)
+            await asyncio.gather(
+                *(
+                    self._send_lane(connection, lane)
+                    for connection, lane in zip(connections, lanes, strict=True)
+                    if lane
+                )
+            )
+            if self.unreachable and self.stopping:
+                return
+
+    async def _send_lane(self, connection: Connection, messages: list[Message]) -> None:
+        for message in messages:
+            await self._send(connection, message)
+            if self.unreachable and self.stopping:
+                return
 
     async def _send(self, connection: Connection, message: Message) -> None:
         label = f"task {message.task} of {message.token}"
