@@ -383,3 +383,23 @@ def test_an_interpreter_the_pyz_does_not_carry_gets_one_line(
         done.stderr,
     ), done.stderr
     assert not cache.exists()
+
+
+def test_a_pyz_with_postgres_loads_psycopg_from_the_zip(
+    tmp_path: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    python = find_python(version)
+    if python is None:
+        pytest.skip(f"no CPython {version} outside this virtual environment")
+    with_postgres = build(tmp_path / "postgres.pyz", "--python", version, "--with-postgres")
+    done = run(python, with_postgres, "init", "workflow", "orders", cwd=work, cache=cache)
+    assert done.returncode == 0, done.stderr
+    unreachable = "postgresql://postgres@127.0.0.1:1/none"
+    args = ("serve", "orders/build/orders.json", "--db", unreachable, "--listen", "127.0.0.1:0")
+    done = run(python, with_postgres, *args, cwd=work, cache=cache)
+    assert (done.returncode, done.stderr.count("\n")) == (1, 1), done.stderr
+    assert done.stderr.startswith("error: cannot connect to the database"), done.stderr
+    (folder,) = cache_folders(cache)
+    assert (folder / "psycopg_binary").is_dir()
