@@ -12,11 +12,13 @@ import argparse
 import json
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stateous.cli.errors import CommandError
 from stateous.cli.history import history_lines, token_line
-from stateous.client import Client, ClientError, Refused
+
+if TYPE_CHECKING:
+    from stateous.client import Client
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 #: The most tokens that `show` lists, and the most children it shows under a token.
@@ -41,6 +43,8 @@ def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Calla
     """Wrap a command: open a client, print the lines it returns, and word its failures."""
 
     def run(args: argparse.Namespace) -> int:
+        from stateous.client import Client, ClientError, Refused
+
         url = args.url or os.environ.get("STATEOUS_URL") or DEFAULT_URL
         try:
             with Client(url) as client:
