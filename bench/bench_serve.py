@@ -1,6 +1,7 @@
-"""Benchmark: `stateous serve` on SQLite, driven over HTTP by wrk with 8 keep-alive clients.
+"""Benchmark: `stateous serve` on SQLite (or --db), over HTTP by wrk with 8 keep-alive clients.
 
 Run: .venv/bin/python bench/bench_serve.py [--seconds 5] [--tokens-in-db 1000000]
+     .venv/bin/python bench/bench_serve.py --db postgresql://USER@HOST:5432/EMPTY_DATABASE
 Needs `wrk` (Debian package). Prints tokens started, events fired and claim-and-report
 cycles per second, p50/p99 latency, the server's peak RSS, the time to its first
 /health answer, and GET /health p50 on kept-alive and on new connections.

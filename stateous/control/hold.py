@@ -1,10 +1,11 @@
 """One control plane per database: the hold.
 
-A control plane holds its database two ways. An OS lock on the SQLite file
-lives exactly as long as the process, so a second `serve` is refused
-at once and a new one can start at once after a kill -9. The `control_plane` row
-names the holder as `host:pid:id`; the clock checks it every second, so a holder
-that finds another name there knows it lost the database.
+A control plane holds its database two ways. A lock that lives exactly as long
+as the process (an OS lock on the SQLite file; on Postgres an advisory lock on a
+connection of its own, in `postgres.py`), so a second `serve` is refused at once
+and a new one can start at once after a kill -9. The `control_plane` row names
+the holder as `host:pid:id`; the clock checks it and the lock every second, so a
+holder that finds another name there, or lost its lock, knows it lost the database.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import secrets
 import socket
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from stateous.control.store import ControlRow, Store, Tx
 from stateous.model.errors import Failure
@@ -26,6 +27,14 @@ class HoldRefused(Failure):
 
 class HoldLost(Exception):
     """This control plane no longer holds its database."""
+
+
+class Lock(Protocol):
+    """The lock that keeps a second control plane off a database while this process lives."""
+
+    def take(self) -> None: ...
+    def check(self) -> None: ...
+    def release(self) -> None: ...
 
 
 class FileLock:
@@ -52,6 +61,9 @@ class FileLock:
             raise HoldRefused("another control plane serves this database; stop it first") from None
         self._file = handle
 
+    def check(self) -> None:
+        """An OS lock cannot be lost while its process lives: nothing to check."""
+
     def release(self) -> None:
         if self._file is not None:
             fcntl.flock(self._file, fcntl.LOCK_UN)
@@ -65,8 +77,9 @@ class Hold:
     #: How often the row's `since` is written again, in seconds.
     RENEW_EVERY = 10.0
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, lock: Lock) -> None:
         self.store = store
+        self.lock = lock
         self.name = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self._renewed = 0.0
 
@@ -80,7 +93,9 @@ class Hold:
         self.store.write(operation)
 
     def renew(self) -> None:
-        """Check that the row still names this control plane; refresh `since` now and then."""
+        """Check the lock, and that the row still names this control plane; refresh `since`
+        now and then."""
+        self.lock.check()
 
         def operation(tx: Tx) -> None:
             row = tx.control()

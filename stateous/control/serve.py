@@ -1,7 +1,8 @@
 """`stateous serve`: the control plane as a process, following the Serve card.
 
 The port is bound before the database opens, so a port in use costs nothing. The
-database is held (a file lock and the `control_plane` row), its structure checked
+database (SQLite or Postgres, by its URL) is held (a lock that lives with the process
+and the `control_plane` row), its structure checked
 against live tokens, then the clock and the HTTP server start. SIGINT or SIGTERM
 finishes the requests in progress, gives the hold up and stops.
 """
@@ -15,7 +16,9 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol, TextIO
 
@@ -27,7 +30,7 @@ from stateous.control.clock import Clock
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
-from stateous.control.hold import FileLock, Hold, HoldLost
+from stateous.control.hold import FileLock, Hold, HoldLost, Lock
 from stateous.control.sqlite import SqliteStore
 from stateous.control.store import Store, Tx
 from stateous.model.errors import Failure
@@ -38,6 +41,9 @@ DEFAULT_DB = "sqlite:///stateous.db"
 DEFAULT_LISTEN = "127.0.0.1:8080"  # the same defaults as the `serve` command's
 #: Request threads of the HTTP server; waiting writes commit together.
 THREADS = 8
+#: Connections to Postgres: one per request thread, one for the clock, one spare.
+CONNECTIONS = THREADS + 2
+POSTGRES = ("postgresql://", "postgres://")
 
 
 class ServeError(Failure):
@@ -75,9 +81,33 @@ def sqlite_path(url: str) -> str:
     """Read the file of a `sqlite:///path` URL (four slashes for an absolute path)."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         return url[len("sqlite:///") :]
-    if url.startswith(("postgresql://", "postgres://")):
-        raise ServeError("this version of Stateous serves SQLite only; give a sqlite:/// URL")
     raise ServeError(f"--db takes a URL such as {DEFAULT_DB}, not {url!r}")
+
+
+def open_store(url: str) -> tuple[Lock, Store]:
+    """Take the database's serving lock, then open its store (making or upgrading the tables)."""
+    opener: Callable[[], Store]
+    if url.startswith(POSTGRES):
+        try:
+            from stateous.control import postgres
+        except ModuleNotFoundError as ex:
+            if (ex.name or "").partition(".")[0] != "psycopg":
+                raise
+            raise ServeError(
+                "serving Postgres needs psycopg, which is missing; install stateous[postgres]"
+            ) from None
+        lock: Lock = postgres.AdvisoryLock(url)
+        opener = partial(postgres.PostgresStore, url, size=CONNECTIONS)
+    else:
+        path = sqlite_path(url)
+        lock = FileLock(path)
+        opener = partial(SqliteStore, Path(path))
+    lock.take()
+    try:
+        return lock, opener()
+    except BaseException:
+        lock.release()
+        raise
 
 
 def bind(address: Address) -> socket.socket:
@@ -129,19 +159,18 @@ class ControlPlane:
             self.graph = Graph.load(graph_path)
         except ValueError as ex:
             raise ServeError(str(ex)) from None
-        database = sqlite_path(db)
+        if not db.startswith(POSTGRES):
+            sqlite_path(db)  # a bad URL is refused before the port is bound
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
         try:
-            self.lock = FileLock(database)
-            self.lock.take()
-            self.store = SqliteStore(Path(database))
+            self.lock, self.store = open_store(db)
         except BaseException:
             self.listener.close()
             raise
         self.engine = Engine(self.graph, self.store, lease=lease)
         check_structure(self.store, self.graph)
-        self.hold = Hold(self.store)
+        self.hold = Hold(self.store, self.lock)
         self.hold.take(self.graph.structure, self.graph.checksum)
         self.clock = Clock(self.engine, self.hold, self._lose)
 

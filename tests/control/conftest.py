@@ -1,4 +1,5 @@
-"""Fixtures for a real control plane: the `orders` graph, SQLite on disk, waitress on a port."""
+"""Fixtures for a real control plane: the `orders` graph, its database (SQLite, and Postgres
+when STATEOUS_TEST_POSTGRES is set: the `backend`), waitress on a port."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from stateous.compiler.compile import compile_workflow
 from stateous.control.api import create_app
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
-from stateous.control.sqlite import SqliteStore
 from stateous.model.graph_file import dump
+from tests.control.support import BACKENDS, Backend, open_backend
 
 Answer = tuple[int, dict[str, str], Any]
 
@@ -60,10 +61,10 @@ def write_graph(folder: Path) -> Path:
     return path
 
 
-def build_engine(folder: Path, kind: type[Engine] = Engine) -> Engine:
-    """An engine of class `kind` over the `orders` graph and a fresh SQLite file."""
-    graph = Graph.load(write_graph(folder))
-    return kind(graph, SqliteStore(folder / "db.sqlite"), lease=120)
+def build_engine(backend: Backend, kind: type[Engine] = Engine, **limits: Any) -> Engine:
+    """An engine of class `kind` over the `orders` graph and the backend's fresh database."""
+    graph = Graph.load(write_graph(backend.folder))
+    return kind(graph, backend.store(**limits), lease=120)
 
 
 def read_answer(response: http.client.HTTPResponse) -> Answer:
@@ -148,15 +149,22 @@ def serving(engine: Engine) -> Iterator[Served]:
         engine.store.close()
 
 
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    """A fresh database for the test: SQLite, and Postgres when the server is given."""
+    with open_backend(request.param, tmp_path) as fresh:
+        yield fresh
+
+
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    """The `orders` control plane over a fresh SQLite file, served on a free port."""
-    with serving(build_engine(tmp_path)) as control_plane:
+def served(backend: Backend) -> Iterator[Served]:
+    """The `orders` control plane over the backend's fresh database, served on a free port."""
+    with serving(build_engine(backend)) as control_plane:
         yield control_plane
 
 
 @pytest.fixture
-def serve_engine(tmp_path: Path) -> Iterator[Callable[[type[Engine]], Served]]:
+def serve_engine(backend: Backend) -> Iterator[Callable[[type[Engine]], Served]]:
     """Serve an engine of a given Engine subclass, for errors that only a fake can raise."""
     with ExitStack() as stack:
-        yield lambda kind: stack.enter_context(serving(build_engine(tmp_path, kind)))
+        yield lambda kind: stack.enter_context(serving(build_engine(backend, kind)))

@@ -1,18 +1,90 @@
-"""A control plane in the test's own process: a real SQLite file and a clock the test moves."""
+"""A control plane in the test's own process: a real database and a clock the test moves.
+
+The database is the test's `backend`: a SQLite file always, and a fresh schema on
+the Postgres server of STATEOUS_TEST_POSTGRES when it is set, so the engine and
+API suites run on both through this one switch.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import msgspec
+import pytest
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
 from stateous.control.sqlite import SqliteStore
+from stateous.control.store import Store
 from stateous.model.graph_file import GraphFile, dump
+
+#: The Postgres server of the tests; CI sets it, and fails when the server is down.
+POSTGRES = os.environ.get("STATEOUS_TEST_POSTGRES")
+NO_POSTGRES = "STATEOUS_TEST_POSTGRES is not set: no Postgres server to test on"
+#: The parameters of the `backend` fixture.
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.skipif(not POSTGRES, reason=NO_POSTGRES)),
+]
+
+
+def with_options(url: str, options: str) -> str:
+    """Add libpq `options` to a postgresql:// URL."""
+    return f"{url}{'&' if '?' in url else '?'}options={quote(options)}"
+
+
+@contextmanager
+def fresh_schema(url: str) -> Iterator[str]:
+    """A new, empty schema on the server for one test; yield a URL that uses it; drop it after."""
+    import psycopg
+
+    name = f"test_{secrets.token_hex(6)}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {name}")
+    try:
+        yield with_options(url, f"-c search_path={name}")
+    finally:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f"DROP SCHEMA {name} CASCADE")
+
+
+@dataclass
+class Backend:
+    """Where a test keeps its files and its database: `url` is a SQLite path or a Postgres URL."""
+
+    name: str
+    folder: Path
+    url: str
+
+    def store(self, clock: Callable[[], float] | None = None, **limits: Any) -> Store:
+        """Open the database (made and migrated on first use); `limits` go to the store."""
+        if clock is not None:
+            limits["clock"] = clock
+        if self.name == "sqlite":
+            return SqliteStore(self.url, **limits)
+        from stateous.control.postgres import PostgresStore
+
+        return PostgresStore(self.url, **limits)
+
+
+@contextmanager
+def open_backend(name: str, folder: Path) -> Iterator[Backend]:
+    """A fresh database of the kind `name` for one test."""
+    if name == "sqlite":
+        yield Backend(name, folder, str(folder / "db.sqlite"))
+        return
+    assert POSTGRES is not None, NO_POSTGRES
+    with fresh_schema(POSTGRES) as url:
+        yield Backend(name, folder, url)
 
 
 class Clock:
@@ -60,11 +132,11 @@ def orders(review_timeout: str | None = "1h", retries: int = 1) -> Workflow:
 
 @dataclass
 class Plane:
-    """An engine on a real SQLite file, with a hand-moved clock."""
+    """An engine on a real database, with a hand-moved clock."""
 
     engine: Engine
     clock: Clock
-    store: SqliteStore
+    store: Store
 
     def kinds(self, token: str) -> list[str]:
         return [entry.kind for entry in self.engine.history(token)]
@@ -76,13 +148,11 @@ class Plane:
         return self.kinds(token)[since:]
 
 
-def plane_for(
-    graph: GraphFile | Workflow, folder: Path, *, lease: float = 120.0, name: str = "db.sqlite"
-) -> Plane:
-    """Serve a workflow (compiled here) or a graph file from `folder` in this process."""
+def plane_for(graph: GraphFile | Workflow, backend: Backend, *, lease: float = 120.0) -> Plane:
+    """Serve a workflow (compiled here) or a graph file on `backend` in this process."""
     document = compile_workflow(graph) if isinstance(graph, Workflow) else graph
-    path = folder / "graph.json"
+    path = backend.folder / "graph.json"
     path.write_bytes(dump(document))
     clock = Clock()
-    store = SqliteStore(folder / name, clock=clock)
+    store = backend.store(clock)
     return Plane(Engine(Graph.load(path), store, lease=lease), clock, store)

@@ -22,12 +22,12 @@ from stateous.control.errors import (
     TokenNotFound,
 )
 from stateous.model.wire import Duplicate, ReportBody, Schedule
-from tests.control.support import Item, Plane, orders, plane_for
+from tests.control.support import Backend, Item, Plane, orders, plane_for
 
 
 @pytest.fixture
-def plane(tmp_path: Path) -> Iterator[Plane]:
-    served = plane_for(orders(), tmp_path)
+def plane(backend: Backend) -> Iterator[Plane]:
+    served = plane_for(orders(), backend)
     yield served
     served.store.close()
 
@@ -97,7 +97,7 @@ def test_a_context_that_does_not_fit_names_the_field(plane: Plane) -> None:
         plane.engine.get("ORDER-1")
 
 
-def test_guards_from_start_choose_the_first_state(tmp_path: Path) -> None:
+def test_guards_from_start_choose_the_first_state(backend: Backend) -> None:
     flow = Workflow("split", context=Item)
     small = flow.state("small")
     large = flow.state("large")
@@ -105,7 +105,7 @@ def test_guards_from_start_choose_the_first_state(tmp_path: Path) -> None:
     flow.transition(START, small, when="ctx['amount'] <= 10")
     flow.transition(small, END, on="timeout")
     flow.transition(large, END, on="timeout")
-    served = plane_for(flow, tmp_path)
+    served = plane_for(flow, backend)
     assert served.engine.start("A", {"title": "x", "amount": 500})[0].state == "large"
     assert served.engine.start("B", {"title": "x", "amount": 5})[0].state == "small"
     with pytest.raises(InvalidContext, match="no transition from START holds"):
@@ -215,7 +215,7 @@ def test_fire_on_an_unknown_token(plane: Plane) -> None:
         plane.engine.fire("NOPE", "submitted")
 
 
-def test_count_counts_the_event_over_the_life_of_the_token(tmp_path: Path) -> None:
+def test_count_counts_the_event_over_the_life_of_the_token(backend: Backend) -> None:
     flow = Workflow("sdlc", context=Item)
     coding = flow.state("coding")
     testing = flow.state("testing")
@@ -225,7 +225,7 @@ def test_count_counts_the_event_over_the_life_of_the_token(tmp_path: Path) -> No
     flow.transition(coding, testing, on=done)
     flow.transition(testing, coding, on=failed, when="count('failed') < 3")
     flow.transition(testing, END, on=failed, otherwise=True)
-    served = plane_for(flow, tmp_path)
+    served = plane_for(flow, backend)
     served.engine.start("T", {"title": "x"})
     for _ in range(2):
         served.engine.fire("T", "done")
@@ -452,8 +452,8 @@ def test_the_last_failed_attempt_delivers_error(plane: Plane) -> None:
     ]
 
 
-def test_without_a_transition_on_error_the_token_fails(tmp_path: Path) -> None:
-    served = plane_for(orders(), tmp_path)
+def test_without_a_transition_on_error_the_token_fails(backend: Backend) -> None:
+    served = plane_for(orders(), backend)
     served.engine.start("A", {"title": "x"})
     task = served.engine.claim("box-1", ["draft"]).task  # type: ignore[union-attr]
     token = served.engine.report(task, report(kind="failed", error="boom", supervisor="box-1"))
@@ -538,9 +538,9 @@ def test_an_ended_lease_counts_a_failed_attempt(plane: Plane) -> None:
         plane.engine.report(task, report(event="reviewed", attempt=1, supervisor="box-1"))
 
 
-def test_a_timeout_that_no_transition_takes_fails_the_token(tmp_path: Path) -> None:
+def test_a_timeout_that_no_transition_takes_fails_the_token(backend: Backend) -> None:
     flow = orders(review_timeout="30s")
-    served = plane_for(flow, tmp_path)
+    served = plane_for(flow, backend)
     to_review(served, "A")
     served.clock.advance(30)
     served.engine.tick()
@@ -551,12 +551,12 @@ def test_a_timeout_that_no_transition_takes_fails_the_token(tmp_path: Path) -> N
     served.store.close()
 
 
-def test_a_timeout_with_a_transition_moves_the_token(tmp_path: Path) -> None:
+def test_a_timeout_with_a_transition_moves_the_token(backend: Backend) -> None:
     flow = Workflow("wait", context=Item)
     waiting = flow.state("waiting", timeout="1m")
     flow.transition(START, waiting)
     flow.transition(waiting, END, on="timeout")
-    served = plane_for(flow, tmp_path)
+    served = plane_for(flow, backend)
     served.engine.start("A", {"title": "x"})
     served.clock.advance(60)
     served.engine.tick()
@@ -626,8 +626,8 @@ def test_a_held_event_that_no_longer_fits_is_dropped_on_resume(plane: Plane) -> 
     )
 
 
-def test_timers_get_the_paused_time_back(tmp_path: Path) -> None:
-    served = plane_for(orders(review_timeout="1h"), tmp_path)
+def test_timers_get_the_paused_time_back(backend: Backend) -> None:
+    served = plane_for(orders(review_timeout="1h"), backend)
     served.engine.start("A", {"title": "x"})
     served.engine.fire("A", "submitted")
     served.clock.advance(1800)
@@ -692,7 +692,7 @@ def test_cancel_stops_the_token_its_task_and_its_held_events(plane: Plane) -> No
         plane.engine.cancel("ORDER-1")
 
 
-def test_a_child_token_cannot_be_steered_alone(tmp_path: Path) -> None:
+def test_a_child_token_cannot_be_steered_alone(backend: Backend) -> None:
     child = Workflow("check", context=Item)
     step = child.state("step")
     child.transition(START, step)
@@ -701,7 +701,7 @@ def test_a_child_token_cannot_be_steered_alone(tmp_path: Path) -> None:
     fan = flow.state("fan", parallel=[child], inputs=["title"])
     flow.transition(START, fan)
     flow.transition(fan, END, on="joined")
-    served = plane_for(flow, tmp_path)
+    served = plane_for(flow, backend)
     served.engine.start("P", {"title": "x"})
     for steer in (served.engine.pause, served.engine.resume, served.engine.cancel):
         with pytest.raises(ChildToken):
@@ -728,7 +728,7 @@ def test_listing_filters_and_limits(plane: Plane) -> None:
 # Faults
 
 
-def test_a_write_that_waits_too_long_for_the_lock_is_database_busy(tmp_path: Path) -> None:
+def test_a_write_that_waits_too_long_for_the_sqlite_lock_is_database_busy(tmp_path: Path) -> None:
     import apsw
 
     from stateous.control.engine import Engine
@@ -736,7 +736,7 @@ def test_a_write_that_waits_too_long_for_the_lock_is_database_busy(tmp_path: Pat
     from stateous.control.graph import Graph
     from stateous.control.sqlite import SqliteStore
 
-    served = plane_for(orders(), tmp_path)
+    served = plane_for(orders(), Backend("sqlite", tmp_path, str(tmp_path / "db.sqlite")))
     served.store.close()
     store = SqliteStore(tmp_path / "db.sqlite", busy=200)
     engine = Engine(Graph.load(tmp_path / "graph.json"), store)

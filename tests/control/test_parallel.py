@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.control.errors import ChildToken, InvalidTokenId
 from stateous.model.wire import ReportBody
-from tests.control.support import Plane, plane_for
+from tests.control.support import Backend, Plane, plane_for
 
 
 class Ticket(msgspec.Struct):
@@ -73,8 +72,8 @@ DESIGN = "T-1.reviews.1.design-review"
 
 
 @pytest.fixture
-def plane(tmp_path: Path) -> Iterator[Plane]:
-    served = plane_for(sdlc(), tmp_path)
+def plane(backend: Backend) -> Iterator[Plane]:
+    served = plane_for(sdlc(), backend)
     yield served
     served.store.close()
 
@@ -135,8 +134,8 @@ def test_one_rejection_sends_the_parent_back(plane: Plane) -> None:
     assert plane.engine.get("T-1").state == "coding"
 
 
-def test_join_any_goes_on_with_the_first_and_cancels_the_others(tmp_path: Path) -> None:
-    served = plane_for(sdlc(join="any"), tmp_path)
+def test_join_any_goes_on_with_the_first_and_cancels_the_others(backend: Backend) -> None:
+    served = plane_for(sdlc(join="any"), backend)
     to_reviews(served)
     finish(served, SECURITY, True)
     assert served.engine.get("T-1").state == "merging"
@@ -149,8 +148,8 @@ def test_join_any_goes_on_with_the_first_and_cancels_the_others(tmp_path: Path) 
     served.store.close()
 
 
-def test_a_timeout_of_the_parallel_state_cancels_the_children(tmp_path: Path) -> None:
-    served = plane_for(sdlc(timeout="1h"), tmp_path)
+def test_a_timeout_of_the_parallel_state_cancels_the_children(backend: Backend) -> None:
+    served = plane_for(sdlc(timeout="1h"), backend)
     to_reviews(served)
     served.clock.advance(3600)
     served.engine.tick()
@@ -175,9 +174,9 @@ def test_children_cannot_be_steered_alone(plane: Plane) -> None:
 
 
 def test_pausing_the_parent_pauses_the_children_and_held_events_apply_in_arrival_order(
-    tmp_path: Path,
+    backend: Backend,
 ) -> None:
-    served = plane_for(sdlc(join="any"), tmp_path)
+    served = plane_for(sdlc(join="any"), backend)
     to_reviews(served)
     served.engine.pause("T-1")
     assert served.engine.get(SECURITY).status == "paused"
@@ -193,8 +192,8 @@ def test_pausing_the_parent_pauses_the_children_and_held_events_apply_in_arrival
     served.store.close()
 
 
-def test_a_child_id_longer_than_128_characters_refuses_the_event(tmp_path: Path) -> None:
-    served = plane_for(sdlc(), tmp_path)
+def test_a_child_id_longer_than_128_characters_refuses_the_event(backend: Backend) -> None:
+    served = plane_for(sdlc(), backend)
     long_id = "T" * 110
     served.engine.start(long_id, {"repo": "r"})
     with pytest.raises(InvalidTokenId, match="more than 128"):

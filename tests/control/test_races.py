@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stateous.model.wire import Duplicate
-from tests.control.support import Plane, orders, plane_for
+from tests.control.support import Backend, Plane, orders, plane_for
 
 THREADS = 8
 
 
 @pytest.fixture
-def plane(tmp_path: Path) -> Iterator[Plane]:
-    served = plane_for(orders(), tmp_path)
+def plane(backend: Backend) -> Iterator[Plane]:
+    served = plane_for(orders(), backend)
     yield served
     served.store.close()
 

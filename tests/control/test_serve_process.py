@@ -354,9 +354,9 @@ BAD_ARGUMENTS: dict[str, tuple[list[str], str]] = {
         ["orders.json", "--db", "mysql://x", "--listen", "127.0.0.1:0"],
         "error: --db takes a URL such as sqlite:///stateous.db, not 'mysql://x'",
     ),
-    "--db postgresql://": (
-        ["orders.json", "--db", "postgresql://x@localhost/db", "--listen", "127.0.0.1:0"],
-        "error: this version of Stateous serves SQLite only; give a sqlite:/// URL",
+    "--db postgresql:// that no server answers": (
+        ["orders.json", "--db", "postgresql://x@127.0.0.1:1/db", "--listen", "127.0.0.1:0"],
+        "error: cannot connect to the database: ",
     ),
     "--lease 2 hours": (
         ["orders.json", "--lease", "2 hours", "--listen", "127.0.0.1:0"],

@@ -1,0 +1,361 @@
+"""The Postgres store, through psycopg 3: many transactions at once, one token at a time.
+
+Each write runs in its own transaction on a pooled connection. A transaction
+locks the rows of the tokens it reads (`FOR UPDATE`), so each token moves one
+step at a time while other tokens move beside it; a claim skips tasks whose
+token another transaction holds. Every connection carries the time limits of
+`LIMITS`; a request that a limit stops answers `database_busy`, and a deadlock
+runs again once. This module keeps rows and takes locks; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from functools import cache
+from typing import Any
+
+import psycopg
+from psycopg import errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
+from psycopg.types.string import TextLoader
+
+from stateous.control.errors import DatabaseBusy
+from stateous.control.hold import HoldLost, HoldRefused
+from stateous.control.migrations import migrate
+from stateous.control.sql import SqlTx, next_queued_sql, token_row
+from stateous.control.store import KeepAndRaise, Result, TaskRow, TimerRow, TokenRow, Tx
+from stateous.model.errors import Failure
+
+log = logging.getLogger("stateous.control.store")
+IDLE = TransactionStatus.IDLE
+
+CONNECT_SECONDS = 10
+STATEMENT_MILLISECONDS = 30_000
+LOCK_MILLISECONDS = 10_000
+#: TCP keepalives: the first probe after 30 s of silence, then every 10 s, 3 probes.
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+}
+#: How many of the oldest queued tasks a claim tries before it answers none.
+CANDIDATES = 20
+#: The first key of the advisory locks this module takes (the letters "STAT").
+LOCK_CLASS = 0x53544154
+#: The second key of the lock that numbers held events.
+ARRIVALS = 1
+#: The pause before a conflicting transaction runs once more, in seconds (random in between).
+RETRY_PAUSE = (0.02, 0.08)
+
+#: Conflicts with another transaction: the operation runs again once.
+_CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
+_BEGIN_WRITE = "BEGIN"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+#: Lock the top token of a token's family (its oldest ancestor, or itself) and return it.
+_FAMILY = (
+    "WITH RECURSIVE up (token, parent) AS ("
+    "SELECT token, parent FROM tokens WHERE token = ? "
+    "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
+    "SELECT token, state, status, visit, context, entered_at, parent, workflow FROM tokens "
+    "WHERE token = (SELECT token FROM up WHERE parent IS NULL) FOR UPDATE"
+)
+
+
+class Unreachable(Failure):
+    """A connection to the database cannot be made."""
+
+
+def _first_line(ex: BaseException) -> str:
+    return (str(ex).strip().splitlines() or [type(ex).__name__])[0]
+
+
+def connect(
+    url: str,
+    *,
+    lock_timeout: int = LOCK_MILLISECONDS,
+    statement_timeout: int = STATEMENT_MILLISECONDS,
+) -> psycopg.Connection[Any]:
+    """Open an autocommit connection with the time limits; JSON columns come back as text."""
+    given = conninfo_to_dict(url).get("options")
+    options = f"-c statement_timeout={statement_timeout} -c lock_timeout={lock_timeout}"
+    try:
+        connection = psycopg.connect(
+            url,
+            autocommit=True,
+            connect_timeout=CONNECT_SECONDS,
+            options=f"{given} {options}" if given else options,
+            **KEEPALIVES,
+        )
+    except psycopg.OperationalError as ex:
+        raise Unreachable(f"cannot connect to the database: {_first_line(ex)}") from None
+    connection.adapters.register_loader("json", TextLoader)
+    return connection
+
+
+@cache
+def _placeholders(sql: str) -> str:
+    """Turn the shared SQL's `?` placeholders into psycopg's `%s`."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Pool:
+    """Up to `size` connections, each lent to one thread at a time; a broken one is dropped."""
+
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], size: int) -> None:
+        self._connect = connect
+        self._slots = threading.BoundedSemaphore(size)
+        self._lock = threading.Lock()
+        self._idle: list[psycopg.Connection[Any]] = []
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        if not self._slots.acquire(timeout=CONNECT_SECONDS):
+            raise DatabaseBusy("every connection to the database is in use; try again")
+        try:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                connection = self._connect()
+            try:
+                yield connection
+            finally:
+                self._give_back(connection)
+        finally:
+            self._slots.release()
+
+    def _give_back(self, connection: psycopg.Connection[Any]) -> None:
+        with self._lock:
+            if not self._closed and connection.info.transaction_status == IDLE:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+
+class PostgresStore:
+    """A control plane's database on a Postgres server."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        size: int = 10,
+        lock_timeout: int = LOCK_MILLISECONDS,
+        statement_timeout: int = STATEMENT_MILLISECONDS,
+    ) -> None:
+        self.clock = clock
+        self._fenced: Exception | None = None
+        self._pool = Pool(
+            lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
+            size,
+        )
+        try:
+            with self._pool.connection() as connection:
+                self._migrate(connection)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _migrate(self, connection: psycopg.Connection[Any]) -> None:
+        """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
+        connection.execute("SET statement_timeout = 0")
+        try:
+            migrate(PostgresTx(connection, self.clock(), writing=False), dialect="postgres")
+        finally:
+            connection.execute("RESET statement_timeout")
+
+    def write(self, operation: Callable[[Tx], Result]) -> Result:
+        """Run `operation` in one transaction that locks the tokens it reads; once more on
+        a deadlock."""
+        try:
+            return self._attempt(operation, _BEGIN_WRITE, _CONFLICTS)
+        except _CONFLICTS as ex:
+            log.info("a transaction met another (%s); it runs once more", _first_line(ex))
+        # Row locks are not queued fairly: let the other transaction finish first.
+        time.sleep(random.uniform(*RETRY_PAUSE))
+        return self._attempt(operation, _BEGIN_WRITE, ())
+
+    def read(self, operation: Callable[[Tx], Result]) -> Result:
+        """Run `operation` on one snapshot; it locks nothing."""
+        return self._attempt(operation, _BEGIN_READ, ())
+
+    def fence(self, error: Exception) -> None:
+        """Refuse every later read and write with `error`: this store is no longer ours."""
+        self._fenced = error
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _attempt(
+        self,
+        operation: Callable[[Tx], Result],
+        begin: str,
+        conflicts: tuple[type[Exception], ...],
+    ) -> Result:
+        if self._fenced is not None:
+            raise self._fenced
+        try:
+            with self._pool.connection() as connection:
+                return self._transaction(connection, operation, begin)
+        except conflicts:
+            raise
+        except (psycopg.OperationalError, Unreachable) as ex:
+            raise DatabaseBusy(f"the database is busy ({_first_line(ex)}); try again") from None
+
+    def _transaction(
+        self, connection: psycopg.Connection[Any], operation: Callable[[Tx], Result], begin: str
+    ) -> Result:
+        """Run one transaction; a write's changes go out in a pipeline, without a wait each."""
+        writing = begin == _BEGIN_WRITE
+        kept: Exception | None = None
+        try:
+            with connection.pipeline() if writing else nullcontext():
+                connection.execute(begin)
+                try:
+                    result = operation(PostgresTx(connection, self.clock(), writing=writing))
+                except KeepAndRaise as ex:
+                    kept = ex.error
+                connection.execute("COMMIT")
+        except BaseException:
+            if not connection.broken and connection.info.transaction_status != IDLE:
+                with suppress(psycopg.Error):
+                    connection.execute("ROLLBACK")
+            raise
+        if kept is not None:
+            raise kept
+        return result
+
+
+class PostgresTx(SqlTx):
+    """One transaction on a Postgres connection.
+
+    In a write (`writing`), reading a token locks it, and first the top token of
+    its family: every transaction on a family takes that one lock first, so a
+    parent and its children never wait for each other in opposite orders. A
+    write runs in a pipeline: `change` sends a statement and does not wait, and
+    `execute` waits for its rows (and for every statement sent before it).
+    """
+
+    def __init__(self, connection: psycopg.Connection[Any], now: float, *, writing: bool) -> None:
+        super().__init__(now)
+        self.connection = connection
+        self.writing = writing
+        if writing:
+            self.for_update = " FOR UPDATE"
+        self._held: set[str] = set()
+
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cursor = self.connection.execute(_placeholders(sql), bindings)
+        return cursor.fetchall() if self.writing or cursor.description is not None else []
+
+    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
+        self.connection.execute(_placeholders(sql), bindings)
+
+    def _hold(self, token: str) -> TokenRow | None:
+        """Lock the token's family, then the token; answer the token as it is now."""
+        top = self.one(_FAMILY, (token,))
+        if top is None:
+            return None
+        self._held.add(top[0])
+        if top[0] == token:
+            return token_row(top)
+        row = super().token(token)
+        self._held.add(token)
+        return row
+
+    def token(self, token: str) -> TokenRow | None:
+        if self.writing and token not in self._held:
+            return self._hold(token)
+        return super().token(token)
+
+    def task(self, task: int) -> TaskRow | None:
+        if self.writing:
+            owner = self.one("SELECT token FROM tasks WHERE id = ?", (task,))
+            if owner is None:
+                return None
+            self.token(owner[0])
+        return super().task(task)
+
+    def timer(self, timer: int) -> TimerRow | None:
+        if self.writing:
+            owner = self.one("SELECT token FROM timers WHERE id = ?", (timer,))
+            if owner is None:
+                return None
+            self.token(owner[0])
+        return super().timer(timer)
+
+    def next_queued(self, states: list[str]) -> TaskRow | None:
+        """The oldest queued task of these states whose active token no one else holds.
+
+        The token is locked with SKIP LOCKED; the task is then read again, since
+        another claim may have taken it just before the lock.
+        """
+        sql = next_queued_sql(len(states), " FOR UPDATE OF k SKIP LOCKED")
+        for _ in range(CANDIDATES):
+            row = self.one(sql, tuple(states))
+            if row is None:
+                return None
+            self._held.add(row[1])
+            task = super().task(row[0])
+            if task is not None and task.status == "queued":
+                return task
+        return None
+
+    def last_arrival(self) -> int:
+        """The last arrival number; held events are numbered one transaction at a time."""
+        self.execute(f"SELECT pg_advisory_xact_lock({LOCK_CLASS}, {ARRIVALS})")
+        return super().last_arrival()
+
+
+class AdvisoryLock:
+    """The serving lock on Postgres: an advisory lock on a connection of its own.
+
+    It ends with its connection, so a new control plane can start at once after
+    the holder's process dies. Its key is the schema's, so two schemas of one
+    database can each have a control plane.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._connection: psycopg.Connection[Any] | None = None
+
+    def take(self) -> None:
+        connection = connect(self.url)
+        row = connection.execute(
+            f"SELECT pg_try_advisory_lock({LOCK_CLASS}, hashtext(current_schema()))"
+        ).fetchone()
+        if row is None or not row[0]:
+            connection.close()
+            raise HoldRefused("another control plane serves this database; stop it first")
+        self._connection = connection
+
+    def check(self) -> None:
+        """Raise `HoldLost` when the connection that holds the lock is gone."""
+        if self._connection is None:
+            return
+        try:
+            self._connection.execute("SELECT 1")
+        except psycopg.Error as ex:
+            lost = f"the connection that held the database was lost ({_first_line(ex)})"
+            raise HoldLost(lost) from None
+
+    def release(self) -> None:
+        if self._connection is not None:
+            with suppress(psycopg.Error):
+                self._connection.close()
+            self._connection = None

@@ -1,0 +1,21 @@
+"""Without psycopg, `serve --db postgresql://...` says in one line what to install."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import stateous.control
+from stateous.control.serve import ServeError, open_store
+
+
+@pytest.mark.parametrize("url", ["postgresql://x@127.0.0.1/db", "postgres://x@127.0.0.1/db"])
+def test_a_postgres_url_without_psycopg_says_to_install_the_extra(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    monkeypatch.delitem(sys.modules, "stateous.control.postgres", raising=False)
+    monkeypatch.delattr(stateous.control, "postgres", raising=False)
+    with pytest.raises(ServeError, match=r"install stateous\[postgres\]"):
+        open_store(url)

@@ -1,0 +1,90 @@
+"""`stateous serve --db postgresql://...` as a real process: one control plane per database."""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from stateous.control.postgres import LOCK_CLASS
+from tests.control.serving import Launcher, Served, orders, write_graph
+
+#: How long a refusal or a start may take: it is at once, but a loaded machine is slow.
+AT_ONCE = 10.0
+REFUSED_TWICE = "error: another control plane serves this database; stop it first"
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    started = Launcher(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Path:
+    path = tmp_path / "orders.json"
+    write_graph(path, orders())
+    return path
+
+
+def start_token(served: Served, token: str) -> dict[str, Any]:
+    status, body = served.request("POST", "/tokens", {"token": token, "context": {"title": "x"}})
+    assert status == 201, body
+    return body  # type: ignore[no-any-return]
+
+
+def test_a_second_serve_is_refused_and_after_a_kill_9_a_new_one_starts_at_once(
+    launcher: Launcher, graph: Path, url: str
+) -> None:
+    first = launcher.serve(graph, None, "--db", url)
+    start_token(first, "ORDER-1")
+    first.ok("POST", "/tokens/ORDER-1/events/submitted")
+
+    code, lines, seconds = launcher.refused(graph, None, "--db", url)
+    assert (code, lines) == (1, [REFUSED_TWICE])
+    assert seconds < AT_ONCE
+    assert first.ok("GET", "/tokens/ORDER-1")["state"] == "review"
+
+    assert first.kill() == -signal.SIGKILL
+    second = launcher.serve(graph, None, "--db", url)
+    assert time.monotonic() - second.started < AT_ONCE
+    assert second.ok("GET", "/tokens/ORDER-1")["state"] == "review"
+    with psycopg.connect(url) as connection:
+        holder = connection.execute("SELECT serving FROM control_plane").fetchone()
+    assert holder is not None and f":{second.process.pid}:" in holder[0]
+    assert second.stop() == 0
+
+
+def test_a_serve_that_loses_its_lock_connection_answers_not_serving_and_exits_1(
+    launcher: Launcher, graph: Path, url: str
+) -> None:
+    served = launcher.serve(graph, None, "--db", url)
+    start_token(served, "ORDER-1")
+    with psycopg.connect(url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND classid = %s AND objid::int = hashtext(current_schema())",
+            (LOCK_CLASS,),
+        ).fetchall()
+    assert ended == [(True,)]
+
+    answers = set()
+    deadline = time.monotonic() + 10
+    while served.process.poll() is None and time.monotonic() < deadline:
+        try:
+            status, body = served.request("GET", "/tokens/ORDER-1")
+        except OSError:
+            break
+        answers.add(status if status == 200 else (status, body["code"]))
+        time.sleep(0.05)
+    assert served.process.wait(timeout=10) == 1
+    assert answers <= {200, (503, "not_serving")}
+    assert "the connection that held the database was lost" in " ".join(served.rest())

@@ -1,0 +1,240 @@
+"""The Postgres store under load and under locks: many tokens at once, row locks, time limits."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from stateous.control import postgres
+from stateous.control.errors import DatabaseBusy
+from stateous.control.migrations import SchemaError
+from stateous.control.postgres import PostgresStore
+from stateous.control.store import Tx
+from stateous.model.wire import ReportBody
+from tests.control.conftest import build_engine, serving
+from tests.control.support import Backend, Plane, orders, plane_for
+from tests.control.test_races import together
+
+#: A short lock limit, so that the tests that wait for it stay short.
+LOCK_LIMIT_MS = 300
+LIMITS = ("statement_timeout", "lock_timeout")
+
+
+@pytest.fixture
+def plane(backend: Backend) -> Iterator[Plane]:
+    served = plane_for(orders(), backend)
+    yield served
+    served.store.close()
+
+
+def hold_token(url: str, token: str) -> psycopg.Connection[Any]:
+    """Lock a token's row from a connection of the test's own, until it rolls back."""
+    other = psycopg.connect(url, autocommit=True)
+    other.execute("BEGIN")
+    other.execute("SELECT 1 FROM tokens WHERE token = %s FOR UPDATE", (token,))
+    return other
+
+
+def test_many_tokens_move_at_once_from_many_threads_with_no_lost_or_doubled_move(
+    plane: Plane,
+) -> None:
+    tokens = [f"T-{index}" for index in range(24)]
+    for token in tokens:
+        plane.engine.start(token, {"title": token})
+    rounds = 30
+
+    def work(index: int) -> dict[str, int]:
+        fired: dict[str, int] = {}
+        for step in range(rounds):
+            token = tokens[(index * 7 + step * 5) % len(tokens)]
+            plane.engine.fire(token, "remind")
+            fired[token] = fired.get(token, 0) + 1
+        return fired
+
+    results = together(work)
+    for token in tokens:
+        fires = sum(result.get(token, 0) for result in results)
+        history = plane.engine.history(token)
+        assert [entry.seq for entry in history] == list(range(1, len(history) + 1))
+        assert plane.engine.get(token).visit == 1 + fires
+        assert [entry.kind for entry in history].count("task_queued") == 1 + fires
+    live = plane.store.read(
+        lambda tx: tx.execute(
+            "SELECT token, count(*) FROM tasks WHERE status = 'queued' GROUP BY token"
+        )
+    )
+    assert sorted(live) == sorted((token, 1) for token in tokens)
+
+
+def test_claims_and_reports_from_many_threads_move_every_token_once(plane: Plane) -> None:
+    for index in range(40):
+        plane.engine.start(f"T-{index}", {"title": "x"})
+
+    def cycle(index: int) -> list[str]:
+        moved = []
+        while (grant := plane.engine.claim(f"box-{index}", ["draft"])) is not None:
+            body = ReportBody(
+                kind="event", event="submitted", attempt=grant.attempt, supervisor=f"box-{index}"
+            )
+            plane.engine.report(grant.task, body)
+            moved.append(grant.token)
+        return moved
+
+    moved = [token for result in together(cycle) for token in result]
+    assert sorted(moved) == sorted(f"T-{index}" for index in range(40))
+    assert {plane.engine.get(token).state for token in moved} == {"review"}
+
+
+def test_a_token_locked_elsewhere_makes_a_request_answer_503_database_busy(
+    backend: Backend,
+) -> None:
+    with serving(build_engine(backend, lock_timeout=LOCK_LIMIT_MS)) as served:
+        status, _, _ = served.request("POST", "/tokens", {"token": "A", "context": {"title": "x"}})
+        assert status == 201
+        other = hold_token(backend.url, "A")
+        try:
+            began = time.monotonic()
+            status, _, body = served.request("POST", "/tokens/A/events/submitted")
+            waited = time.monotonic() - began
+        finally:
+            other.close()
+        assert (status, body["code"]) == (503, "database_busy"), body
+        assert LOCK_LIMIT_MS / 1000 <= waited < 5
+        status, _, body = served.request("POST", "/tokens/A/events/submitted")
+        assert (status, body["state"]) == (200, "review")
+
+
+def test_a_claim_skips_the_task_of_a_token_locked_elsewhere(plane: Plane, url: str) -> None:
+    plane.engine.start("OLDER", {"title": "x"})
+    plane.clock.advance(1)
+    plane.engine.start("NEWER", {"title": "x"})
+    other = hold_token(url, "OLDER")
+    try:
+        began = time.monotonic()
+        grant = plane.engine.claim("box-1", ["draft"])
+        assert time.monotonic() - began < 1
+        assert grant is not None and grant.token == "NEWER"
+        assert plane.engine.claim("box-1", ["draft"]) is None
+    finally:
+        other.close()
+    grant = plane.engine.claim("box-1", ["draft"])
+    assert grant is not None and grant.token == "OLDER"
+
+
+def test_a_deadlock_runs_the_transaction_once_more(backend: Backend) -> None:
+    plane = plane_for(orders(), backend)
+    for token in ("A", "B"):
+        plane.engine.start(token, {"title": token})
+    first_runs = threading.Barrier(2)
+    runs = {"A": 0, "B": 0}
+
+    def crosswise(first: str, second: str) -> None:
+        def operation(tx: Tx) -> None:
+            runs[first] += 1
+            tx.token(first)
+            if runs[first] == 1:
+                first_runs.wait()
+            tx.token(second)
+
+        plane.store.write(operation)
+
+    results = together(lambda index: crosswise(*(("A", "B"), ("B", "A"))[index]), threads=2)
+    plane.store.close()
+    assert results == [None, None]
+    assert sorted(runs.values()) == [1, 2]
+
+
+def test_every_connection_carries_the_time_limits(plane: Plane) -> None:
+    def limits(tx: Tx) -> list[str]:
+        return [tx.execute(f"SHOW {name}")[0][0] for name in LIMITS]
+
+    assert plane.store.read(limits) == ["30s", "10s"]
+    assert plane.store.write(limits) == ["30s", "10s"]
+
+    def client_side(tx: Tx) -> tuple[dict[str, str], list[int]]:
+        connection = tx.connection  # type: ignore[attr-defined]
+        sock = socket.socket(fileno=connection.pgconn.socket)
+        try:
+            options = [
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL),
+                sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT),
+            ]
+        finally:
+            sock.detach()
+        return connection.info.get_parameters(), options
+
+    parameters, options = plane.store.read(client_side)
+    assert parameters["connect_timeout"] == "10"
+    assert options[0] != 0 and options[1:] == [30, 10, 3]
+
+
+def test_the_lock_connection_carries_the_time_limits_too(url: str) -> None:
+    lock = postgres.AdvisoryLock(url)
+    lock.take()
+    try:
+        connection = lock._connection
+        assert connection is not None
+        shown = [
+            connection.execute(f"SHOW {name}").fetchone()[0]
+            for name in ("statement_timeout", "lock_timeout")
+        ]
+        assert shown == ["30s", "10s"]
+        assert connection.info.get_parameters()["keepalives_idle"] == "30"
+    finally:
+        lock.release()
+
+
+def test_a_schema_upgrade_keeps_the_lock_limit_and_has_no_statement_limit(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[list[str]] = []
+    real = postgres.migrate
+
+    def watched(tx: Any, *, dialect: str) -> str:
+        seen.append(
+            [tx.execute(f"SHOW {name}")[0][0] for name in ("statement_timeout", "lock_timeout")]
+        )
+        return real(tx, dialect=dialect)
+
+    monkeypatch.setattr(postgres, "migrate", watched)
+    store = PostgresStore(url)
+    try:
+        assert seen == [["0", "10s"]]
+        assert store.read(lambda tx: tx.execute("SHOW statement_timeout")) == [("30s",)]
+    finally:
+        store.close()
+
+
+def test_a_database_of_a_newer_stateous_is_refused(url: str) -> None:
+    PostgresStore(url).close()
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("UPDATE stateous_version SET version_num = '9999'")
+    with pytest.raises(SchemaError, match="schema version 9999, made by a newer Stateous"):
+        PostgresStore(url)
+
+
+def test_tables_named_like_ours_without_a_version_are_refused(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE tokens (id integer)")
+    with pytest.raises(SchemaError, match=r"tables named like Stateous's \(tokens\)"):
+        PostgresStore(url)
+
+
+def test_a_connection_that_the_server_closed_answers_503_once_then_a_new_one_serves(
+    plane: Plane, url: str
+) -> None:
+    plane.engine.start("A", {"title": "x"})
+    pid = plane.store.read(lambda tx: tx.execute("SELECT pg_backend_pid()"))[0][0]
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    with pytest.raises(DatabaseBusy, match="the database is busy"):
+        plane.engine.get("A")
+    assert plane.engine.get("A").state == "draft"
