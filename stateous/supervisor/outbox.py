@@ -3,8 +3,9 @@
 A report, a note or a memory write is committed here before it is sent, and
 leaves only when the control plane accepts or refuses it, so a network failure
 or a killed process loses nothing. (WAL with `synchronous=NORMAL`: a commit does
-not wait for the disk, which only an operating system crash could cost.) An OS lock on the file keeps a second supervisor off
-the folder. It knows nothing of HTTP: the supervisor sends what it holds.
+not wait for the disk, which only an operating system crash could cost.) An OS
+lock keeps a second supervisor off the folder. It knows nothing of HTTP: the
+supervisor sends what it holds.
 """
 
 from __future__ import annotations
