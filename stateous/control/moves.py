@@ -263,13 +263,20 @@ class Moves:
         self.deliver(tx, parent, "joined", payload)
 
     def branch(self, tx: Tx, child: TokenRow) -> dict[str, Any]:
-        last = tx.last_entry(child.token, ("event_accepted",))
+        """Describe an ended child for `joined`, with the payload that brought it to its state."""
+        accepted: Any = None
+        payload: Any = None
+        for entry in tx.history(child.token):
+            if entry.kind == "event_accepted":
+                accepted = entry.data.get("payload")
+            elif entry.kind == "entered" and entry.data.get("state") == child.state:
+                payload = accepted
         return {
             "workflow": child.workflow,
             "token": child.token,
             "status": child.status,
             "final": child.state,
-            "payload": None if last is None else last.data.get("payload"),
+            "payload": payload,
         }
 
     def deliver(

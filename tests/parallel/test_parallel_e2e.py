@@ -208,12 +208,6 @@ def test_two_approving_reviews_take_the_parent_to_merging(
         running.supervisor.wait_log(re.compile(claimed))
 
 
-@pytest.mark.xfail(
-    reason="a branch's payload is the payload of the child's last event (`close`, which "
-    "ended it), not of the event that brought it into its final state (`approve`), as "
-    "parallel.md says",
-    strict=True,
-)
 def test_a_branch_carries_the_payload_of_the_event_that_brought_the_child_into_its_final_state(
     tmp_path: Path, launcher: Launcher, supervisors: Supervisors
 ) -> None:
