@@ -68,6 +68,12 @@ def cache_root() -> str:
     chosen = os.environ.get(CACHE_VARIABLE)
     if chosen:
         return chosen
+    if sys.platform.startswith("linux"):
+        # platformdirs' own rule on Linux, without the ~20 ms of importing it on every start.
+        base = os.environ.get("XDG_CACHE_HOME", "").strip()
+        if not os.path.isabs(base):
+            base = os.path.expanduser("~/.cache")
+        return os.path.join(base, "stateous")
     import platformdirs
 
     return platformdirs.user_cache_dir("stateous")
