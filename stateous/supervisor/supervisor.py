@@ -145,6 +145,16 @@ class Supervisor:
     ) -> tuple[int, Any]:
         return await asyncio.to_thread(connection.call, method, path, body)
 
+    async def _retry_later(self, ex: Exception, tries: int, *, until_stop: bool = True) -> int:
+        """Log an unreachable control plane, wait the back-off; return the count of tries."""
+        wait = backoff(tries)
+        log.warning("%s; trying again in %ds", ex, wait)
+        if until_stop:
+            await self._pause(wait)
+        else:
+            await asyncio.sleep(wait)
+        return tries + 1
+
     async def _pause(self, seconds: float) -> None:
         """Sleep, but wake at once when a stop is asked."""
         with contextlib.suppress(TimeoutError):
@@ -203,10 +213,7 @@ class Supervisor:
                         message.kind,
                     )
                     return
-                wait = backoff(tries)
-                log.warning("%s; trying again in %ds", ex, wait)
-                tries += 1
-                await self._pause(wait)
+                tries = await self._retry_later(ex, tries)
                 continue
             except Refused as ex:
                 if ex.code in TRY_AGAIN:
@@ -270,10 +277,7 @@ class Supervisor:
             try:
                 _, answer = await self._call(connection, "GET", "/health")
             except Unreachable as ex:
-                wait = backoff(tries)
-                log.warning("%s; trying again in %ds", ex, wait)
-                tries += 1
-                await self._pause(wait)
+                tries = await self._retry_later(ex, tries)
                 continue
             except Refused as ex:
                 raise FolderError(
@@ -310,10 +314,7 @@ class Supervisor:
             try:
                 status, answer = await self._call(connection, "POST", "/tasks/claim", body)
             except Unreachable as ex:
-                wait = backoff(tries)
-                log.warning("%s; trying again in %ds", ex, wait)
-                tries += 1
-                await self._pause(wait)
+                tries = await self._retry_later(ex, tries)
                 continue
             except Refused as ex:
                 log.warning("the control plane refused a claim: %s", ex.message)
@@ -437,10 +438,8 @@ class Supervisor:
                     {"supervisor": self.settings.name, "tasks": tasks},
                 )
             except Unreachable as ex:
-                wait = backoff(tries)
-                log.warning("%s; trying again in %ds", ex, wait)
-                tries += 1
-                await asyncio.sleep(wait)
+                # Heartbeats go on during a stop, while routines run: this wait is not cut short.
+                tries = await self._retry_later(ex, tries, until_stop=False)
                 self._beat.set()
                 continue
             except Refused as ex:
