@@ -9,6 +9,7 @@ to a token: the engine does.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import msgspec
@@ -79,7 +80,7 @@ def next_queued_sql(states: int, lock: str) -> str:
     )
 
 
-class SqlTx:
+class SqlTx(ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     `for_update` ends every read of a token row in a transaction that may change
@@ -95,9 +96,9 @@ class SqlTx:
         self._next_seq: dict[str, int] = {}
         self._new: set[str] = set()
 
+    @abstractmethod
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run one statement with `?` placeholders and return its rows."""
-        raise NotImplementedError
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         """Run one statement whose rows are not read; a store may send it without waiting."""
