@@ -9,6 +9,7 @@ connection of the calling thread, beside the writer, thanks to WAL.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
@@ -135,9 +136,26 @@ class SqliteStore:
                     stop = True
                     break
                 batch.append(more)
-            self._commit(batch)
+            try:
+                self._commit(batch)
+            except BaseException as ex:
+                self._abandon(batch, ex)
             if stop:
                 return
+
+    def _abandon(self, batch: list[_Job], ex: BaseException) -> None:
+        """Keep the writer alive when a batch breaks: roll it back and refuse each of its jobs."""
+        log.exception("a batch of writes failed; it is rolled back")
+        with contextlib.suppress(apsw.Error):
+            if not self._writer.getautocommit():
+                self._writer.execute("ROLLBACK")
+        for job in batch:
+            if not job.done.is_set():
+                job.result = None
+                job.error = DatabaseBusy(
+                    f"the database failed to take the change ({ex}); try again"
+                )
+                job.done.set()
 
     def _commit(self, batch: list[_Job]) -> None:
         connection = self._writer

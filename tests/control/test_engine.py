@@ -758,3 +758,18 @@ def test_a_report_from_outside_needs_a_waiting_task(plane: Plane) -> None:
     plane.engine.report(task, report(kind="waiting", supervisor="box-1"))
     done = plane.engine.report(task, report(event="reviewed", payload={"approved": True}))
     assert done.status == "completed"
+
+
+def test_the_sqlite_writer_survives_a_broken_batch(tmp_path: Path) -> None:
+    from stateous.control.errors import DatabaseBusy
+    from stateous.control.sqlite import SqliteStore, SqliteTx
+
+    store = SqliteStore(tmp_path / "writer.sqlite")
+
+    def breaks_the_savepoint(tx: SqliteTx) -> None:
+        tx.execute("RELEASE operation")  # the writer's own savepoint: its RELEASE now fails
+
+    with pytest.raises(DatabaseBusy):
+        store.write(breaks_the_savepoint)
+    assert store.write(lambda tx: tx.execute("SELECT 1")) == [(1,)]
+    store.close()
