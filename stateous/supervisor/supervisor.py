@@ -112,6 +112,7 @@ class Supervisor:
         self.running: dict[int, Running] = {}
         self.stopping = False
         self.forced = False
+        self.broken = False
         self.unreachable = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
@@ -485,6 +486,21 @@ class Supervisor:
             if running.job is not None:
                 running.job.cancel()
 
+    def _watched(self, loop: Any, name: str) -> asyncio.Task[None]:
+        """Start a side loop; if it dies, stop taking tasks and exit 1 at the end."""
+        task: asyncio.Task[None] = asyncio.create_task(loop, name=name)
+
+        def check(done: asyncio.Task[None]) -> None:
+            if done.cancelled() or done.exception() is None:
+                return
+            log.error("the %s loop failed (%s); stopping", name, done.exception())
+            self.broken = True
+            if not self.stopping:
+                self._on_signal()
+
+        task.add_done_callback(check)
+        return task
+
     async def run(self, *, signals: bool = True) -> int:
         """Supervise until stopped; return the exit code."""
         self._loop = asyncio.get_running_loop()
@@ -499,11 +515,11 @@ class Supervisor:
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)
-            sender = asyncio.create_task(self._send_loop())
+            sender = self._watched(self._send_loop(), "sending")
             self._wake.set()
             await asyncio.sleep(0)
             await self._drained_or_stopped()
-            heart = asyncio.create_task(self._heartbeat_loop())
+            heart = self._watched(self._heartbeat_loop(), "heartbeat")
             await self._claim_loop()
             await self._wait_for_routines()
             if not self.forced and not self.unreachable:
@@ -512,16 +528,14 @@ class Supervisor:
             for loop_task in (sender, heart):
                 loop_task.cancel()
             await asyncio.gather(sender, heart, return_exceptions=True)
-            return 1 if self.forced else 0
+            return 1 if self.forced or self.broken else 0
         finally:
             self.outbox.close()
 
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
-        """Wait until the outbox is empty, or the control plane is gone at a stop."""
-        while not self._drained.is_set():
-            if self.stopping and self.unreachable and not final:
-                return
-            if final and self.unreachable:
+        """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
+        while not self._drained.is_set() and not self.broken:
+            if self.unreachable and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
 
