@@ -217,7 +217,14 @@ class Moves:
         self.enter(tx, token, choice.target)
 
     def stop_children(self, tx: Tx, token: TokenRow, reason: str) -> None:
-        """Cancel every child of the token that has not ended."""
+        """Cancel every child of the token that has not ended.
+
+        Children live only while their parent is in the parallel state that started
+        them, so a token in any other state has none to look for.
+        """
+        spec = self.flow(token).spec.states.get(token.state)
+        if spec is None or not spec.parallel:
+            return
         for child in tx.children(token.token):
             if child.status in ("active", "paused"):
                 self.cancel_token(tx, child, reason)
