@@ -182,14 +182,23 @@ class SqlTx(ABC):
     # ledger
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        """Add a ledger row, numbered after the token's last one.
+
+        The database numbers it, so nothing is read back and a store may send the
+        row without waiting; only a token made in this transaction is numbered here.
+        """
         seq = self._next_seq.get(token)
-        if seq is None:
-            row = self.one("SELECT max(seq) FROM ledger WHERE token = ?", (token,))
-            seq = (row[0] or 0) + 1 if row else 1
-        self._next_seq[token] = seq + 1
+        if seq is not None:
+            self._next_seq[token] = seq + 1
+            self.change(
+                "INSERT INTO ledger (token, seq, at, kind, key, data) VALUES (?, ?, ?, ?, ?, ?)",
+                (token, seq, self.stamp, kind, key, _json(data)),
+            )
+            return
         self.change(
-            "INSERT INTO ledger (token, seq, at, kind, key, data) VALUES (?, ?, ?, ?, ?, ?)",
-            (token, seq, self.stamp, kind, key, _json(data)),
+            "INSERT INTO ledger (token, seq, at, kind, key, data) "
+            "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
+            (token, self.stamp, kind, key, _json(data), token),
         )
 
     def key_used(self, token: str, key: str) -> bool:
