@@ -1,14 +1,19 @@
-"""Shared fixtures: running the real `stateous` command as a separate process."""
+"""Shared fixtures: the real `stateous` command, and `serve` and `supervise` processes."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.control.serving import Launcher
+    from tests.supervisor.support import Supervisors
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,6 +29,30 @@ def run_stateous(*args: str, cwd: Path, env: dict[str, str] | None = None, timeo
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """Real `stateous serve` processes on free ports, all stopped when the test ends."""
+    from tests.control.serving import Launcher
+
+    started = Launcher(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture
+def supervisors(tmp_path: Path) -> Iterator[Supervisors]:
+    """Real `stateous supervise` processes, all stopped when the test ends."""
+    from tests.supervisor.support import Supervisors
+
+    started = Supervisors(tmp_path)
+    try:
+        yield started
+    finally:
+        started.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -55,13 +54,6 @@ def write_flow(tmp_path: Path, flow: Workflow, name: str = "graph.json") -> Path
     path = tmp_path / name
     path.write_bytes(dump(compile_workflow(flow)))
     return path
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    yield started
-    started.close()
 
 
 def test_a_flow_py_gives_a_folder_that_passes_ruff_and_imports(stateous, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -144,15 +143,6 @@ def local(moment: str, shape: str) -> str:
     if not moment:
         return ""
     return datetime.fromisoformat(moment).astimezone(ZoneInfo(ZONE)).strftime(shape)
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 def serve(launcher: Launcher, folder: Path, flow: Workflow) -> Cli:

@@ -14,7 +14,6 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +31,6 @@ NEW_STRUCTURE = (
 AT_ONCE = 10.0
 #: The order of the states of `orders` that a load test sees: draft, then review.
 LATER = {"draft": {"draft", "review"}, "review": {"review"}}
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture

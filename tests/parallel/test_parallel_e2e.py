@@ -12,12 +12,9 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-
-import pytest
 
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher
@@ -36,24 +33,6 @@ SECURITY, DESIGN = children_of("T-1")
 #: A lease of two seconds: the supervisor beats every half second, so a task taken back
 #: from it is noticed quickly.
 SHORT_LEASE = ("--lease", "2s")
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
-
-
-@pytest.fixture
-def supervisors(tmp_path: Path) -> Iterator[Supervisors]:
-    started = Supervisors(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 def run(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,15 +16,6 @@ from tests.control.serving import Launcher, Served, orders, write_graph
 #: How long a refusal or a start may take: it is at once, but a loaded machine is slow.
 AT_ONCE = 10.0
 REFUSED_TWICE = "error: another control plane serves this database; stop it first"
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture

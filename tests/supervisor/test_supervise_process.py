@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,24 +40,6 @@ def draft(ctx: ItemContext) -> events.submitted:
         time.sleep(0.02)
     return events.submitted
 """
-
-
-@pytest.fixture
-def launcher(tmp_path: Path) -> Iterator[Launcher]:
-    started = Launcher(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
-
-
-@pytest.fixture
-def supervisors(tmp_path: Path) -> Iterator[Supervisors]:
-    started = Supervisors(tmp_path)
-    try:
-        yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture
