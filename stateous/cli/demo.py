@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stateous.cli.errors import CommandError
-from stateous.cli.serving import DEFAULT_LISTEN
+from stateous.control.defaults import DEFAULT_LISTEN
 
 MARK = ".stateous-demo"
 TOKEN_LIMIT = 1000

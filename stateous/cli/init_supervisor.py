@@ -15,12 +15,10 @@ from typing import TYPE_CHECKING
 
 from stateous.cli.errors import CommandError
 from stateous.cli.workflows import _shown
+from stateous.control.defaults import DEFAULT_URL
 
 if TYPE_CHECKING:
     from stateous.model.graph_file import GraphFile
-
-#: Where `stateous serve` answers by default: the url of a folder made from a file.
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def _from_url(url: str) -> GraphFile:

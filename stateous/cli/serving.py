@@ -8,10 +8,8 @@ from pathlib import Path
 
 from stateous.cli.errors import CommandError
 from stateous.cli.supervising import LOG_FORMAT
+from stateous.control.defaults import DEFAULT_DB, DEFAULT_LEASE, DEFAULT_LISTEN
 from stateous.model.durations import parse_duration
-
-DEFAULT_DB = "sqlite:///stateous.db"
-DEFAULT_LISTEN = "127.0.0.1:8080"
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -52,9 +50,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     serve.add_argument(
         "--lease",
-        default="2m",
+        default=DEFAULT_LEASE,
         metavar="DURATION",
-        help="how long a claimed task is held without a heartbeat (default: 2m)",
+        help=f"how long a claimed task is held without a heartbeat (default: {DEFAULT_LEASE})",
     )
     serve.add_argument(
         "--supervise",

@@ -2,8 +2,8 @@
 
 Each command sends its requests through one `Client` and prints what the control
 plane answered. It must stay quick to start: it imports only the client, the
-model and the standard library, never the control plane, the compiler or a
-database driver. A refusal or a silent control plane is one `error:` line.
+model, the standard library and the import-free `control.defaults`, never the
+server, the compiler or a database driver. A refusal or a silent control plane is one `error:` line.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from stateous.cli.errors import CommandError
 from stateous.cli.history import history_lines, token_line
+from stateous.control.defaults import DEFAULT_URL
 
 if TYPE_CHECKING:
     from stateous.client import Client
 
-DEFAULT_URL = "http://127.0.0.1:8080"
 #: The most tokens that `show` lists, and the most children it shows under a token.
 LISTED = 100
 CHILDREN = 1000

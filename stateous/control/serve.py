@@ -27,6 +27,7 @@ from waitress import wasyncore
 
 from stateous.control.api import create_app
 from stateous.control.clock import Clock
+from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
@@ -37,8 +38,6 @@ from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
 
-DEFAULT_DB = "sqlite:///stateous.db"
-DEFAULT_LISTEN = "127.0.0.1:8080"  # the same defaults as the `serve` command's
 #: Request threads of the HTTP server; waiting writes commit together.
 THREADS = 8
 #: Connections to Postgres: one per request thread, one for the clock, one spare.

@@ -1,0 +1,10 @@
+"""The defaults of `stateous serve`, in a module that imports nothing.
+
+The command line reads them to describe its options, and the client side derives
+its default URL from them, without loading the server.
+"""
+
+DEFAULT_DB = "sqlite:///stateous.db"
+DEFAULT_LISTEN = "127.0.0.1:8080"
+DEFAULT_URL = f"http://{DEFAULT_LISTEN}"
+DEFAULT_LEASE = "2m"
