@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import keyword
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgspec
@@ -117,7 +117,6 @@ class Model:
     schema: dict[str, Any]
     refs: dict[str, str]
     tag: tuple[str, Any] | None = None
-    uses: list[str] = field(default_factory=list)
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:

@@ -68,9 +68,6 @@ class Flow:
     def has_event(self, event: str) -> bool:
         return event in self.spec.events or event in BUILTIN_EVENTS
 
-    def takes_payload(self, event: str) -> bool:
-        return event in self.payload_checks
-
     def emits(self, state: str, event: str) -> bool:
         """Tell whether the routine of `state` may report `event`."""
         spec = self.spec.states.get(state)

@@ -12,8 +12,6 @@ from typing import Any, Literal
 import msgspec
 
 TOKEN_STATUSES = ("active", "paused", "completed", "failed", "cancelled")
-LIVE_STATUSES = ("active", "paused")
-REPORT_KINDS = ("event", "waiting", "failed")
 
 
 class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
