@@ -181,6 +181,30 @@ MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
             ],
         },
     ),
+    (
+        "0002",
+        {
+            # Each token keeps how many times it entered each state, so that a move
+            # numbers its visit without counting the ledger.
+            "sqlite": [
+                "ALTER TABLE tokens ADD COLUMN visits TEXT NOT NULL DEFAULT '{}'",
+                """UPDATE tokens SET visits = (
+                    SELECT json_group_object(state, entries) FROM (
+                        SELECT data ->> 'state' AS state, count(*) AS entries FROM ledger
+                        WHERE ledger.token = tokens.token AND kind = 'entered' GROUP BY 1))
+                WHERE token IN (SELECT token FROM ledger WHERE kind = 'entered')""",
+            ],
+            "postgres": [
+                "ALTER TABLE tokens ADD COLUMN visits JSON NOT NULL DEFAULT '{}'",
+                """UPDATE tokens SET visits = counted.visits FROM (
+                    SELECT token, json_object_agg(state, entries) AS visits FROM (
+                        SELECT token, data ->> 'state' AS state, count(*) AS entries
+                        FROM ledger WHERE kind = 'entered' GROUP BY 1, 2) AS entered
+                    GROUP BY token) AS counted
+                WHERE counted.token = tokens.token""",
+            ],
+        },
+    ),
 ]
 
 #: The tables that a database of Stateous has; finding them without a version is refused.

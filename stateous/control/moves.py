@@ -125,7 +125,8 @@ class Moves:
         """Enter `state`: a new visit, with its task (or children) and its timeout."""
         flow = self.flow(token)
         spec = flow.state(state)
-        visit = tx.visits(token.token, state) + 1
+        visit = token.visits.get(state, 0) + 1
+        token.visits[state] = visit
         token.state, token.visit, token.entered_at = state, visit, tx.now
         tx.record(token.token, "entered", {"state": state, "visit": visit})
         tx.save_token(token)

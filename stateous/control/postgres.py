@@ -28,7 +28,16 @@ from psycopg.types.string import TextLoader
 from stateous.control.errors import DatabaseBusy
 from stateous.control.hold import HoldLost, HoldRefused
 from stateous.control.migrations import migrate
-from stateous.control.sql import SqlTx, next_queued_sql, token_row
+from stateous.control.sql import (
+    TASK_BY_ID,
+    TIMER_BY_ID,
+    SqlTx,
+    next_queued_sql,
+    task_row,
+    timer_row,
+    token_row,
+    token_state_sql,
+)
 from stateous.control.store import KeepAndRaise, Result, TaskRow, TimerRow, TokenRow, Tx
 from stateous.model.errors import Failure
 
@@ -45,8 +54,8 @@ KEEPALIVES = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
-#: How many of the oldest queued tasks a claim tries before it answers none.
-CANDIDATES = 20
+#: How many ids of tasks or timers one trip to a sequence takes.
+ID_BLOCK = 64
 #: The first key of the advisory locks this module takes (the letters "STAT").
 LOCK_CLASS = 0x53544154
 #: The second key of the lock that numbers held events.
@@ -58,13 +67,13 @@ RETRY_PAUSE = (0.02, 0.08)
 _CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 _BEGIN_WRITE = "BEGIN"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-#: Lock the top token of a token's family (its oldest ancestor, or itself) and return it.
+#: Lock the top token of a token's family (its oldest ancestor, or itself).
 _FAMILY = (
     "WITH RECURSIVE up (token, parent) AS ("
-    "SELECT token, parent FROM tokens WHERE token = ? "
+    "SELECT token, parent FROM tokens WHERE token = {token} "
     "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
-    "SELECT token, state, status, visit, context, entered_at, parent, workflow FROM tokens "
-    "WHERE token = (SELECT token FROM up WHERE parent IS NULL) FOR UPDATE"
+    "SELECT token FROM tokens WHERE token = (SELECT token FROM up WHERE parent IS NULL) "
+    "FOR UPDATE"
 )
 
 
@@ -160,6 +169,7 @@ class PostgresStore:
     ) -> None:
         self.clock = clock
         self._fenced: Exception | None = None
+        self._ids = Ids()
         self._pool = Pool(
             lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
             size,
@@ -175,7 +185,9 @@ class PostgresStore:
         """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
         connection.execute("SET statement_timeout = 0")
         try:
-            migrate(PostgresTx(connection, self.clock(), writing=False), dialect="postgres")
+            migrate(
+                PostgresTx(connection, self.clock(), self._ids, writing=False), dialect="postgres"
+            )
         finally:
             connection.execute("RESET statement_timeout")
 
@@ -227,7 +239,8 @@ class PostgresStore:
             with connection.pipeline() if writing else nullcontext():
                 connection.execute(begin)
                 try:
-                    result = operation(PostgresTx(connection, self.clock(), writing=writing))
+                    tx = PostgresTx(connection, self.clock(), self._ids, writing=writing)
+                    result = tx.run(operation)
                 except KeepAndRaise as ex:
                     kept = ex.error
                 connection.execute("COMMIT")
@@ -241,6 +254,31 @@ class PostgresStore:
         return result
 
 
+class Ids:
+    """Ids for new tasks and timers, taken from each table's sequence a block at a time,
+    so that inserting a row need not wait for the database to number it.
+
+    One control plane serves a database, so its ids come from this one place, in
+    increasing order like the sequence's own. The rest of a block is skipped when
+    the process ends: a sequence has gaps anyway.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[str, list[int]] = {}
+
+    def take(self, table: str, tx: PostgresTx) -> int:
+        with self._lock:
+            free = self._free.get(table)
+            if not free:
+                rows = tx.execute(
+                    f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) "
+                    f"FROM generate_series(1, {ID_BLOCK})"
+                )
+                free = self._free[table] = sorted((row[0] for row in rows), reverse=True)
+            return free.pop()
+
+
 class PostgresTx(SqlTx):
     """One transaction on a Postgres connection.
 
@@ -251,13 +289,15 @@ class PostgresTx(SqlTx):
     `execute` waits for its rows (and for every statement sent before it).
     """
 
-    def __init__(self, connection: psycopg.Connection[Any], now: float, *, writing: bool) -> None:
+    def __init__(
+        self, connection: psycopg.Connection[Any], now: float, ids: Ids, *, writing: bool
+    ) -> None:
         super().__init__(now)
         self.connection = connection
+        self.ids = ids
         self.writing = writing
         if writing:
             self.for_update = " FOR UPDATE"
-        self._held: set[str] = set()
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         cursor = self.connection.execute(_placeholders(sql), bindings)
@@ -266,55 +306,62 @@ class PostgresTx(SqlTx):
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         self.connection.execute(_placeholders(sql), bindings)
 
-    def _hold(self, token: str) -> TokenRow | None:
-        """Lock the token's family, then the token; answer the token as it is now."""
-        top = self.one(_FAMILY, (token,))
-        if top is None:
-            return None
-        self._held.add(top[0])
-        if top[0] == token:
-            return token_row(top)
-        row = super().token(token)
-        self._held.add(token)
-        return row
+    def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
+        """Lock the family of the token that the SQL `token` names, then the token; keep
+        its state; answer the first row of `then`.
+
+        The statements go out together and cost one wait. The token's state is
+        read by a statement that runs after the locks are taken, so it is current.
+        """
+        statements = [
+            _FAMILY.format(token=token),
+            f"SELECT 1 FROM tokens WHERE token = {token} FOR UPDATE",
+            token_state_sql(token),
+        ]
+        if then is not None:
+            statements.append(then)
+        sent = [self.connection.execute(_placeholders(sql), (key,)) for sql in statements]
+        rows = [cursor.fetchall() for cursor in sent]
+        if rows[2]:
+            self.keep_state(rows[2][0])
+        return rows[-1][0] if then is not None and rows[-1] else None
 
     def token(self, token: str) -> TokenRow | None:
-        if self.writing and token not in self._held:
-            return self._hold(token)
+        if self.writing and token not in self._rows:
+            self._lock("?", token)
+            row = self._rows.get(token)
+            return None if row is None else token_row(row)
         return super().token(token)
 
     def task(self, task: int) -> TaskRow | None:
-        if self.writing:
-            owner = self.one("SELECT token FROM tasks WHERE id = ?", (task,))
-            if owner is None:
-                return None
-            self.token(owner[0])
-        return super().task(task)
+        if not self.writing:
+            return super().task(task)
+        row = self._lock("(SELECT token FROM tasks WHERE id = ?)", task, TASK_BY_ID)
+        return None if row is None else task_row(row)
 
     def timer(self, timer: int) -> TimerRow | None:
-        if self.writing:
-            owner = self.one("SELECT token FROM timers WHERE id = ?", (timer,))
-            if owner is None:
-                return None
-            self.token(owner[0])
-        return super().timer(timer)
+        if not self.writing:
+            return super().timer(timer)
+        row = self._lock("(SELECT token FROM timers WHERE id = ?)", timer, TIMER_BY_ID)
+        return None if row is None else timer_row(row)
 
     def next_queued(self, states: list[str]) -> TaskRow | None:
         """The oldest queued task of these states whose active token no one else holds.
 
-        The token is locked with SKIP LOCKED; the task is then read again, since
-        another claim may have taken it just before the lock.
+        The task and its token are both locked, skipping locked rows: a token that
+        another transaction holds is passed over, and so is a task that another
+        claim took after this statement began (its row is read again once locked,
+        no longer queued).
         """
-        sql = next_queued_sql(len(states), " FOR UPDATE OF k SKIP LOCKED")
-        for _ in range(CANDIDATES):
-            row = self.one(sql, tuple(states))
-            if row is None:
-                return None
-            self._held.add(row[1])
-            task = super().task(row[0])
-            if task is not None and task.status == "queued":
-                return task
-        return None
+        sql = next_queued_sql(len(states), " FOR UPDATE OF t, k SKIP LOCKED")
+        row = self.one(sql, tuple(states))
+        return None if row is None else self.queued(row)
+
+    def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
+        ident = self.ids.take(table, self)
+        marks = ", ".join("?" for _ in values)
+        self.change(f"INSERT INTO {table} (id, {columns}) VALUES (?, {marks})", (ident, *values))
+        return ident
 
     def last_arrival(self) -> int:
         """The last arrival number; held events are numbered one transaction at a time."""

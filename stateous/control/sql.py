@@ -10,6 +10,7 @@ to a token: the engine does.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -18,6 +19,8 @@ from stateous.control.store import (
     LIVE_TASK,
     ControlRow,
     Entry,
+    KeepAndRaise,
+    Result,
     TaskRow,
     TimerRow,
     TokenRow,
@@ -38,9 +41,17 @@ def _time(value: str | None) -> float | None:
 
 
 def token_row(row: tuple[Any, ...]) -> TokenRow:
-    token, state, status, visit, context, entered_at, parent, workflow = row
+    token, state, status, visit, context, entered_at, parent, workflow, visits = row[:9]
     return TokenRow(
-        token, state, status, visit, _decode(context), from_column(entered_at), parent, workflow
+        token,
+        state,
+        status,
+        visit,
+        _decode(context),
+        from_column(entered_at),
+        parent,
+        workflow,
+        _decode(visits),
     )
 
 
@@ -59,21 +70,64 @@ def task_row(row: tuple[Any, ...]) -> TaskRow:
     )
 
 
+def timer_row(row: tuple[Any, ...]) -> TimerRow:
+    ident, token, state, visit, event, payload, set_at, due_at, status, kind = row
+    return TimerRow(
+        ident,
+        token,
+        state,
+        visit,
+        event,
+        _decode(payload),
+        from_column(set_at),
+        from_column(due_at),
+        status,
+        kind,
+    )
+
+
 def _entry(row: tuple[Any, ...]) -> Entry:
     token, seq, at, kind, key, data = row
     return Entry(token, seq, from_column(at), kind, key, _decode(data))
 
 
-_TOKEN = "token, state, status, visit, context, entered_at, parent, workflow"
+_TOKEN = "token, state, status, visit, context, entered_at, parent, workflow, visits"
 _TASK = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 _ENTRY = "token, seq, at, kind, key, data"
+TASK_BY_ID = f"SELECT {_TASK} FROM tasks WHERE id = ?"
+TIMER_BY_ID = (
+    "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
+    "FROM timers WHERE id = ?"
+)
+#: The most ledger rows that one INSERT carries.
+LEDGER_BATCH = 100
+
+
+def _columns(names: str, table: str) -> str:
+    return ", ".join(f"{table}.{name}" for name in names.split(", "))
+
+
+def token_state_sql(token: str) -> str:
+    """One row: the token that the SQL `token` names, its last ledger number, its live task.
+
+    A move needs all three, so they come back together; the task's columns are
+    empty when the token has no live task.
+    """
+    return (
+        f"SELECT {_columns(_TOKEN, 'k')}, "
+        "(SELECT max(seq) FROM ledger WHERE ledger.token = k.token), "
+        f"{_columns(_TASK, 't')} FROM tokens k LEFT JOIN tasks t ON t.id = "
+        f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK}) "
+        f"WHERE k.token = {token}"
+    )
 
 
 def next_queued_sql(states: int, lock: str) -> str:
-    """The oldest queued task of `states` states whose token is active, then `lock`."""
+    """The oldest queued task of `states` states whose token is active, with the token's row,
+    then `lock`."""
     marks = ", ".join("?" for _ in range(states))
     return (
-        f"SELECT {', '.join('t.' + name for name in _TASK.split(', '))} FROM tasks t "
+        f"SELECT {_columns(_TASK, 't')}, {_columns(_TOKEN, 'k')} FROM tasks t "
         "JOIN tokens k ON k.token = t.token "
         f"WHERE t.status = 'queued' AND t.state IN ({marks}) AND k.status = 'active' "
         f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
@@ -82,6 +136,12 @@ def next_queued_sql(states: int, lock: str) -> str:
 
 class SqlTx(ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
+
+    A transaction reads each token's row once: the row, the token's last ledger
+    number and its live task are kept from that read and from this transaction's
+    own writes, so a move asks the database little. Ledger rows of tokens whose
+    last number is known wait in `_ledger` and go out in one INSERT: before any
+    read of the ledger, and at `finish`, which the store calls before it commits.
 
     `for_update` ends every read of a token row in a transaction that may change
     it: empty on SQLite, whose single writer needs no row locks; `FOR UPDATE` in
@@ -93,8 +153,13 @@ class SqlTx(ABC):
     def __init__(self, now: float) -> None:
         self.now = now
         self.stamp = to_column(now)
+        #: Token rows as read or written in this transaction, by token.
+        self._rows: dict[str, tuple[Any, ...]] = {}
+        #: The live task of a token (None: it has none), while known.
+        self._live: dict[str, tuple[Any, ...] | None] = {}
+        #: The number of the next ledger row of a token, when known.
         self._next_seq: dict[str, int] = {}
-        self._new: set[str] = set()
+        self._ledger: list[tuple[Any, ...]] = []
 
     @abstractmethod
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -108,49 +173,84 @@ class SqlTx(ABC):
         rows = self.execute(sql, bindings)
         return rows[0] if rows else None
 
+    def run(self, operation: Callable[[Any], Result]) -> Result:
+        """Run an engine operation, then write what it left waiting (also when it keeps
+        a refusal to raise after the commit)."""
+        try:
+            result = operation(self)
+        except KeepAndRaise:
+            self.finish()
+            raise
+        self.finish()
+        return result
+
+    def finish(self) -> None:
+        """Write the ledger rows that wait."""
+        while self._ledger:
+            batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
+            marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in batch)
+            self.change(
+                f"INSERT INTO ledger ({_ENTRY}) VALUES {marks}",
+                tuple(value for row in batch for value in row),
+            )
+
+    def keep(self, row: tuple[Any, ...]) -> TokenRow:
+        """Remember a token row read in this transaction and answer it."""
+        self._rows[row[0]] = row
+        return token_row(row)
+
+    def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
+        """Remember a row of `token_state_sql`: the token, its last number, its live task."""
+        token = row[0]
+        self._next_seq.setdefault(token, (row[9] or 0) + 1)
+        self._live[token] = None if row[10] is None else row[10:]
+        return self.keep(row[:9])
+
     # tokens
 
     def token(self, token: str) -> TokenRow | None:
-        row = self.one(f"SELECT {_TOKEN} FROM tokens WHERE token = ?{self.for_update}", (token,))
-        return None if row is None else token_row(row)
+        row = self._rows.get(token)
+        if row is not None:
+            return token_row(row)
+        found = self.one(token_state_sql("?") + self.for_update, (token,))
+        return None if found is None else self.keep_state(found)
 
     def token_any_case(self, token: str) -> TokenRow | None:
         row = self.one(
             f"SELECT {_TOKEN} FROM tokens WHERE lower(token) = lower(?){self.for_update}", (token,)
         )
-        return None if row is None else token_row(row)
+        return None if row is None else self.keep(row)
+
+    def _token_values(self, row: TokenRow) -> tuple[Any, ...]:
+        return (
+            row.token,
+            row.state,
+            row.status,
+            row.visit,
+            _json(row.context),
+            to_column(row.entered_at),
+            row.parent,
+            row.workflow,
+            _json(row.visits),
+        )
 
     def insert_token(self, row: TokenRow) -> None:
+        values = self._token_values(row)
+        self._rows[row.token] = values
+        self._live[row.token] = None
         self._next_seq[row.token] = 1
-        self._new.add(row.token)
         self.change(
-            f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.token,
-                row.state,
-                row.status,
-                row.visit,
-                _json(row.context),
-                to_column(row.entered_at),
-                row.parent,
-                row.workflow,
-                self.stamp,
-            ),
+            f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (*values, self.stamp),
         )
 
     def save_token(self, row: TokenRow) -> None:
+        values = self._token_values(row)
+        self._rows[row.token] = values
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "moved_at = ? WHERE token = ?",
-            (
-                row.state,
-                row.status,
-                row.visit,
-                _json(row.context),
-                to_column(row.entered_at),
-                self.stamp,
-                row.token,
-            ),
+            "parent = ?, workflow = ?, visits = ?, moved_at = ? WHERE token = ?",
+            (*values[1:], self.stamp, row.token),
         )
 
     def children(self, parent: str) -> list[TokenRow]:
@@ -158,7 +258,7 @@ class SqlTx(ABC):
             f"SELECT {_TOKEN} FROM tokens WHERE parent = ? ORDER BY rowid{self.for_update}",
             (parent,),
         )
-        return [token_row(row) for row in rows]
+        return [self.keep(row) for row in rows]
 
     def tokens(self, status: str | None, parent: str | None, limit: int) -> list[TokenRow]:
         where, bindings = [], []
@@ -184,88 +284,88 @@ class SqlTx(ABC):
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
         """Add a ledger row, numbered after the token's last one.
 
-        The database numbers it, so nothing is read back and a store may send the
-        row without waiting; only a token made in this transaction is numbered here.
+        When this transaction knows the token's last number, the row waits for
+        `finish`; otherwise the database numbers it in a statement of its own.
         """
         seq = self._next_seq.get(token)
         if seq is not None:
             self._next_seq[token] = seq + 1
-            self.change(
-                "INSERT INTO ledger (token, seq, at, kind, key, data) VALUES (?, ?, ?, ?, ?, ?)",
-                (token, seq, self.stamp, kind, key, _json(data)),
-            )
+            self._ledger.append((token, seq, self.stamp, kind, key, _json(data)))
             return
         self.change(
-            "INSERT INTO ledger (token, seq, at, kind, key, data) "
+            f"INSERT INTO ledger ({_ENTRY}) "
             "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
             (token, self.stamp, kind, key, _json(data), token),
         )
 
+    def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Read the ledger, with the rows of this transaction that wait written first."""
+        self.finish()
+        return self.execute(sql, bindings)
+
     def key_used(self, token: str, key: str) -> bool:
-        return (
-            self.one("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)) is not None
-        )
+        return bool(self._entries("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)))
 
     def history(self, token: str) -> list[Entry]:
-        rows = self.execute(f"SELECT {_ENTRY} FROM ledger WHERE token = ? ORDER BY seq", (token,))
+        rows = self._entries(f"SELECT {_ENTRY} FROM ledger WHERE token = ? ORDER BY seq", (token,))
         return [_entry(row) for row in rows]
 
     def event_counts(self, token: str) -> dict[str, int]:
-        rows = self.execute(
+        rows = self._entries(
             "SELECT data ->> 'event', count(*) FROM ledger "
             "WHERE token = ? AND kind = 'event_accepted' GROUP BY 1",
             (token,),
         )
         return {event: count for event, count in rows}
 
-    def visits(self, token: str, state: str) -> int:
-        if token in self._new:
-            return 0
-        row = self.one(
-            "SELECT count(*) FROM ledger WHERE token = ? AND kind = 'entered' "
-            "AND data ->> 'state' = ?",
-            (token, state),
-        )
-        return int(row[0]) if row else 0
-
     def last_entry(self, token: str, kinds: tuple[str, ...]) -> Entry | None:
         marks = ", ".join("?" for _ in kinds)
-        row = self.one(
+        rows = self._entries(
             f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND kind IN ({marks}) "
             "ORDER BY seq DESC LIMIT 1",
             (token, *kinds),
         )
-        return None if row is None else _entry(row)
+        return _entry(rows[0]) if rows else None
 
     def entries_after(self, token: str, seq: int, kind: str) -> list[Entry]:
-        rows = self.execute(
+        rows = self._entries(
             f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND seq > ? AND kind = ? ORDER BY seq",
             (token, seq, kind),
         )
         return [_entry(row) for row in rows]
 
     def last_arrival(self) -> int:
-        row = self.one(
+        rows = self._entries(
             "SELECT max(CAST(data ->> 'arrival' AS INTEGER)) FROM ledger "
-            "WHERE kind = 'event_deferred'"
+            "WHERE kind = 'event_deferred'",
+            (),
         )
-        return int(row[0] or 0) if row else 0
+        return int(rows[0][0] or 0) if rows else 0
 
     # tasks
 
-    def insert_task(self, token: str, state: str, visit: int) -> int:
+    def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
+        """Insert a row of a table whose rows have ids, and answer its id."""
+        marks = ", ".join("?" for _ in values)
         rows = self.execute(
-            "INSERT INTO tasks (token, state, visit, status, attempt, queued_at) "
-            "VALUES (?, ?, ?, 'queued', 0, ?) RETURNING id",
-            (token, state, visit, self.stamp),
+            f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id", values
         )
         return int(rows[0][0])
 
+    def insert_task(self, token: str, state: str, visit: int) -> int:
+        self._live.pop(token, None)
+        return self.insert_row(
+            "tasks",
+            "token, state, visit, status, attempt, queued_at",
+            (token, state, visit, "queued", 0, self.stamp),
+        )
+
     def task(self, task: int) -> TaskRow | None:
-        row = self.one(f"SELECT {_TASK} FROM tasks WHERE id = ?", (task,))
+        row = self.one(TASK_BY_ID, (task,))
         return None if row is None else task_row(row)
 
     def save_task(self, row: TaskRow) -> None:
+        self._live.pop(row.token, None)
         self.change(
             "UPDATE tasks SET status = ?, attempt = ?, claimed_by = ?, lease_until = ?, "
             "queued_at = ? WHERE id = ?",
@@ -280,6 +380,9 @@ class SqlTx(ABC):
         )
 
     def live_task(self, token: str) -> TaskRow | None:
+        if token in self._live:
+            known = self._live[token]
+            return None if known is None else task_row(known)
         row = self.one(
             f"SELECT {_TASK} FROM tasks WHERE token = ? AND status IN {LIVE_TASK} "
             "ORDER BY id DESC LIMIT 1",
@@ -293,7 +396,12 @@ class SqlTx(ABC):
         One writer runs at a time on SQLite, so the first such task is free to take.
         """
         row = self.one(next_queued_sql(len(states), ""), tuple(states))
-        return None if row is None else task_row(row)
+        return None if row is None else self.queued(row)
+
+    def queued(self, row: tuple[Any, ...]) -> TaskRow:
+        """Read a row of `next_queued_sql`: keep its token's row, answer its task."""
+        self.keep(row[9:])
+        return task_row(row[:9])
 
     def expired_leases(self, limit: int) -> list[int]:
         rows = self.execute(
@@ -308,34 +416,25 @@ class SqlTx(ABC):
     def insert_timer(
         self, token: str, state: str, visit: int, event: str, payload: Any, due_at: float, kind: str
     ) -> int:
-        rows = self.execute(
-            "INSERT INTO timers (token, state, visit, event, payload, set_at, due_at, status, kind)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?) RETURNING id",
-            (token, state, visit, event, _json(payload), self.stamp, to_column(due_at), kind),
+        return self.insert_row(
+            "timers",
+            "token, state, visit, event, payload, set_at, due_at, status, kind",
+            (
+                token,
+                state,
+                visit,
+                event,
+                _json(payload),
+                self.stamp,
+                to_column(due_at),
+                "pending",
+                kind,
+            ),
         )
-        return int(rows[0][0])
 
     def timer(self, timer: int) -> TimerRow | None:
-        row = self.one(
-            "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
-            "FROM timers WHERE id = ?",
-            (timer,),
-        )
-        if row is None:
-            return None
-        ident, token, state, visit, event, payload, set_at, due_at, status, kind = row
-        return TimerRow(
-            ident,
-            token,
-            state,
-            visit,
-            event,
-            _decode(payload),
-            from_column(set_at),
-            from_column(due_at),
-            status,
-            kind,
-        )
+        row = self.one(TIMER_BY_ID, (timer,))
+        return None if row is None else timer_row(row)
 
     def set_timer_status(self, timer: int, status: str) -> None:
         self.change("UPDATE timers SET status = ? WHERE id = ?", (status, timer))

@@ -169,7 +169,7 @@ class SqliteStore:
         for job in batch:
             connection.execute("SAVEPOINT operation")
             try:
-                job.result = job.operation(SqliteTx(connection, self.clock()))
+                job.result = SqliteTx(connection, self.clock()).run(job.operation)
             except KeepAndRaise as ex:
                 job.error = ex.error
             except apsw.BusyError:

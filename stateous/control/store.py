@@ -9,7 +9,7 @@ plane row). SQLite and Postgres each implement it; the engine never knows which.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -44,6 +44,8 @@ class TokenRow:
     entered_at: float
     parent: str | None = None
     workflow: str | None = None
+    #: How many times the token entered each state; `visit` is the entry of `state`.
+    visits: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -114,7 +116,6 @@ class Tx(Protocol):
     def key_used(self, token: str, key: str) -> bool: ...
     def history(self, token: str) -> list[Entry]: ...
     def event_counts(self, token: str) -> dict[str, int]: ...
-    def visits(self, token: str, state: str) -> int: ...
     def last_entry(self, token: str, kinds: tuple[str, ...]) -> Entry | None: ...
     def entries_after(self, token: str, seq: int, kind: str) -> list[Entry]: ...
     def last_arrival(self) -> int: ...

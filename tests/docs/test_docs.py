@@ -486,6 +486,10 @@ def test_every_table_and_column_is_in_the_reference() -> None:
             for column in re.findall(r"^\s*(\w+) [A-Z]", body, re.M):
                 if column not in ("PRIMARY", "CHECK") and f"`{column}`" not in text:
                     missing.append(f"{name}.{column}")
+        for statement in statements["sqlite"]:
+            added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement)
+            if added is not None and f"`{added.group(2)}`" not in text:
+                missing.append(".".join(added.groups()))
     assert "`stateous_version`" in text
     assert not missing, f"docs/reference/data.md does not name: {missing}"
 
