@@ -185,9 +185,13 @@ MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
         "0002",
         {
             # Each token keeps how many times it entered each state, so that a move
-            # numbers its visit without counting the ledger.
+            # numbers its visit without counting the ledger; an index of live tasks
+            # finds a token's task without reading its ended ones.
             "sqlite": [
                 "ALTER TABLE tokens ADD COLUMN visits TEXT NOT NULL DEFAULT '{}'",
+                "DROP INDEX tasks_token",
+                "CREATE INDEX tasks_live ON tasks (token, id) "
+                "WHERE status IN ('queued', 'claimed', 'waiting')",
                 """UPDATE tokens SET visits = (
                     SELECT json_group_object(state, entries) FROM (
                         SELECT data ->> 'state' AS state, count(*) AS entries FROM ledger
@@ -196,6 +200,9 @@ MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
             ],
             "postgres": [
                 "ALTER TABLE tokens ADD COLUMN visits JSON NOT NULL DEFAULT '{}'",
+                "DROP INDEX tasks_token",
+                "CREATE INDEX tasks_live ON tasks (token, id) "
+                "WHERE status IN ('queued', 'claimed', 'waiting')",
                 """UPDATE tokens SET visits = counted.visits FROM (
                     SELECT token, json_object_agg(state, entries) AS visits FROM (
                         SELECT token, data ->> 'state' AS state, count(*) AS entries

@@ -15,12 +15,12 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from functools import cache
 from typing import Any
 
 import psycopg
-from psycopg import errors
+from psycopg import ClientCursor, errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
@@ -67,13 +67,15 @@ RETRY_PAUSE = (0.02, 0.08)
 _CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 _BEGIN_WRITE = "BEGIN"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-#: Lock the top token of a token's family (its oldest ancestor, or itself).
+#: Lock the top token of a token's family (its oldest ancestor), then the token itself:
+#: the rows are locked in the order of the sort.
 _FAMILY = (
     "WITH RECURSIVE up (token, parent) AS ("
     "SELECT token, parent FROM tokens WHERE token = {token} "
     "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
-    "SELECT token FROM tokens WHERE token = (SELECT token FROM up WHERE parent IS NULL) "
-    "FOR UPDATE"
+    "SELECT token FROM tokens "
+    "WHERE token = ANY (ARRAY[(SELECT token FROM up WHERE parent IS NULL), {token}]) "
+    "ORDER BY parent IS NOT NULL FOR UPDATE"
 )
 
 
@@ -185,9 +187,7 @@ class PostgresStore:
         """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
         connection.execute("SET statement_timeout = 0")
         try:
-            migrate(
-                PostgresTx(connection, self.clock(), self._ids, writing=False), dialect="postgres"
-            )
+            migrate(Statements(connection), dialect="postgres")
         finally:
             connection.execute("RESET statement_timeout")
 
@@ -232,18 +232,15 @@ class PostgresStore:
     def _transaction(
         self, connection: psycopg.Connection[Any], operation: Callable[[Tx], Result], begin: str
     ) -> Result:
-        """Run one transaction; a write's changes go out in a pipeline, without a wait each."""
-        writing = begin == _BEGIN_WRITE
+        """Run one transaction and commit it; roll it back on any error."""
         kept: Exception | None = None
         try:
-            with connection.pipeline() if writing else nullcontext():
-                connection.execute(begin)
-                try:
-                    tx = PostgresTx(connection, self.clock(), self._ids, writing=writing)
-                    result = tx.run(operation)
-                except KeepAndRaise as ex:
-                    kept = ex.error
-                connection.execute("COMMIT")
+            tx = PostgresTx(connection, self.clock(), self._ids, begin=begin)
+            try:
+                result = tx.run(operation)
+            except KeepAndRaise as ex:
+                kept = ex.error
+            tx.commit()
         except BaseException:
             if not connection.broken and connection.info.transaction_status != IDLE:
                 with suppress(psycopg.Error):
@@ -279,52 +276,91 @@ class Ids:
             return free.pop()
 
 
-class PostgresTx(SqlTx):
-    """One transaction on a Postgres connection.
+class Statements:
+    """Statements run one by one on an autocommit connection: the schema upgrade's."""
 
-    In a write (`writing`), reading a token locks it, and first the top token of
-    its family: every transaction on a family takes that one lock first, so a
-    parent and its children never wait for each other in opposite orders. A
-    write runs in a pipeline: `change` sends a statement and does not wait, and
-    `execute` waits for its rows (and for every statement sent before it).
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cursor = self.connection.execute(_placeholders(sql), bindings)
+        return cursor.fetchall() if cursor.description is not None else []
+
+
+class PostgresTx(SqlTx):
+    """One transaction on a Postgres connection, in as few round trips as it can.
+
+    It begins with its first read: BEGIN and the read's statements go out together
+    in a pipeline, for one wait. Statements whose rows are not read (`change`)
+    wait, and go out as one text batch before the next read or with the COMMIT:
+    the driver costs more per statement than the server does for these simple
+    ones. Reads stay prepared statements, which the server would otherwise plan
+    again each time.
+
+    In a write, reading a token locks it, and first the top token of its family:
+    every transaction on a family takes that one lock first, so a parent and its
+    children never wait for each other in opposite orders.
     """
 
     def __init__(
-        self, connection: psycopg.Connection[Any], now: float, ids: Ids, *, writing: bool
+        self, connection: psycopg.Connection[Any], now: float, ids: Ids, *, begin: str
     ) -> None:
         super().__init__(now)
         self.connection = connection
         self.ids = ids
-        self.writing = writing
-        if writing:
+        self.begin = begin
+        self.writing = begin == _BEGIN_WRITE
+        if self.writing:
             self.for_update = " FOR UPDATE"
+        self._begun = False
+        self._changes: list[tuple[str, tuple[Any, ...]]] = []
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.connection.execute(_placeholders(sql), bindings)
-        return cursor.fetchall() if self.writing or cursor.description is not None else []
+        return self.query([(sql, bindings)])[0]
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        self.connection.execute(_placeholders(sql), bindings)
+        self._changes.append((sql, bindings))
+
+    def query(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+        """Run statements that return rows, in one round trip, after the changes that wait."""
+        self._send_changes()
+        run = self.connection.execute
+        with self.connection.pipeline():
+            if not self._begun:
+                run(self.begin)
+                self._begun = True
+            cursors = [run(_placeholders(sql), bindings) for sql, bindings in statements]
+        return [cursor.fetchall() for cursor in cursors]
+
+    def commit(self) -> None:
+        """Send the changes that wait with the COMMIT; nothing when nothing ran."""
+        if self._begun or self._changes:
+            self._send_changes("COMMIT")
+
+    def _send_changes(self, *closing: str) -> None:
+        if not self._changes and not closing:
+            return
+        sql = [] if self._begun else [self.begin]
+        sql += [_placeholders(statement) for statement, _ in self._changes]
+        bindings = tuple(value for _, values in self._changes for value in values)
+        self._changes = []
+        self._begun = True
+        ClientCursor(self.connection).execute("; ".join([*sql, *closing]), bindings)
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
         its state; answer the first row of `then`.
 
-        The statements go out together and cost one wait. The token's state is
-        read by a statement that runs after the locks are taken, so it is current.
+        The statements cost one wait. The token's state is read by a statement
+        that runs after the locks are taken, so it is current.
         """
-        statements = [
-            _FAMILY.format(token=token),
-            f"SELECT 1 FROM tokens WHERE token = {token} FOR UPDATE",
-            token_state_sql(token),
-        ]
+        statements = [(_FAMILY.format(token=token), (key, key)), (token_state_sql(token), (key,))]
         if then is not None:
-            statements.append(then)
-        sent = [self.connection.execute(_placeholders(sql), (key,)) for sql in statements]
-        rows = [cursor.fetchall() for cursor in sent]
-        if rows[2]:
-            self.keep_state(rows[2][0])
-        return rows[-1][0] if then is not None and rows[-1] else None
+            statements.append((then, (key,)))
+        rows = self.query(statements)
+        if rows[1]:
+            self.keep_state(rows[1][0])
+        return rows[2][0] if then is not None and rows[2] else None
 
     def token(self, token: str) -> TokenRow | None:
         if self.writing and token not in self._rows:

@@ -36,10 +36,12 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.fire("A", "submitted")
     old.engine.start("B", {"title": "y"})
     old.store.close()
-    # What version 0001 left: no visits column.
+    # What version 0001 left: no visits column, an index of all tasks by token.
     run_sql(
         backend,
         "ALTER TABLE tokens DROP COLUMN visits",
+        "DROP INDEX tasks_live",
+        "CREATE INDEX tasks_token ON tasks (token, id)",
         "UPDATE stateous_version SET version_num = '0001'",
     )
 
