@@ -10,6 +10,7 @@ runs again once. This module keeps rows and takes locks; it decides nothing.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
@@ -87,19 +88,30 @@ def _first_line(ex: BaseException) -> str:
     return (str(ex).strip().splitlines() or [type(ex).__name__])[0]
 
 
+class Connection(psycopg.Connection[Any]):
+    """A connection that knows the statements it has prepared, by their SQL."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prepared: dict[str, str] = {}
+        #: Names are never used twice: a PREPARE whose batch failed may still exist.
+        self.names = itertools.count(1)
+
+
 def connect(
     url: str,
     *,
     lock_timeout: int = LOCK_MILLISECONDS,
     statement_timeout: int = STATEMENT_MILLISECONDS,
-) -> psycopg.Connection[Any]:
+) -> Connection:
     """Open an autocommit connection with the time limits; JSON columns come back as text."""
     given = conninfo_to_dict(url).get("options")
     options = f"-c statement_timeout={statement_timeout} -c lock_timeout={lock_timeout}"
     try:
-        connection = psycopg.connect(
+        connection = Connection.connect(
             url,
             autocommit=True,
+            prepare_threshold=None,
             connect_timeout=CONNECT_SECONDS,
             options=f"{given} {options}" if given else options,
             **KEEPALIVES,
@@ -116,18 +128,27 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+@cache
+def _numbered(sql: str) -> str:
+    """Turn the shared SQL's `?` placeholders into the `$1`, `$2`... of a PREPARE."""
+    parts = sql.replace("%", "%%").split("?")
+    return "".join(
+        f"{part}${index}" if index < len(parts) else part for index, part in enumerate(parts, 1)
+    )
+
+
 class Pool:
     """Up to `size` connections, each lent to one thread at a time; a broken one is dropped."""
 
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], size: int) -> None:
+    def __init__(self, connect: Callable[[], Connection], size: int) -> None:
         self._connect = connect
         self._slots = threading.BoundedSemaphore(size)
         self._lock = threading.Lock()
-        self._idle: list[psycopg.Connection[Any]] = []
+        self._idle: list[Connection] = []
         self._closed = False
 
     @contextmanager
-    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self) -> Iterator[Connection]:
         if not self._slots.acquire(timeout=CONNECT_SECONDS):
             raise DatabaseBusy("every connection to the database is in use; try again")
         try:
@@ -142,7 +163,7 @@ class Pool:
         finally:
             self._slots.release()
 
-    def _give_back(self, connection: psycopg.Connection[Any]) -> None:
+    def _give_back(self, connection: Connection) -> None:
         with self._lock:
             if not self._closed and connection.info.transaction_status == IDLE:
                 self._idle.append(connection)
@@ -183,7 +204,7 @@ class PostgresStore:
             self._pool.close()
             raise
 
-    def _migrate(self, connection: psycopg.Connection[Any]) -> None:
+    def _migrate(self, connection: Connection) -> None:
         """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
         connection.execute("SET statement_timeout = 0")
         try:
@@ -230,7 +251,7 @@ class PostgresStore:
             raise DatabaseBusy(f"the database is busy ({_first_line(ex)}); try again") from None
 
     def _transaction(
-        self, connection: psycopg.Connection[Any], operation: Callable[[Tx], Result], begin: str
+        self, connection: Connection, operation: Callable[[Tx], Result], begin: str
     ) -> Result:
         """Run one transaction and commit it; roll it back on any error."""
         kept: Exception | None = None
@@ -290,21 +311,18 @@ class Statements:
 class PostgresTx(SqlTx):
     """One transaction on a Postgres connection, in as few round trips as it can.
 
-    It begins with its first read: BEGIN and the read's statements go out together
-    in a pipeline, for one wait. Statements whose rows are not read (`change`)
-    wait, and go out as one text batch before the next read or with the COMMIT:
-    the driver costs more per statement than the server does for these simple
-    ones. Reads stay prepared statements, which the server would otherwise plan
-    again each time.
+    Everything goes out as text batches, one round trip each: the driver costs
+    more per statement than the server does. A read waits for its rows; BEGIN
+    goes with the first one. A statement whose rows are not read (`change`)
+    waits for the next read, or for the COMMIT. A read runs as a statement that
+    the connection prepared once, so the server does not plan it again.
 
     In a write, reading a token locks it, and first the top token of its family:
     every transaction on a family takes that one lock first, so a parent and its
     children never wait for each other in opposite orders.
     """
 
-    def __init__(
-        self, connection: psycopg.Connection[Any], now: float, ids: Ids, *, begin: str
-    ) -> None:
+    def __init__(self, connection: Connection, now: float, ids: Ids, *, begin: str) -> None:
         super().__init__(now)
         self.connection = connection
         self.ids = ids
@@ -322,30 +340,44 @@ class PostgresTx(SqlTx):
         self._changes.append((sql, bindings))
 
     def query(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
-        """Run statements that return rows, in one round trip, after the changes that wait."""
-        self._send_changes()
-        run = self.connection.execute
-        with self.connection.pipeline():
-            if not self._begun:
-                run(self.begin)
-                self._begun = True
-            cursors = [run(_placeholders(sql), bindings) for sql, bindings in statements]
-        return [cursor.fetchall() for cursor in cursors]
+        """Run statements that return rows, after the changes that wait, in one round trip."""
+        prepared = self.connection.prepared
+        fresh: dict[str, str] = {}
+        batch: list[tuple[str, tuple[Any, ...]]] = []
+        for sql, bindings in statements:
+            name = prepared.get(sql) or fresh.get(sql)
+            if name is None:
+                name = fresh[sql] = f"stateous_{next(self.connection.names)}"
+                batch.append((f"PREPARE {name} AS {_numbered(sql)}", ()))
+            marks = ", ".join("%s" for _ in bindings)
+            batch.append((f"EXECUTE {name}({marks})" if bindings else f"EXECUTE {name}", bindings))
+        rows = self._send(batch)
+        prepared.update(fresh)
+        return rows
 
     def commit(self) -> None:
         """Send the changes that wait with the COMMIT; nothing when nothing ran."""
         if self._begun or self._changes:
-            self._send_changes("COMMIT")
+            self._send([("COMMIT", ())])
 
-    def _send_changes(self, *closing: str) -> None:
-        if not self._changes and not closing:
-            return
+    def _send(self, batch: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+        """Send BEGIN if not yet sent, the changes that wait, then `batch`; answer the rows of
+        each statement that has rows."""
         sql = [] if self._begun else [self.begin]
         sql += [_placeholders(statement) for statement, _ in self._changes]
-        bindings = tuple(value for _, values in self._changes for value in values)
+        sql += [statement for statement, _ in batch]
+        bindings = [value for _, values in self._changes for value in values]
+        bindings += [value for _, values in batch for value in values]
         self._changes = []
         self._begun = True
-        ClientCursor(self.connection).execute("; ".join([*sql, *closing]), bindings)
+        cursor = ClientCursor(self.connection)
+        cursor.execute("; ".join(sql), bindings)
+        rows = []
+        while True:
+            if cursor.description is not None:
+                rows.append(cursor.fetchall())
+            if not cursor.nextset():
+                return rows
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
