@@ -376,7 +376,7 @@ class Engine:
 
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
         token = self._token(tx, task.token)
-        entered = tx.last_entry(task.token, ("event_accepted",))
+        entered, memory = tx.grant_reads(task.token, token.state)
         name = STARTED if entered is None else entered.data["event"]
         payload = None if entered is None else entered.data.get("payload")
         return Grant(
@@ -386,7 +386,7 @@ class Engine:
             visit=task.visit,
             attempt=task.attempt,
             context=token.context,
-            memory=tx.memory(task.token, token.state),
+            memory=memory,
             entered_by=EnteredBy(name=name, payload=payload),
             lease=round(self.lease),
         )

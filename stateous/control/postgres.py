@@ -334,12 +334,12 @@ class PostgresTx(SqlTx):
         self._changes: list[tuple[str, tuple[Any, ...]]] = []
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return self.query([(sql, bindings)])[0]
+        return self.reads([(sql, bindings)])[0]
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         self._changes.append((sql, bindings))
 
-    def query(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+    def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
         """Run statements that return rows, after the changes that wait, in one round trip."""
         prepared = self.connection.prepared
         fresh: dict[str, str] = {}
@@ -389,7 +389,7 @@ class PostgresTx(SqlTx):
         statements = [(_FAMILY.format(token=token), (key, key)), (token_state_sql(token), (key,))]
         if then is not None:
             statements.append((then, (key,)))
-        rows = self.query(statements)
+        rows = self.reads(statements)
         if rows[1]:
             self.keep_state(rows[1][0])
         return rows[2][0] if then is not None and rows[2] else None

@@ -16,6 +16,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -24,6 +25,7 @@ from typing import Protocol, TextIO
 
 import waitress
 from waitress import wasyncore
+from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control.api import create_app
 from stateous.control.clock import Clock
@@ -194,8 +196,14 @@ class ControlPlane:
         API still answers its last reports; the server stops when it has ended.
         """
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
+        dispatcher = Draining()
+        dispatcher.set_thread_count(THREADS)
         server = waitress.create_server(
-            create_app(self.engine), sockets=[self.listener], threads=THREADS, ident="stateous"
+            create_app(self.engine),
+            sockets=[self.listener],
+            threads=THREADS,
+            ident="stateous",
+            _dispatcher=dispatcher,
         )
         if not self.address.is_loopback:
             print(
@@ -235,6 +243,20 @@ class ControlPlane:
         self.store.close()
         self.lock.release()
         self.listener.close()
+
+
+class Draining(ThreadedTaskDispatcher):
+    """Request threads that, when the server stops, first answer the requests already read.
+
+    Waitress would drop them (and log that it did), leaving their clients without
+    an answer to a request that the server had taken.
+    """
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return bool(super().shutdown(cancel_pending, max(0.0, deadline - time.monotonic())))
 
 
 class Companion(Protocol):

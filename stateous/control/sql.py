@@ -108,14 +108,16 @@ def _columns(names: str, table: str) -> str:
 
 
 def token_state_sql(token: str) -> str:
-    """One row: the token that the SQL `token` names, its last ledger number, its live task.
+    """One row: the token that the SQL `token` names, its last ledger number, its number of
+    pending timers, its live task.
 
-    A move needs all three, so they come back together; the task's columns are
+    A move needs them all, so they come back together; the task's columns are
     empty when the token has no live task.
     """
     return (
         f"SELECT {_columns(_TOKEN, 'k')}, "
         "(SELECT max(seq) FROM ledger WHERE ledger.token = k.token), "
+        "(SELECT count(*) FROM timers WHERE timers.token = k.token AND status = 'pending'), "
         f"{_columns(_TASK, 't')} FROM tokens k LEFT JOIN tasks t ON t.id = "
         f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK}) "
         f"WHERE k.token = {token}"
@@ -159,6 +161,8 @@ class SqlTx(ABC):
         self._live: dict[str, tuple[Any, ...] | None] = {}
         #: The number of the next ledger row of a token, when known.
         self._next_seq: dict[str, int] = {}
+        #: How many pending timers a token has, when known.
+        self._timers: dict[str, int] = {}
         self._ledger: list[tuple[Any, ...]] = []
 
     @abstractmethod
@@ -168,6 +172,10 @@ class SqlTx(ABC):
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         """Run one statement whose rows are not read; a store may send it without waiting."""
         self.execute(sql, bindings)
+
+    def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+        """Run several statements and answer the rows of each; a store may send them together."""
+        return [self.execute(sql, bindings) for sql, bindings in statements]
 
     def one(self, sql: str, bindings: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
         rows = self.execute(sql, bindings)
@@ -200,10 +208,11 @@ class SqlTx(ABC):
         return token_row(row)
 
     def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
-        """Remember a row of `token_state_sql`: the token, its last number, its live task."""
+        """Remember a row of `token_state_sql`."""
         token = row[0]
         self._next_seq.setdefault(token, (row[9] or 0) + 1)
-        self._live[token] = None if row[10] is None else row[10:]
+        self._timers.setdefault(token, row[10])
+        self._live[token] = None if row[11] is None else row[11:]
         return self.keep(row[:9])
 
     # tokens
@@ -239,6 +248,7 @@ class SqlTx(ABC):
         self._rows[row.token] = values
         self._live[row.token] = None
         self._next_seq[row.token] = 1
+        self._timers[row.token] = 0
         self.change(
             f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (*values, self.stamp),
@@ -416,6 +426,8 @@ class SqlTx(ABC):
     def insert_timer(
         self, token: str, state: str, visit: int, event: str, payload: Any, due_at: float, kind: str
     ) -> int:
+        if token in self._timers:
+            self._timers[token] += 1
         return self.insert_row(
             "timers",
             "token, state, visit, event, payload, set_at, due_at, status, kind",
@@ -440,7 +452,10 @@ class SqlTx(ABC):
         self.change("UPDATE timers SET status = ? WHERE id = ?", (status, timer))
 
     def cancel_timers(self, token: str, kind: str | None = None) -> None:
+        if self._timers.get(token) == 0:
+            return
         if kind is None:
+            self._timers[token] = 0
             self.change(
                 "UPDATE timers SET status = 'cancelled' WHERE token = ? AND status = 'pending'",
                 (token,),
@@ -471,12 +486,26 @@ class SqlTx(ABC):
 
     # memory
 
-    def memory(self, token: str, state: str) -> dict[str, Any]:
-        rows = self.execute(
-            "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key",
-            (token, state),
+    def grant_reads(self, token: str, state: str) -> tuple[Entry | None, dict[str, Any]]:
+        """What a grant shows besides the token: the event that brought the token into its
+        state (its last `event_accepted`) and the memory of the state."""
+        self.finish()
+        entered, memory = self.reads(
+            [
+                (
+                    f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND kind = 'event_accepted' "
+                    "ORDER BY seq DESC LIMIT 1",
+                    (token,),
+                ),
+                (
+                    "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key",
+                    (token, state),
+                ),
+            ]
         )
-        return {key: _decode(value) for key, value in rows}
+        return (_entry(entered[0]) if entered else None), {
+            key: _decode(value) for key, value in memory
+        }
 
     def set_memory(self, token: str, state: str, key: str, value: Any) -> None:
         self.change(
