@@ -21,7 +21,7 @@ from functools import cache
 from typing import Any
 
 import psycopg
-from psycopg import ClientCursor, errors
+from psycopg import errors, pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
@@ -44,6 +44,7 @@ from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.store")
 IDLE = TransactionStatus.IDLE
+TUPLES_OK = pq.ExecStatus.TUPLES_OK
 
 CONNECT_SECONDS = 10
 STATEMENT_MILLISECONDS = 30_000
@@ -93,6 +94,7 @@ class Connection(psycopg.Connection[Any]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.escaping = pq.Escaping(self.pgconn)
         self.prepared: dict[str, str] = {}
         #: Names are never used twice: a PREPARE whose batch failed may still exist.
         self.names = itertools.count(1)
@@ -129,11 +131,18 @@ def _placeholders(sql: str) -> str:
 
 
 @cache
+def _pieces(sql: str) -> list[str]:
+    """The shared SQL cut at its `?` placeholders."""
+    return sql.split("?")
+
+
+@cache
 def _numbered(sql: str) -> str:
     """Turn the shared SQL's `?` placeholders into the `$1`, `$2`... of a PREPARE."""
-    parts = sql.replace("%", "%%").split("?")
+    pieces = _pieces(sql)
     return "".join(
-        f"{part}${index}" if index < len(parts) else part for index, part in enumerate(parts, 1)
+        f"{piece}${index}" if index < len(pieces) else piece
+        for index, piece in enumerate(pieces, 1)
     )
 
 
@@ -341,43 +350,51 @@ class PostgresTx(SqlTx):
 
     def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
         """Run statements that return rows, after the changes that wait, in one round trip."""
-        prepared = self.connection.prepared
-        fresh: dict[str, str] = {}
-        batch: list[tuple[str, tuple[Any, ...]]] = []
-        for sql, bindings in statements:
-            name = prepared.get(sql) or fresh.get(sql)
-            if name is None:
-                name = fresh[sql] = f"stateous_{next(self.connection.names)}"
-                batch.append((f"PREPARE {name} AS {_numbered(sql)}", ()))
-            marks = ", ".join("%s" for _ in bindings)
-            batch.append((f"EXECUTE {name}({marks})" if bindings else f"EXECUTE {name}", bindings))
-        rows = self._send(batch)
-        prepared.update(fresh)
-        return rows
+        return self._send(statements)
 
     def commit(self) -> None:
         """Send the changes that wait with the COMMIT; nothing when nothing ran."""
         if self._begun or self._changes:
-            self._send([("COMMIT", ())])
+            self._send([], "COMMIT")
 
-    def _send(self, batch: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
-        """Send BEGIN if not yet sent, the changes that wait, then `batch`; answer the rows of
-        each statement that has rows."""
-        sql = [] if self._begun else [self.begin]
-        sql += [_placeholders(statement) for statement, _ in self._changes]
-        sql += [statement for statement, _ in batch]
-        bindings = [value for _, values in self._changes for value in values]
-        bindings += [value for _, values in batch for value in values]
+    def _send(
+        self, statements: list[tuple[str, tuple[Any, ...]]], closing: str | None = None
+    ) -> list[list[tuple[Any, ...]]]:
+        """Send BEGIN if not yet sent, the changes that wait, then `statements` and `closing`,
+        as one text; answer the rows of each statement that has rows."""
+        text = [] if self._begun else [self.begin]
+        prepared = self.connection.prepared
+        fresh: dict[str, str] = {}
+        for sql, bindings in [*self._changes, *statements]:
+            name = prepared.get(sql) or fresh.get(sql)
+            if name is None:
+                name = fresh[sql] = f"stateous_{next(self.connection.names)}"
+                text.append(f"PREPARE {name} AS {_numbered(sql)}")
+            values = ", ".join(self._literal(value) for value in bindings)
+            text.append(f"EXECUTE {name}({values})" if bindings else f"EXECUTE {name}")
+        if closing is not None:
+            text.append(closing)
         self._changes = []
         self._begun = True
-        cursor = ClientCursor(self.connection)
-        cursor.execute("; ".join(sql), bindings)
+        cursor = self.connection.cursor()
+        cursor.execute("; ".join(text))
+        prepared.update(fresh)
         rows = []
         while True:
-            if cursor.description is not None:
+            if cursor.pgresult is not None and cursor.pgresult.status == TUPLES_OK:
                 rows.append(cursor.fetchall())
             if not cursor.nextset():
                 return rows
+
+    def _literal(self, value: Any) -> str:
+        if value is None:
+            return "NULL"
+        if isinstance(value, int) and not isinstance(value, bool):
+            return str(value)
+        if isinstance(value, str):
+            encoding = self.connection.info.encoding
+            return self.connection.escaping.escape_literal(value.encode(encoding)).decode(encoding)
+        raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep

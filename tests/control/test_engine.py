@@ -64,6 +64,16 @@ def test_start_writes_the_token_its_first_move_and_its_task(plane: Plane) -> Non
     ]
 
 
+def test_text_that_looks_like_sql_is_kept_as_it_was_given(plane: Plane) -> None:
+    tricky = "it's a \\ back'slash; $1 %s ? -- DROP TABLE tokens; \u00e9\u4e2d \u2603"
+    plane.engine.start("QUOTE-1", {"title": tricky, "tags": [tricky, "'", '"']})
+    plane.engine.fire("QUOTE-1", "remind", key=tricky)
+    assert plane.engine.get("QUOTE-1").context["title"] == tricky
+    assert plane.engine.get("QUOTE-1").context["tags"] == [tricky, "'", '"']
+    # The same key again is a duplicate: it was kept as given.
+    assert plane.engine.fire("QUOTE-1", "remind", key=tricky).token.visit == 2
+
+
 def test_start_of_an_existing_token_answers_it_and_changes_nothing(plane: Plane) -> None:
     plane.engine.start("ORDER-1", {"title": "first"})
     token, created = plane.engine.start("ORDER-1", {"title": "other"})
