@@ -376,9 +376,9 @@ class Engine:
 
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
         token = self._token(tx, task.token)
-        entered, memory = tx.grant_reads(task.token, token.state)
-        name = STARTED if entered is None else entered.data["event"]
-        payload = None if entered is None else entered.data.get("payload")
+        accepted, memory = tx.grant_reads(task.token, token.state)
+        name = STARTED if accepted is None else accepted["event"]
+        payload = None if accepted is None else accepted.get("payload")
         return Grant(
             task=task.id,
             token=task.token,

@@ -20,6 +20,7 @@ from contextlib import contextmanager, suppress
 from functools import cache
 from typing import Any
 
+import msgspec
 import psycopg
 from psycopg import errors, pq
 from psycopg.conninfo import conninfo_to_dict
@@ -44,6 +45,7 @@ from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.store")
 IDLE = TransactionStatus.IDLE
+_decode = msgspec.json.decode
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
 
 CONNECT_SECONDS = 10
@@ -81,6 +83,16 @@ _FAMILY = (
 )
 
 
+#: What a grant shows besides the token, read by the claim itself: the data of the event
+#: that brought the token into its state, and the memory of the state.
+_GRANT_READS = (
+    ", (SELECT data FROM ledger WHERE ledger.token = t.token AND kind = 'event_accepted' "
+    "ORDER BY seq DESC LIMIT 1), "
+    "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
+    "WHERE memory.token = t.token AND memory.state = k.state)"
+)
+
+
 class Unreachable(Failure):
     """A connection to the database cannot be made."""
 
@@ -94,7 +106,6 @@ class Connection(psycopg.Connection[Any]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.escaping = pq.Escaping(self.pgconn)
         self.prepared: dict[str, str] = {}
         #: Names are never used twice: a PREPARE whose batch failed may still exist.
         self.names = itertools.count(1)
@@ -108,13 +119,17 @@ def connect(
 ) -> Connection:
     """Open an autocommit connection with the time limits; JSON columns come back as text."""
     given = conninfo_to_dict(url).get("options")
-    options = f"-c statement_timeout={statement_timeout} -c lock_timeout={lock_timeout}"
+    options = (
+        f"-c statement_timeout={statement_timeout} -c lock_timeout={lock_timeout} "
+        "-c standard_conforming_strings=on"
+    )
     try:
         connection = Connection.connect(
             url,
             autocommit=True,
             prepare_threshold=None,
             connect_timeout=CONNECT_SECONDS,
+            client_encoding="utf8",
             options=f"{given} {options}" if given else options,
             **KEEPALIVES,
         )
@@ -341,6 +356,7 @@ class PostgresTx(SqlTx):
             self.for_update = " FOR UPDATE"
         self._begun = False
         self._changes: list[tuple[str, tuple[Any, ...]]] = []
+        self._grant_reads: dict[tuple[str, str], tuple[dict[str, Any] | None, dict[str, Any]]] = {}
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.reads([(sql, bindings)])[0]
@@ -386,14 +402,16 @@ class PostgresTx(SqlTx):
             if not cursor.nextset():
                 return rows
 
-    def _literal(self, value: Any) -> str:
+    @staticmethod
+    def _literal(value: Any) -> str:
+        """Write a value as SQL. Every connection sets `standard_conforming_strings`, under
+        which a quote is the only character that a string literal must double."""
+        if isinstance(value, str):
+            return "'" + value.replace("'", "''") + "'"
         if value is None:
             return "NULL"
-        if isinstance(value, int) and not isinstance(value, bool):
+        if type(value) is int:
             return str(value)
-        if isinstance(value, str):
-            encoding = self.connection.info.encoding
-            return self.connection.escaping.escape_literal(value.encode(encoding)).decode(encoding)
         raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
@@ -436,11 +454,24 @@ class PostgresTx(SqlTx):
         The task and its token are both locked, skipping locked rows: a token that
         another transaction holds is passed over, and so is a task that another
         claim took after this statement began (its row is read again once locked,
-        no longer queued).
+        no longer queued). The same statement reads what the grant shows: while
+        the task stays queued, its token has not moved and no routine writes the
+        memory of its state, so those reads are current too.
         """
-        sql = next_queued_sql(len(states), " FOR UPDATE OF t, k SKIP LOCKED")
+        sql = next_queued_sql(len(states), " FOR UPDATE OF t, k SKIP LOCKED", _GRANT_READS)
         row = self.one(sql, tuple(states))
-        return None if row is None else self.queued(row)
+        if row is None:
+            return None
+        accepted, memory = row[-2:]
+        self._grant_reads[(row[1], row[10])] = (
+            None if accepted is None else _decode(accepted),
+            {} if memory is None else _decode(memory),
+        )
+        return self.queued(row[:-2])
+
+    def grant_reads(self, token: str, state: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        known = self._grant_reads.pop((token, state), None)
+        return known if known is not None else super().grant_reads(token, state)
 
     def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
         ident = self.ids.take(table, self)

@@ -124,12 +124,12 @@ def token_state_sql(token: str) -> str:
     )
 
 
-def next_queued_sql(states: int, lock: str) -> str:
-    """The oldest queued task of `states` states whose token is active, with the token's row,
-    then `lock`."""
+def next_queued_sql(states: int, lock: str, more: str = "") -> str:
+    """The oldest queued task of `states` states whose token is active, with the token's row
+    and the columns `more`, then `lock`."""
     marks = ", ".join("?" for _ in range(states))
     return (
-        f"SELECT {_columns(_TASK, 't')}, {_columns(_TOKEN, 'k')} FROM tasks t "
+        f"SELECT {_columns(_TASK, 't')}, {_columns(_TOKEN, 'k')}{more} FROM tasks t "
         "JOIN tokens k ON k.token = t.token "
         f"WHERE t.status = 'queued' AND t.state IN ({marks}) AND k.status = 'active' "
         f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
@@ -486,14 +486,14 @@ class SqlTx(ABC):
 
     # memory
 
-    def grant_reads(self, token: str, state: str) -> tuple[Entry | None, dict[str, Any]]:
-        """What a grant shows besides the token: the event that brought the token into its
-        state (its last `event_accepted`) and the memory of the state."""
+    def grant_reads(self, token: str, state: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What a grant shows besides the token: the data of the event that brought the token
+        into its state (its last `event_accepted`), and the memory of the state."""
         self.finish()
-        entered, memory = self.reads(
+        accepted, memory = self.reads(
             [
                 (
-                    f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND kind = 'event_accepted' "
+                    "SELECT data FROM ledger WHERE token = ? AND kind = 'event_accepted' "
                     "ORDER BY seq DESC LIMIT 1",
                     (token,),
                 ),
@@ -503,7 +503,7 @@ class SqlTx(ABC):
                 ),
             ]
         )
-        return (_entry(entered[0]) if entered else None), {
+        return (_decode(accepted[0][0]) if accepted else None), {
             key: _decode(value) for key, value in memory
         }
 
