@@ -311,13 +311,17 @@ class Ids:
 
     def take(self, table: str, tx: PostgresTx) -> int:
         with self._lock:
-            free = self._free.get(table)
-            if not free:
-                rows = tx.execute(
-                    f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) "
-                    f"FROM generate_series(1, {ID_BLOCK})"
-                )
-                free = self._free[table] = sorted((row[0] for row in rows), reverse=True)
+            free = self._free.setdefault(table, [])
+            if free:
+                return free.pop()
+        # No lock is held while the transaction waits for the database.
+        rows = tx.execute(
+            f"SELECT nextval(pg_get_serial_sequence('{table}', 'id')) "
+            f"FROM generate_series(1, {ID_BLOCK})"
+        )
+        with self._lock:
+            free += (row[0] for row in rows)
+            free.sort(reverse=True)
             return free.pop()
 
 
