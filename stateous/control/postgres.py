@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 import psycopg
-from psycopg import errors, pq
+from psycopg import errors, generators, pq
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
@@ -47,6 +47,9 @@ log = logging.getLogger("stateous.control.store")
 IDLE = TransactionStatus.IDLE
 _decode = msgspec.json.decode
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
+FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
+#: The type oids of int2, int4 and int8.
+_INTEGERS = frozenset((20, 21, 23))
 
 CONNECT_SECONDS = 10
 STATEMENT_MILLISECONDS = 30_000
@@ -109,6 +112,30 @@ class Connection(psycopg.Connection[Any]):
         self.prepared: dict[str, str] = {}
         #: Names are never used twice: a PREPARE whose batch failed may still exist.
         self.names = itertools.count(1)
+
+    def run(self, text: str) -> list[pq.abc.PGresult]:
+        """Send statements as one text and wait for their results, without a cursor: the
+        batches of a transaction need none of its conversions."""
+        with self.lock:
+            self.pgconn.send_query(text.encode())
+            results = self.wait(generators.execute(self.pgconn))
+        for result in results:
+            if result.status == FATAL_ERROR:
+                raise errors.error_from_result(result, encoding="utf-8")
+        return results
+
+
+def _rows(result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
+    """The rows of a result: integers as int, every other value as text (JSON stays text)."""
+    numbers = [result.ftype(column) in _INTEGERS for column in range(result.nfields)]
+    value = result.get_value
+    return [
+        tuple(
+            None if (raw := value(row, column)) is None else int(raw) if number else raw.decode()
+            for column, number in enumerate(numbers)
+        )
+        for row in range(result.ntuples)
+    ]
 
 
 def connect(
@@ -396,15 +423,9 @@ class PostgresTx(SqlTx):
             text.append(closing)
         self._changes = []
         self._begun = True
-        cursor = self.connection.cursor()
-        cursor.execute("; ".join(text))
+        results = self.connection.run("; ".join(text))
         prepared.update(fresh)
-        rows = []
-        while True:
-            if cursor.pgresult is not None and cursor.pgresult.status == TUPLES_OK:
-                rows.append(cursor.fetchall())
-            if not cursor.nextset():
-                return rows
+        return [_rows(result) for result in results if result.status == TUPLES_OK]
 
     @staticmethod
     def _literal(value: Any) -> str:
