@@ -63,18 +63,23 @@ def view(token: TokenRow) -> TokenView:
     )
 
 
+def _plain(text: str, limit: int) -> bool:
+    """Whether `text` has 1 to `limit` characters and none of them is a control character."""
+    return 1 <= len(text) <= limit and not any(ord(char) < 32 or ord(char) == 127 for char in text)
+
+
 def _check_key(key: str | None) -> None:
-    if key is None:
-        return
-    if not 1 <= len(key) <= KEY_LIMIT or any(ord(char) < 32 or ord(char) == 127 for char in key):
+    if key is not None and not _plain(key, KEY_LIMIT):
         raise InvalidPayload(
             f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
         )
 
 
 def _check_name(supervisor: object) -> str:
-    if not isinstance(supervisor, str) or not 1 <= len(supervisor) <= NAME_LIMIT:
-        raise InvalidArgument(f"a supervisor's name has 1 to {NAME_LIMIT} characters")
+    if not isinstance(supervisor, str) or not _plain(supervisor, NAME_LIMIT):
+        raise InvalidArgument(
+            f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
+        )
     return supervisor
 
 
@@ -457,8 +462,10 @@ class Engine:
 
     def memory(self, task: int, key: str, value: Any, attempt: int | None = None) -> None:
         """Save or delete one key of a routine's memory, at once."""
-        if not isinstance(key, str) or not 1 <= len(key) <= MEMORY_KEY_LIMIT:
-            raise InvalidPayload(f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters")
+        if not isinstance(key, str) or not _plain(key, MEMORY_KEY_LIMIT):
+            raise InvalidPayload(
+                f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
+            )
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)

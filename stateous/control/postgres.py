@@ -173,15 +173,9 @@ def _placeholders(sql: str) -> str:
 
 
 @cache
-def _pieces(sql: str) -> list[str]:
-    """The shared SQL cut at its `?` placeholders."""
-    return sql.split("?")
-
-
-@cache
 def _numbered(sql: str) -> str:
     """Turn the shared SQL's `?` placeholders into the `$1`, `$2`... of a PREPARE."""
-    pieces = _pieces(sql)
+    pieces = sql.split("?")
     return "".join(
         f"{piece}${index}" if index < len(pieces) else piece
         for index, piece in enumerate(pieces, 1)
@@ -369,7 +363,7 @@ class PostgresTx(SqlTx):
     Everything goes out as text batches, one round trip each: the driver costs
     more per statement than the server does. A read waits for its rows; BEGIN
     goes with the first one. A statement whose rows are not read (`change`)
-    waits for the next read, or for the COMMIT. A read runs as a statement that
+    waits for the next read, or for the COMMIT. Each statement runs as one that
     the connection prepared once, so the server does not plan it again.
 
     In a write, reading a token locks it, and first the top token of its family:
@@ -432,6 +426,8 @@ class PostgresTx(SqlTx):
         """Write a value as SQL. Every connection sets `standard_conforming_strings`, under
         which a quote is the only character that a string literal must double."""
         if isinstance(value, str):
+            if "\x00" in value:
+                raise ValueError("a text with a NUL character cannot be kept on Postgres")
             return "'" + value.replace("'", "''") + "'"
         if value is None:
             return "NULL"

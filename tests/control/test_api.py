@@ -442,6 +442,14 @@ REFUSALS = [
         {"supervisor": "s" * 257, "states": ["review"]},
     ),
     Refusal(
+        "a claim by a name with a NUL character",
+        "POST",
+        "/tasks/claim",
+        422,
+        "invalid_argument",
+        {"supervisor": "box\u0000one", "states": ["review"]},
+    ),
+    Refusal(
         "a claim with a bad request id",
         "POST",
         "/tasks/claim",
@@ -545,6 +553,14 @@ REFUSALS = [
         422,
         "invalid_payload",
         {"key": "k" * 129, "value": 1, "attempt": 2},
+    ),
+    Refusal(
+        "a memory key with a NUL character",
+        "PUT",
+        "/tasks/{review}/memory",
+        422,
+        "invalid_payload",
+        {"key": "k\u0000", "value": 1, "attempt": 2},
     ),
     Refusal(
         "a schedule with a bad duration",

@@ -302,6 +302,8 @@ def test_a_paused_tokens_tasks_are_not_claimed(plane: Plane) -> None:
     [
         ("", ["draft"], None),
         ("x" * 257, ["draft"], None),
+        ("box\x00one", ["draft"], None),
+        ("box\tone", ["draft"], None),
         ("box", ["nowhere"], None),
         ("box", ["draft"] * 1001, None),
         ("box", ["draft"], "bad id"),
@@ -510,7 +512,7 @@ def test_notes_and_memory_go_to_the_ledger_without_the_value(plane: Plane) -> No
     for bad in ("", "   ", "x" * 501):
         with pytest.raises(InvalidPayload):
             plane.engine.note(task, bad)
-    for key in ("", "k" * 129):
+    for key in ("", "k" * 129, "k\x00", "line\nbreak"):
         with pytest.raises(InvalidPayload):
             plane.engine.memory(task, key, 1)
 
