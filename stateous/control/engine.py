@@ -28,7 +28,7 @@ from stateous.control.moves import Moves, Outcome
 from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
 from stateous.control.validation import Invalid
 from stateous.model.durations import parse_duration
-from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
+from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED, plain_text
 from stateous.model.wire import (
     TOKEN_STATUSES,
     Duplicate,
@@ -63,20 +63,15 @@ def view(token: TokenRow) -> TokenView:
     )
 
 
-def _plain(text: str, limit: int) -> bool:
-    """Whether `text` has 1 to `limit` characters and none of them is a control character."""
-    return 1 <= len(text) <= limit and not any(ord(char) < 32 or ord(char) == 127 for char in text)
-
-
 def _check_key(key: str | None) -> None:
-    if key is not None and not _plain(key, KEY_LIMIT):
+    if key is not None and not plain_text(key, KEY_LIMIT):
         raise InvalidPayload(
             f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
         )
 
 
 def _check_name(supervisor: object) -> str:
-    if not isinstance(supervisor, str) or not _plain(supervisor, NAME_LIMIT):
+    if not isinstance(supervisor, str) or not plain_text(supervisor, NAME_LIMIT):
         raise InvalidArgument(
             f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
         )
@@ -462,7 +457,7 @@ class Engine:
 
     def memory(self, task: int, key: str, value: Any, attempt: int | None = None) -> None:
         """Save or delete one key of a routine's memory, at once."""
-        if not isinstance(key, str) or not _plain(key, MEMORY_KEY_LIMIT):
+        if not isinstance(key, str) or not plain_text(key, MEMORY_KEY_LIMIT):
             raise InvalidPayload(
                 f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
             )

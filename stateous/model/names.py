@@ -29,3 +29,16 @@ def name_problem(name: object) -> str | None:
     if len(name) > NAME_LIMIT:
         return f"{name!r} is longer than {NAME_LIMIT} characters"
     return None
+
+
+def plain_text(text: object, limit: int) -> bool:
+    """Whether `text` is a string of 1 to `limit` characters with no control character.
+
+    Supervisor names, memory keys and idempotency keys follow this rule on both
+    sides of the API; Postgres could not keep a NUL in them anyway.
+    """
+    return (
+        isinstance(text, str)
+        and 1 <= len(text) <= limit
+        and not any(ord(char) < 32 or ord(char) == 127 for char in text)
+    )

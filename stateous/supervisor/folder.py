@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from stateous.model.errors import Failure
+from stateous.model.names import plain_text
 from stateous.supervisor.routine import StateRef, routine_state
 
 SETTINGS = "stateous.yaml"
@@ -65,8 +66,10 @@ def read_settings(folder: Path) -> Settings:
     if not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= TASK_LIMIT:
         raise FolderError(f"{path}: tasks must be a whole number from 1 to {TASK_LIMIT}")
     name = raw.get("name", socket.gethostname())
-    if not isinstance(name, str) or not 1 <= len(name) <= NAME_LIMIT:
-        raise FolderError(f"{path}: name must have 1 to {NAME_LIMIT} characters")
+    if not plain_text(name, NAME_LIMIT):
+        raise FolderError(
+            f"{path}: name must have 1 to {NAME_LIMIT} characters and no control characters"
+        )
     return Settings(url=url.rstrip("/"), tasks=tasks, name=name)
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import msgspec
 
 from stateous.model.durations import parse_duration
-from stateous.model.names import BUILTIN_EVENTS
+from stateous.model.names import BUILTIN_EVENTS, plain_text
 
 Payload = TypeVar("Payload")
 Model = TypeVar("Model")
@@ -183,8 +183,10 @@ class Memory(MutableMapping[str, Any]):
         return copy.deepcopy(self._values[key])
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if not isinstance(key, str) or not 1 <= len(key) <= MEMORY_KEY_LIMIT:
-            raise ValueError(f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters")
+        if not plain_text(key, MEMORY_KEY_LIMIT):
+            raise ValueError(
+                f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
+            )
         if value is None:
             raise ValueError("a memory value cannot be None; delete the key with del instead")
         value = _json(value)

@@ -161,8 +161,14 @@ def test_a_memory_key_of_1_to_128_characters_is_accepted(length: int) -> None:
     assert sink.sent == [("memory", "k" * length, 1)]
 
 
-@pytest.mark.parametrize("key", ["", "k" * 129, 7], ids=["empty", "129-characters", "not-a-str"])
-def test_a_memory_key_that_is_empty_too_long_or_not_a_string_raises_value_error(key: Any) -> None:
+@pytest.mark.parametrize(
+    "key",
+    ["", "k" * 129, 7, "k\x00", "line\nbreak"],
+    ids=["empty", "129-characters", "not-a-str", "nul", "line-break"],
+)
+def test_a_memory_key_that_is_empty_too_long_not_a_string_or_not_plain_raises_value_error(
+    key: Any,
+) -> None:
     ctx, sink = make_context()
 
     with pytest.raises(ValueError, match="a memory key has 1 to 128 characters"):

@@ -507,6 +507,10 @@ def two(ctx: ItemContext) -> None:
             _settings('url: "http://127.0.0.1:1"\ntaks: 4\n'),
             "stateous.yaml: unknown key 'taks'; the keys are url, tasks and name",
         ),
+        (
+            _settings('url: "http://127.0.0.1:1"\nname: "box\\tone"\n'),
+            "stateous.yaml: name must have 1 to 128 characters and no control characters",
+        ),
         (lambda folder: (folder / "contract.py").unlink(), "contract.py does not exist"),
         (_routines(""), "has no routine; mark a function with @on_state"),
         (_routines(TWO_FOR_DRAFT), "two routines for 'draft': routines.py:one and routines.py:two"),
@@ -516,6 +520,7 @@ def two(ctx: ItemContext) -> None:
         "bad-yaml",
         "tasks-0",
         "unknown-key",
+        "name-with-a-tab",
         "no-contract",
         "no-routine",
         "two-routines",
