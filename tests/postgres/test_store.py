@@ -240,3 +240,26 @@ def test_a_connection_that_the_server_closed_answers_503_once_then_a_new_one_ser
     with pytest.raises(DatabaseBusy, match="the database is busy"):
         plane.engine.get("A")
     assert plane.engine.get("A").state == "draft"
+
+
+def test_task_ids_stay_unique_and_grow_across_threads_and_a_restart(backend: Backend) -> None:
+    first = plane_for(orders(), backend)
+
+    def start(index: int) -> None:
+        for step in range(20):
+            first.engine.start(f"T-{index}-{step}", {"title": "x"})
+
+    together(start)
+    before = [row[0] for row in first.store.read(lambda tx: tx.execute("SELECT id FROM tasks"))]
+    first.store.close()
+    assert len(before) == len(set(before)) == 8 * 20
+
+    again = plane_for(orders(), backend)
+    try:
+        again.engine.start("LATER", {"title": "x"})
+        later = again.store.read(
+            lambda tx: tx.execute("SELECT id FROM tasks WHERE token = 'LATER'")
+        )
+        assert later[0][0] > max(before)
+    finally:
+        again.store.close()
