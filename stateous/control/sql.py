@@ -140,10 +140,11 @@ class SqlTx(ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger
-    number and its live task are kept from that read and from this transaction's
-    own writes, so a move asks the database little. Ledger rows of tokens whose
-    last number is known wait in `_ledger` and go out in one INSERT: before any
-    read of the ledger, and at `finish`, which the store calls before it commits.
+    number, its count of pending timers and its live task are kept from that read
+    and from this transaction's own writes, so a move asks the database little.
+    Ledger rows of tokens whose last number is known wait in `_ledger` and go out
+    in one INSERT: before any read of the ledger, and at `finish`, which the store
+    calls before it commits.
 
     `for_update` ends every read of a token row in a transaction that may change
     it: empty on SQLite, whose single writer needs no row locks; `FOR UPDATE` in
