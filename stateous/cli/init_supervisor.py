@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stateous.cli.errors import CommandError
-from stateous.cli.workflows import _shown
+from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
 from stateous.control.defaults import DEFAULT_URL
 
 if TYPE_CHECKING:
@@ -52,15 +52,15 @@ def _from_file(path: Path) -> GraphFile:
     from stateous.model.graph_file import GraphFileError, load
 
     if not path.is_file():
-        raise CommandError(f"{_shown(path)} is not a file, nor an http:// or https:// URL")
+        raise CommandError(f"{shown(path)} is not a file, nor an http:// or https:// URL")
     if path.suffix == ".py":
         return compile_flow(path)
     try:
         return load(path.read_bytes())
     except OSError as ex:
-        raise CommandError(f"cannot read {_shown(path)}: {ex.strerror or ex}") from None
+        raise CommandError(f"cannot read {shown(path)}: {ex.strerror or ex}") from None
     except GraphFileError as ex:
-        raise CommandError(f"{_shown(path)} is not a graph file: {ex}") from None
+        raise CommandError(f"{shown(path)} is not a graph file: {ex}") from None
 
 
 def run_init_supervisor(args: argparse.Namespace) -> int:
@@ -75,19 +75,19 @@ def run_init_supervisor(args: argparse.Namespace) -> int:
         url = DEFAULT_URL
         graph = _from_file(Path(source))
     folder = Path(args.folder)
-    stateous_path = Path(args.stateous_path) if args.stateous_path else None
+    stateous_path = stateous_checkout(args)
     try:
         steps = plan(graph, folder, url, stateous_path)
         folder.mkdir(parents=True, exist_ok=True)
         for step in steps:
             if step.path is not None and step.text is not None:
                 step.path.write_text(step.text, encoding="utf-8")
-            shown = _shown(step.path) if step.path is not None else ""
-            print(f"{step.verb:<8} {shown}{step.note}")
+            where = shown(step.path) if step.path is not None else ""
+            print(f"{step.verb:<8} {where}{step.note}")
     except OSError as ex:
-        raise CommandError(f"cannot write in {_shown(folder)}: {ex.strerror or ex}") from None
+        raise CommandError(f"cannot write in {shown(folder)}: {ex.strerror or ex}") from None
     print()
-    print(f"Write the routines, then run: stateous supervise {_shown(folder)}")
+    print(f"Write the routines, then run: stateous supervise {shown(folder)}")
     return 0
 
 
@@ -108,9 +108,5 @@ def add_command(init: argparse._SubParsersAction) -> None:
         help="a control plane's URL, a graph file, or a flow.py",
     )
     command.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
-    command.add_argument(
-        "--stateous-path",
-        metavar="PATH",
-        help="a local Stateous checkout for the folder's pyproject.toml to depend on",
-    )
+    add_stateous_path(command)
     command.set_defaults(run=run_init_supervisor)

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from stateous.cli.errors import CommandError
+from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
 from stateous.model.names import name_problem
-
-
-def _shown(path: Path) -> str:
-    """Show a path relative to the current folder when it is inside it."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 def run_compile(args: argparse.Namespace) -> int:
@@ -26,7 +18,7 @@ def run_compile(args: argparse.Namespace) -> int:
     graph = compile_flow(flow)
     out = Path(args.out) if args.out else default_out(flow, graph)
     write_graph(graph, out)
-    print(f"wrote {_shown(out)}")
+    print(f"wrote {shown(out)}")
     return 0
 
 
@@ -42,28 +34,28 @@ def run_init_workflow(args: argparse.Namespace) -> int:
     folder = Path(name)
     if (folder / "flow.py").exists():
         raise CommandError(
-            f"{_shown(folder / 'flow.py')} exists; init does not write over a workflow"
+            f"{shown(folder / 'flow.py')} exists; init does not write over a workflow"
         )
-    stateous_path = Path(args.stateous_path) if args.stateous_path else None
+    stateous_path = stateous_checkout(args)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for file_name in FILES:
             target = folder / file_name
             if target.exists():
-                print(f"kept     {_shown(target)}")
+                print(f"kept     {shown(target)}")
                 continue
-            target.write_text(render(file_name, name, _shown(folder), stateous_path))
-            print(f"wrote    {_shown(target)}")
+            target.write_text(render(file_name, name, shown(folder), stateous_path))
+            print(f"wrote    {shown(target)}")
     except OSError as ex:
-        raise CommandError(f"cannot write in {_shown(folder)}: {ex.strerror or ex}") from None
+        raise CommandError(f"cannot write in {shown(folder)}: {ex.strerror or ex}") from None
     graph = compile_flow(folder / "flow.py")
     out = default_out(folder / "flow.py", graph)
     write_graph(graph, out)
-    print(f"wrote    {_shown(out)}")
+    print(f"wrote    {shown(out)}")
     print()
     print("Next steps:")
-    print(f"  stateous serve {_shown(out)}")
-    print(f"  stateous init supervisor {_shown(folder / 'flow.py')} {name}-supervisor")
+    print(f"  stateous serve {shown(out)}")
+    print(f"  stateous init supervisor {shown(folder / 'flow.py')} {name}-supervisor")
     return 0
 
 
@@ -91,9 +83,5 @@ def add_commands(commands: argparse._SubParsersAction, init: argparse._SubParser
         ),
     )
     workflow.add_argument("name", metavar="NAME", help="the workflow's name, also its folder")
-    workflow.add_argument(
-        "--stateous-path",
-        metavar="PATH",
-        help="a local Stateous checkout for the folder's pyproject.toml to depend on",
-    )
+    add_stateous_path(workflow)
     workflow.set_defaults(run=run_init_workflow)
