@@ -74,16 +74,20 @@ RETRY_PAUSE = (0.02, 0.08)
 _CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 _BEGIN_WRITE = "BEGIN"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-#: Lock the top token of a token's family (its oldest ancestor), then the token itself:
-#: the rows are locked in the order of the sort.
-_FAMILY = (
-    "WITH RECURSIVE up (token, parent) AS ("
-    "SELECT token, parent FROM tokens WHERE token = {token} "
-    "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
-    "SELECT token FROM tokens "
-    "WHERE token = ANY (ARRAY[(SELECT token FROM up WHERE parent IS NULL), {token}]) "
-    "ORDER BY parent IS NOT NULL FOR UPDATE"
-)
+
+
+@cache
+def _family_sql(token: str) -> str:
+    """Lock the top token of the family of the token that the SQL `token` names (its oldest
+    ancestor), then the token itself: the rows are locked in the order of the sort."""
+    return (
+        "WITH RECURSIVE up (token, parent) AS ("
+        f"SELECT token, parent FROM tokens WHERE token = {token} "
+        "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
+        "SELECT token FROM tokens "
+        f"WHERE token = ANY (ARRAY[(SELECT token FROM up WHERE parent IS NULL), {token}]) "
+        "ORDER BY parent IS NOT NULL FOR UPDATE"
+    )
 
 
 #: What a grant shows besides the token, read by the claim itself: the data of the event
@@ -442,7 +446,7 @@ class PostgresTx(SqlTx):
         The statements cost one wait. The token's state is read by a statement
         that runs after the locks are taken, so it is current.
         """
-        statements = [(_FAMILY.format(token=token), (key, key)), (token_state_sql(token), (key,))]
+        statements = [(_family_sql(token), (key, key)), (token_state_sql(token), (key,))]
         if then is not None:
             statements.append((then, (key,)))
         rows = self.reads(statements)

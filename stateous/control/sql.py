@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 import msgspec
@@ -107,6 +108,7 @@ def _columns(names: str, table: str) -> str:
     return ", ".join(f"{table}.{name}" for name in names.split(", "))
 
 
+@cache
 def token_state_sql(token: str) -> str:
     """One row: the token that the SQL `token` names, its last ledger number, its number of
     pending timers, its live task.
@@ -124,6 +126,7 @@ def token_state_sql(token: str) -> str:
     )
 
 
+@cache
 def next_queued_sql(states: int, lock: str, more: str = "") -> str:
     """The oldest queued task of `states` states whose token is active, with the token's row
     and the columns `more`, then `lock`."""
