@@ -123,13 +123,20 @@ end
 )
 
 
-def wrk(url: str, script: str, seconds: float, connections: int = 8, close: bool = False) -> dict:
+def wrk(
+    url: str,
+    script: str,
+    seconds: float,
+    connections: int = 8,
+    close: bool = False,
+    threads: int = 2,
+) -> dict:
     """Run wrk and read its summary: requests/s, p50 and p99 in ms, and the reports."""
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as file:
         file.write(script)
     command = [
         "wrk",
-        f"-t{min(2, connections)}",
+        f"-t{min(threads, connections)}",
         f"-c{connections}",
         f"-d{int(seconds)}s",
         "--latency",
@@ -262,7 +269,8 @@ def main() -> None:
             post(port, "/tokens", {"token": f"F-{index}", "context": {"title": "x"}})
         fired = wrk(url, FIRE_LUA, args.seconds)
         show("fires", fired["rate"], fired)
-        cycles = wrk(url, CYCLE_LUA, args.seconds)
+        # One wrk thread per connection: each is one supervisor, claiming then reporting.
+        cycles = wrk(url, CYCLE_LUA, args.seconds, threads=8)
         per_second = (cycles["reports"] or 0) / args.seconds
         show("cycles", per_second, cycles)
         print(f"server peak RSS: {peak_rss(server.pid):.1f} MiB")
