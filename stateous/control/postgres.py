@@ -31,6 +31,7 @@ from stateous.control.errors import DatabaseBusy
 from stateous.control.hold import HoldLost, HoldRefused
 from stateous.control.migrations import migrate
 from stateous.control.sql import (
+    INSERT_TOKEN,
     TASK_BY_ID,
     TIMER_BY_ID,
     SqlTx,
@@ -453,6 +454,16 @@ class PostgresTx(SqlTx):
         if rows[1]:
             self.keep_state(rows[1][0])
         return rows[2][0] if then is not None and rows[2] else None
+
+    def save_token(self, row: TokenRow) -> None:
+        """Write a token's row; one inserted by a change not yet sent is inserted as it is
+        now, so a new token entering its first state is written once, not twice."""
+        for index, (sql, bindings) in enumerate(self._changes):
+            if sql == INSERT_TOKEN and bindings[0] == row.token:
+                values = self._rows[row.token] = self.token_values(row)
+                self._changes[index] = (sql, (*values, self.stamp))
+                return
+        super().save_token(row)
 
     def token(self, token: str) -> TokenRow | None:
         if self.writing and token not in self._rows:

@@ -100,6 +100,7 @@ TIMER_BY_ID = (
     "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
     "FROM timers WHERE id = ?"
 )
+INSERT_TOKEN = f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100
 
@@ -234,7 +235,7 @@ class SqlTx(ABC):
         )
         return None if row is None else self.keep(row)
 
-    def _token_values(self, row: TokenRow) -> tuple[Any, ...]:
+    def token_values(self, row: TokenRow) -> tuple[Any, ...]:
         return (
             row.token,
             row.state,
@@ -248,18 +249,15 @@ class SqlTx(ABC):
         )
 
     def insert_token(self, row: TokenRow) -> None:
-        values = self._token_values(row)
+        values = self.token_values(row)
         self._rows[row.token] = values
         self._live[row.token] = None
         self._next_seq[row.token] = 1
         self._timers[row.token] = 0
-        self.change(
-            f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*values, self.stamp),
-        )
+        self.change(INSERT_TOKEN, (*values, self.stamp))
 
     def save_token(self, row: TokenRow) -> None:
-        values = self._token_values(row)
+        values = self.token_values(row)
         self._rows[row.token] = values
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "

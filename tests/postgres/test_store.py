@@ -6,6 +6,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -33,12 +34,19 @@ def plane(backend: Backend) -> Iterator[Plane]:
     served.store.close()
 
 
-def hold_token(url: str, token: str) -> psycopg.Connection[Any]:
-    """Lock a token's row from a connection of the test's own, until it rolls back."""
-    other = psycopg.connect(url, autocommit=True)
-    other.execute("BEGIN")
-    other.execute("SELECT 1 FROM tokens WHERE token = %s FOR UPDATE", (token,))
-    return other
+@contextmanager
+def holding_token(url: str, token: str) -> Iterator[None]:
+    """Lock a token's row from a connection of the test's own, and release it on leaving.
+
+    The ROLLBACK waits for the server: a closed connection's lock can outlive the close.
+    """
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("BEGIN")
+        other.execute("SELECT 1 FROM tokens WHERE token = %s FOR UPDATE", (token,))
+        try:
+            yield
+        finally:
+            other.execute("ROLLBACK")
 
 
 def test_many_tokens_move_at_once_from_many_threads_with_no_lost_or_doubled_move(
@@ -97,13 +105,10 @@ def test_a_token_locked_elsewhere_makes_a_request_answer_503_database_busy(
     with serving(build_engine(backend, lock_timeout=LOCK_LIMIT_MS)) as served:
         status, _, _ = served.request("POST", "/tokens", {"token": "A", "context": {"title": "x"}})
         assert status == 201
-        other = hold_token(backend.url, "A")
-        try:
+        with holding_token(backend.url, "A"):
             began = time.monotonic()
             status, _, body = served.request("POST", "/tokens/A/events/submitted")
             waited = time.monotonic() - began
-        finally:
-            other.close()
         assert (status, body["code"]) == (503, "database_busy"), body
         assert LOCK_LIMIT_MS / 1000 <= waited < 5
         status, _, body = served.request("POST", "/tokens/A/events/submitted")
@@ -114,15 +119,12 @@ def test_a_claim_skips_the_task_of_a_token_locked_elsewhere(plane: Plane, url: s
     plane.engine.start("OLDER", {"title": "x"})
     plane.clock.advance(1)
     plane.engine.start("NEWER", {"title": "x"})
-    other = hold_token(url, "OLDER")
-    try:
+    with holding_token(url, "OLDER"):
         began = time.monotonic()
         grant = plane.engine.claim("box-1", ["draft"])
         assert time.monotonic() - began < 1
         assert grant is not None and grant.token == "NEWER"
         assert plane.engine.claim("box-1", ["draft"]) is None
-    finally:
-        other.close()
     grant = plane.engine.claim("box-1", ["draft"])
     assert grant is not None and grant.token == "OLDER"
 
