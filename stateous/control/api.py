@@ -10,6 +10,7 @@ patterns and models are the engine's; it never touches a store or a driver.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import falcon
@@ -57,20 +58,36 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
     # PERF: a body with no more than MAX_DEPTH brackets cannot nest deeper.
     if data.count(b"{") + data.count(b"[") > MAX_DEPTH and not within_depth(value, MAX_DEPTH):
         raise falcon.HTTPBadRequest(description=TOO_DEEP)
+    # A NUL can only come escaped; Postgres keeps no text that holds one.
+    if b"\\u0000" in data and holds_nul(value):
+        raise InvalidBody("a text in the body holds the NUL character (\\u0000), which is not kept")
     return value
 
 
-def within_depth(value: Any, limit: int) -> bool:
-    """Tell whether decoded JSON nests at most `limit` levels; walk it without recursion."""
+def _containers(value: Any) -> Iterator[tuple[dict[str, Any] | list[Any], int]]:
+    """Every object and array of decoded JSON, with its depth (the value's own is 1),
+    walked without recursion."""
     pending = [(value, 1)]
     while pending:
         node, depth = pending.pop()
-        if depth > limit:
-            return False
+        yield node, depth
         for child in node.values() if type(node) is dict else node:
             if type(child) is dict or type(child) is list:
                 pending.append((child, depth + 1))
-    return True
+
+
+def within_depth(value: Any, limit: int) -> bool:
+    """Tell whether decoded JSON nests at most `limit` levels."""
+    return all(depth <= limit for _, depth in _containers(value))
+
+
+def holds_nul(value: Any) -> bool:
+    """Tell whether a text of decoded JSON, a name or a value, holds a NUL character."""
+    return any(
+        type(text) is str and "\x00" in text
+        for node, _ in _containers(value)
+        for text in ([*node, *node.values()] if type(node) is dict else node)
+    )
 
 
 def read_shape(req: falcon.Request, shape: type[Shape]) -> Shape:

@@ -442,12 +442,12 @@ REFUSALS = [
         {"supervisor": "s" * 257, "states": ["review"]},
     ),
     Refusal(
-        "a claim by a name with a NUL character",
+        "a claim by a name with a control character",
         "POST",
         "/tasks/claim",
         422,
         "invalid_argument",
-        {"supervisor": "box\u0000one", "states": ["review"]},
+        {"supervisor": "box\tone", "states": ["review"]},
     ),
     Refusal(
         "a claim with a bad request id",
@@ -555,12 +555,12 @@ REFUSALS = [
         {"key": "k" * 129, "value": 1, "attempt": 2},
     ),
     Refusal(
-        "a memory key with a NUL character",
+        "a memory key with a control character",
         "PUT",
         "/tasks/{review}/memory",
         422,
         "invalid_payload",
-        {"key": "k\u0000", "value": 1, "attempt": 2},
+        {"key": "k\t", "value": 1, "attempt": 2},
     ),
     Refusal(
         "a schedule with a bad duration",
@@ -849,6 +849,29 @@ def test_a_body_nesting_64_levels_is_accepted_and_65_is_refused(served: Served) 
         status, _, answer = served.request("PUT", path, raw=nested_memory(levels, task))
         assert (status, answer["code"]) == (400, "bad_request")
     assert len(history(served, "ORDER-1")) == length
+
+
+def test_a_text_holding_a_nul_character_is_refused_and_changes_nothing(served: Served) -> None:
+    start(served)
+    task = claim(served, "draft")["task"]
+    length = len(history(served, "ORDER-1"))
+    refused = [
+        ("POST", "/tokens", b'{"token": "NUL-1", "context": {"title": "a\\u0000b"}}'),
+        ("POST", "/tokens/ORDER-1/events/submitted", b'{"payload": {"a\\u0000": 1}}'),
+        ("PUT", f"/tasks/{task}/memory", b'{"key": "k", "value": [["\\u0000"]]}'),
+        ("POST", f"/tasks/{task}/note", b'{"text": "half\\u0000"}'),
+    ]
+    for method, path, raw in refused:
+        status, _, answer = served.request(method, path, raw=raw)
+        assert (status, answer["code"]) == (422, "invalid_body"), (path, answer)
+        assert "NUL" in answer["error"]
+    assert served.request("GET", "/tokens/NUL-1")[0] == 404
+    assert len(history(served, "ORDER-1")) == length
+    # An escaped backslash before "u0000" is no NUL: it is kept as written.
+    status, _, answer = served.request(
+        "POST", "/tokens", raw=b'{"token": "NUL-2", "context": {"title": "\\\\u0000"}}'
+    )
+    assert (status, answer["context"]["title"]) == (201, "\\u0000")
 
 
 # Refusals that only a failing engine gives, through a fake engine's methods.
