@@ -151,9 +151,18 @@ def connect(
 ) -> Connection:
     """Open an autocommit connection with the time limits; JSON columns come back as text."""
     given = conninfo_to_dict(url).get("options")
-    options = (
-        f"-c statement_timeout={statement_timeout} -c lock_timeout={lock_timeout} "
-        "-c standard_conforming_strings=on"
+    options = " ".join(
+        f"-c {name}={value}"
+        for name, value in (
+            ("statement_timeout", statement_timeout),
+            ("lock_timeout", lock_timeout),
+            ("standard_conforming_strings", "on"),
+            # The server's end probes too, so that it ends the session, and frees its locks
+            # (the serving lock among them), about a minute after this computer is gone.
+            ("tcp_keepalives_idle", KEEPALIVES["keepalives_idle"]),
+            ("tcp_keepalives_interval", KEEPALIVES["keepalives_interval"]),
+            ("tcp_keepalives_count", KEEPALIVES["keepalives_count"]),
+        )
     )
     try:
         connection = Connection.connect(

@@ -24,7 +24,15 @@ from tests.control.test_races import together
 
 #: A short lock limit, so that the tests that wait for it stay short.
 LOCK_LIMIT_MS = 300
-LIMITS = ("statement_timeout", "lock_timeout")
+LIMITS = (
+    "statement_timeout",
+    "lock_timeout",
+    "tcp_keepalives_idle",
+    "tcp_keepalives_interval",
+    "tcp_keepalives_count",
+)
+#: What `SHOW` answers for each of `LIMITS` (the server's end of the keepalives included).
+SHOWN = ["30s", "10s", "30", "10", "3"]
 
 
 @pytest.fixture
@@ -157,8 +165,8 @@ def test_every_connection_carries_the_time_limits(plane: Plane) -> None:
         connection = tx.connection  # type: ignore[attr-defined]
         return [connection.execute(f"SHOW {name}").fetchone()[0] for name in LIMITS]
 
-    assert plane.store.read(limits) == ["30s", "10s"]
-    assert plane.store.write(limits) == ["30s", "10s"]
+    assert plane.store.read(limits) == SHOWN
+    assert plane.store.write(limits) == SHOWN
 
     def client_side(tx: Tx) -> tuple[dict[str, str], list[int]]:
         connection = tx.connection  # type: ignore[attr-defined]
@@ -185,11 +193,8 @@ def test_the_lock_connection_carries_the_time_limits_too(url: str) -> None:
     try:
         connection = lock._connection
         assert connection is not None
-        shown = [
-            connection.execute(f"SHOW {name}").fetchone()[0]
-            for name in ("statement_timeout", "lock_timeout")
-        ]
-        assert shown == ["30s", "10s"]
+        shown = [connection.execute(f"SHOW {name}").fetchone()[0] for name in LIMITS]
+        assert shown == SHOWN
         assert connection.info.get_parameters()["keepalives_idle"] == "30"
     finally:
         lock.release()
