@@ -26,7 +26,11 @@ class HoldRefused(Failure):
 
 
 class HoldLost(Exception):
-    """This control plane no longer holds its database."""
+    """This control plane no longer holds its database; `cause` says why in a few words."""
+
+    def __init__(self, message: str, cause: str = "another control plane took the database"):
+        super().__init__(message)
+        self.cause = cause
 
 
 class Lock(Protocol):

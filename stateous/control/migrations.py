@@ -13,6 +13,7 @@ column, so that the children of a token come back in the order they were made.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Protocol
 
 from stateous.model.errors import Failure
@@ -214,13 +215,19 @@ MIGRATIONS: list[tuple[str, dict[str, list[str]]]] = [
     ),
 ]
 
-#: The tables that a database of Stateous has; finding them without a version is refused.
-TABLES = ("tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane")
 LATEST = MIGRATIONS[-1][0]
 
 
+_CREATES = re.compile(r"CREATE TABLE (\w+)")
+
+
 class SchemaError(Failure):
-    """The database was made by something this version cannot serve."""
+    """The database's schema cannot be served or brought up to date; the message says why."""
+
+
+def upgrade_failed(reason: str) -> SchemaError:
+    """The refusal of a schema upgrade that the database stopped, rolled back whole."""
+    return SchemaError(f"the schema upgrade failed ({reason}); the database is as it was")
 
 
 class Executes(Protocol):
@@ -246,25 +253,42 @@ def migrate(tx: Executes, *, dialect: str) -> str:
     return version
 
 
+def _made_by(version: str) -> set[str]:
+    """The tables that the migration to `version` makes."""
+    return {name for sql in dict(MIGRATIONS)[version]["sqlite"] for name in _CREATES.findall(sql)}
+
+
 def _upgrade(tx: Executes, dialect: str) -> str:
     tables = {row[0] for row in tx.execute(_TABLE_NAMES[dialect])}
-    if "stateous_version" not in tables:
-        ours = sorted(tables.intersection(TABLES))
-        if ours:
-            raise SchemaError(
-                f"the database has tables named like Stateous's ({', '.join(ours)}) but no "
-                "stateous_version; serve a new database"
-            )
-        tx.execute("CREATE TABLE stateous_version (version_num TEXT PRIMARY KEY)")
-        current = None
-    else:
+    current = None
+    if "stateous_version" in tables:
         rows = tx.execute("SELECT version_num FROM stateous_version")
         current = max((row[0] for row in rows), default=None)
+    else:
+        tx.execute("CREATE TABLE stateous_version (version_num TEXT PRIMARY KEY)")
     known = [version for version, _ in MIGRATIONS]
     if current is not None and current not in known:
         raise SchemaError(
             f"the database is at schema version {current}, made by a newer Stateous; "
             f"this one knows versions up to {LATEST}"
+        )
+    done = known[: known.index(current) + 1] if current is not None else []
+    missing = sorted(set().union(*map(_made_by, done)) - tables)
+    if missing:
+        raise SchemaError(
+            f"the database is at schema version {current} but has no table {missing[0]}, "
+            "which that version makes; serve a new database"
+        )
+    ahead = sorted(tables & set().union(*map(_made_by, known[len(done) :])))
+    if ahead and current is None:
+        raise SchemaError(
+            f"the database has tables named like Stateous's ({', '.join(ahead)}) but no "
+            "version in stateous_version; serve a new database"
+        )
+    if ahead:
+        raise SchemaError(
+            f"the database is at schema version {current} but already has the table "
+            f"{ahead[0]}, which a later version makes; serve a new database"
         )
     for version, statements in MIGRATIONS:
         if current is not None and version <= current:

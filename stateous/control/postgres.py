@@ -29,7 +29,7 @@ from psycopg.types.string import TextLoader
 
 from stateous.control.errors import DatabaseBusy
 from stateous.control.hold import HoldLost, HoldRefused
-from stateous.control.migrations import migrate
+from stateous.control.migrations import SchemaError, migrate, upgrade_failed
 from stateous.control.sql import (
     INSERT_TOKEN,
     TASK_BY_ID,
@@ -150,7 +150,10 @@ def connect(
     statement_timeout: int = STATEMENT_MILLISECONDS,
 ) -> Connection:
     """Open an autocommit connection with the time limits; JSON columns come back as text."""
-    given = conninfo_to_dict(url).get("options")
+    try:
+        given = conninfo_to_dict(url).get("options")
+    except psycopg.ProgrammingError as ex:
+        raise Unreachable(f"the database URL cannot be read: {_first_line(ex)}") from None
     options = " ".join(
         f"-c {name}={value}"
         for name, value in (
@@ -268,6 +271,8 @@ class PostgresStore:
         connection.execute("SET statement_timeout = 0")
         try:
             migrate(Statements(connection), dialect="postgres")
+        except psycopg.Error as ex:
+            raise upgrade_failed(_first_line(ex)) from None
         finally:
             connection.execute("RESET statement_timeout")
 
@@ -544,11 +549,17 @@ class AdvisoryLock:
 
     def take(self) -> None:
         connection = connect(self.url)
-        row = connection.execute(
-            f"SELECT pg_try_advisory_lock({LOCK_CLASS}, hashtext(current_schema()))"
-        ).fetchone()
-        if row is None or not row[0]:
+        schema, taken = connection.execute(
+            "SELECT current_schema(), "
+            f"pg_try_advisory_lock({LOCK_CLASS}, hashtext(current_schema()))"
+        ).fetchone() or (None, None)
+        if not taken:
             connection.close()
+        if schema is None:
+            raise SchemaError(
+                "no schema named by the connection's search_path exists; create one or name another"
+            )
+        if not taken:
             raise HoldRefused("another control plane serves this database; stop it first")
         self._connection = connection
 
@@ -559,8 +570,8 @@ class AdvisoryLock:
         try:
             self._connection.execute("SELECT 1")
         except psycopg.Error as ex:
-            lost = f"the connection that held the database was lost ({_first_line(ex)})"
-            raise HoldLost(lost) from None
+            cause = "the connection that held the database was lost"
+            raise HoldLost(f"{cause} ({_first_line(ex)})", cause) from None
 
     def release(self) -> None:
         if self._connection is not None:

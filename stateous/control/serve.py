@@ -82,7 +82,9 @@ def sqlite_path(url: str) -> str:
     """Read the file of a `sqlite:///path` URL (four slashes for an absolute path)."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         return url[len("sqlite:///") :]
-    raise ServeError(f"--db takes a URL such as {DEFAULT_DB}, not {url!r}")
+    raise ServeError(
+        f"--db takes a URL such as {DEFAULT_DB} or postgresql://USER@HOST:5432/NAME, not {url!r}"
+    )
 
 
 def open_store(url: str) -> tuple[Lock, Store]:
@@ -226,10 +228,7 @@ class ControlPlane:
             self.clock.stop()
             self._close()
         if self.lost is not None:
-            print(
-                "error: another control plane took the database; this control plane stopped",
-                file=self.err,
-            )
+            print(f"error: {self.lost.cause}; this control plane stopped", file=self.err)
             return 1
         print("stopped", file=self.err)
         return 0

@@ -21,7 +21,7 @@ from typing import Any
 import apsw
 
 from stateous.control.errors import DatabaseBusy
-from stateous.control.migrations import migrate
+from stateous.control.migrations import migrate, upgrade_failed
 from stateous.control.sql import SqlTx
 from stateous.control.store import KeepAndRaise, Result, Tx
 
@@ -67,7 +67,11 @@ class SqliteStore:
         self.clock = clock
         self.busy = busy
         self._writer = connect(self.path, busy)
-        migrate(SqliteTx(self._writer, clock()), dialect="sqlite")
+        try:
+            migrate(SqliteTx(self._writer, clock()), dialect="sqlite")
+        except apsw.Error as ex:
+            self._writer.close()
+            raise upgrade_failed(str(ex)) from None
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()

@@ -75,6 +75,11 @@ class Backend:
 
         return PostgresStore(self.url, **limits)
 
+    @property
+    def db(self) -> str:
+        """The database as `serve --db` takes it."""
+        return f"sqlite:///{self.url}" if self.name == "sqlite" else self.url
+
 
 @contextmanager
 def open_backend(name: str, folder: Path) -> Iterator[Backend]:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import closing
+from subprocess import CompletedProcess
 from typing import Any
 
+import pytest
+
 from stateous.control.migrations import LATEST
+from tests.control.conftest import write_graph
 from tests.control.support import Backend, orders, plane_for
 
 
@@ -55,3 +60,73 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         assert upgraded.engine.fire("B", "remind").visit == 2
     finally:
         upgraded.store.close()
+
+
+OURS = "claims, control_plane, ledger, memory, tasks, timers, tokens"
+
+
+@pytest.mark.parametrize(
+    ("statements", "line"),
+    [
+        (
+            ["DROP TABLE claims"],
+            f"the database is at schema version {LATEST} but has no table claims, which "
+            "that version makes; serve a new database",
+        ),
+        (
+            ["DROP TABLE tasks", "UPDATE stateous_version SET version_num = '0001'"],
+            "the database is at schema version 0001 but has no table tasks, which that "
+            "version makes; serve a new database",
+        ),
+        (
+            ["DELETE FROM stateous_version"],
+            f"the database has tables named like Stateous's ({OURS}) but no version in "
+            "stateous_version; serve a new database",
+        ),
+        (
+            ["UPDATE stateous_version SET version_num = '9999'"],
+            "the database is at schema version 9999, made by a newer Stateous; this one "
+            f"knows versions up to {LATEST}",
+        ),
+    ],
+    ids=["a-table-missing", "a-table-missing-before-an-upgrade", "no-version", "newer"],
+)
+def test_serve_refuses_a_database_that_its_version_did_not_leave_as_it_is(
+    backend: Backend,
+    stateous: Callable[..., CompletedProcess[str]],
+    statements: list[str],
+    line: str,
+) -> None:
+    plane_for(orders(), backend).store.close()
+    run_sql(backend, *statements)
+    tables = run_sql(backend, TABLE_NAMES[backend.name])
+    versions = run_sql(backend, "SELECT version_num FROM stateous_version")
+
+    graph = write_graph(backend.folder)
+    done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")
+    assert (done.returncode, done.stderr.splitlines()) == (1, [f"error: {line}"])
+    assert run_sql(backend, TABLE_NAMES[backend.name]) == tables
+    assert run_sql(backend, "SELECT version_num FROM stateous_version") == versions
+
+
+TABLE_NAMES = {
+    "sqlite": "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name",
+    "postgres": "SELECT table_name FROM information_schema.tables "
+    "WHERE table_schema = current_schema() ORDER BY 1",
+}
+
+
+def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_back(
+    backend: Backend, stateous: Callable[..., CompletedProcess[str]]
+) -> None:
+    plane_for(orders(), backend).store.close()
+    # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
+    run_sql(backend, "UPDATE stateous_version SET version_num = '0001'")
+
+    graph = write_graph(backend.folder)
+    done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: the schema upgrade failed (") and "visits" in line
+    assert line.endswith("); the database is as it was")
+    assert run_sql(backend, "SELECT version_num FROM stateous_version") == [("0001",)]

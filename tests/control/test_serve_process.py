@@ -342,7 +342,8 @@ BAD_ARGUMENTS: dict[str, tuple[list[str], str]] = {
     ),
     "--db mysql://x": (
         ["orders.json", "--db", "mysql://x", "--listen", "127.0.0.1:0"],
-        "error: --db takes a URL such as sqlite:///stateous.db, not 'mysql://x'",
+        "error: --db takes a URL such as sqlite:///stateous.db or "
+        "postgresql://USER@HOST:5432/NAME, not 'mysql://x'",
     ),
     "--db postgresql:// that no server answers": (
         ["orders.json", "--db", "postgresql://x@127.0.0.1:1/db", "--listen", "127.0.0.1:0"],

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
 
 import psycopg
@@ -77,4 +79,31 @@ def test_a_serve_that_loses_its_lock_connection_answers_not_serving_and_exits_1(
         time.sleep(0.05)
     assert served.process.wait(timeout=10) == 1
     assert answers <= {200, (503, "not_serving")}
-    assert "the connection that held the database was lost" in " ".join(served.rest())
+    lines = served.rest()
+    assert "the connection that held the database was lost" in " ".join(lines)
+    assert lines[-1] == (
+        "error: the connection that held the database was lost; this control plane stopped"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "line"),
+    [
+        (
+            "foo=bar",
+            'error: the database URL cannot be read: invalid URI query parameter: "foo"',
+        ),
+        (
+            "options=-c%20search_path%3Dnowhere",
+            "error: no schema named by the connection's search_path exists; create one or "
+            "name another",
+        ),
+    ],
+    ids=["unknown-parameter", "no-schema"],
+)
+def test_serve_refuses_a_database_url_it_cannot_use_in_one_line(
+    stateous: Callable[..., CompletedProcess[str]], graph: Path, url: str, query: str, line: str
+) -> None:
+    bare = url.partition("?")[0]
+    done = stateous("serve", str(graph), "--db", f"{bare}?{query}", "--listen", "127.0.0.1:0")
+    assert (done.returncode, done.stderr.splitlines()) == (1, [line])
