@@ -68,3 +68,11 @@ class DatabaseBusy(EngineError):
 
 class NotServing(EngineError):
     code, status = "not_serving", 503
+
+
+class OutcomeUnknown(EngineError):
+    """A change was sent to be committed and the database could not say whether it was.
+
+    Unlike `database_busy`, which promises that nothing was written, this one
+    asks the sender to look before sending the change again.
+    """

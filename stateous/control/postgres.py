@@ -27,7 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
 
-from stateous.control.errors import DatabaseBusy
+from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import HoldLost, HoldRefused
 from stateous.control.migrations import SchemaError, migrate, upgrade_failed
 from stateous.control.sql import (
@@ -114,6 +114,9 @@ class Connection(psycopg.Connection[Any]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: The server process of this connection and its start, which tell it from a
+        #: later process with the same id; `connect` reads them.
+        self.session: tuple[int, Any] = (0, None)
         self.prepared: dict[str, str] = {}
         #: Names are never used twice: a PREPARE whose batch failed may still exist.
         self.names = itertools.count(1)
@@ -180,6 +183,10 @@ def connect(
     except psycopg.OperationalError as ex:
         raise Unreachable(f"cannot connect to the database: {_first_line(ex)}") from None
     connection.adapters.register_loader("json", TextLoader)
+    row = connection.execute(
+        "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+    ).fetchone()
+    connection.session = (row[0], row[1]) if row else (connection.info.backend_pid, None)
     return connection
 
 
@@ -291,6 +298,37 @@ class PostgresStore:
         """Run `operation` on one snapshot; it locks nothing."""
         return self._attempt(operation, _BEGIN_READ, ())
 
+    def _settle(self, lost: Unanswered) -> Any:
+        """Learn whether a transaction whose COMMIT went unanswered was kept.
+
+        Its server session is waited for, and ended if it is still open, so that
+        the transaction is over; then its first ledger row, if it is there, tells.
+        """
+        try:
+            with self._pool.connection() as connection:
+                ended(connection, lost.session)
+                token, seq, at, kind, data = lost.tx.first_entry  # type: ignore[misc]
+                rows = connection.execute(
+                    "SELECT 1 FROM ledger WHERE token = %s AND at = %s AND kind = %s "
+                    "AND data::text = %s AND seq = coalesce(%s, seq)",
+                    (token, at, kind, data, seq),
+                ).fetchall()
+        except (psycopg.Error, Unreachable, DatabaseBusy) as ex:
+            raise OutcomeUnknown(
+                f"the connection to the database was lost as a change was being committed, "
+                f"and the database cannot say now whether it was ({_first_line(ex)}); look "
+                "at the token's history before sending the request again"
+            ) from None
+        if not rows:
+            raise DatabaseBusy(
+                "the connection to the database was lost before the change was committed; "
+                "nothing was written; try again"
+            )
+        log.info("a COMMIT went unanswered; the database kept it")
+        if lost.kept is not None:
+            raise lost.kept
+        return lost.result
+
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
@@ -311,6 +349,8 @@ class PostgresStore:
                 return self._transaction(connection, operation, begin)
         except conflicts:
             raise
+        except Unanswered as lost:
+            return self._settle(lost)  # type: ignore[no-any-return]
         except (psycopg.OperationalError, Unreachable) as ex:
             raise DatabaseBusy(f"the database is busy ({_first_line(ex)}); try again") from None
 
@@ -319,13 +359,21 @@ class PostgresStore:
     ) -> Result:
         """Run one transaction and commit it; roll it back on any error."""
         kept: Exception | None = None
+        result: Any = None
         try:
             tx = PostgresTx(connection, self.clock(), self._ids, begin=begin)
             try:
                 result = tx.run(operation)
             except KeepAndRaise as ex:
                 kept = ex.error
-            tx.commit()
+            try:
+                tx.commit()
+            except psycopg.OperationalError as ex:
+                # Whether the server kept what this COMMIT sent is not known; a change
+                # that leaves no ledger row is the same when sent again.
+                if connection.broken and tx.first_entry is not None:
+                    raise Unanswered(tx, connection.session, result, kept) from ex
+                raise
         except BaseException:
             if not connection.broken and connection.info.transaction_status != IDLE:
                 with suppress(psycopg.Error):
@@ -334,6 +382,40 @@ class PostgresStore:
         if kept is not None:
             raise kept
         return result
+
+
+class Unanswered(Exception):
+    """The COMMIT of `tx`, sent on the server session `session`, went unanswered."""
+
+    def __init__(self, tx: PostgresTx, session: tuple[int, Any], result: Any, kept: Any) -> None:
+        super().__init__("a COMMIT went unanswered")
+        self.tx, self.session, self.result, self.kept = tx, session, result, kept
+
+
+#: How long a session whose COMMIT went unanswered may take to end, in seconds.
+SETTLE_SECONDS = 10.0
+
+
+def ended(connection: psycopg.Connection[Any], session: tuple[int, Any]) -> None:
+    """Wait until the transaction of a server session (its process id and start) is over:
+    the session has ended or waits outside a transaction. A session that waits inside a
+    transaction, as one whose COMMIT never arrived does, is ended; one that runs on, as
+    one still committing does, is waited for."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    pid, started = session
+    while True:
+        row = connection.execute(
+            "SELECT state FROM pg_stat_activity WHERE pid = %s AND backend_start = %s",
+            (pid, started),
+        ).fetchone()
+        if row is None or row[0] == "idle":
+            return
+        if (row[0] or "").startswith("idle in transaction"):
+            log.info("ending server session %s: its COMMIT did not arrive", pid)
+            connection.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        if time.monotonic() > deadline:
+            raise DatabaseBusy(f"the server session {pid} did not end")
+        time.sleep(0.02)
 
 
 class Ids:
@@ -399,6 +481,9 @@ class PostgresTx(SqlTx):
         if self.writing:
             self.for_update = " FOR UPDATE"
         self._begun = False
+        #: The first ledger row of this transaction: token, number (None when the database
+        #: numbers it), time, kind and data; it tells whether an unanswered COMMIT was kept.
+        self.first_entry: tuple[str, int | None, str, str, str] | None = None
         self._changes: list[tuple[str, tuple[Any, ...]]] = []
         self._grant_reads: dict[tuple[str, str], tuple[dict[str, Any] | None, dict[str, Any]]] = {}
 
@@ -528,6 +613,12 @@ class PostgresTx(SqlTx):
         marks = ", ".join("?" for _ in values)
         self.change(f"INSERT INTO {table} (id, {columns}) VALUES (?, {marks})", (ident, *values))
         return ident
+
+    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        if self.first_entry is None:
+            seq = self._next_seq.get(token)
+            self.first_entry = (token, seq, self.stamp, kind, msgspec.json.encode(data).decode())
+        super().record(token, kind, data, key)
 
     def last_arrival(self) -> int:
         """The last arrival number; held events are numbered one transaction at a time."""

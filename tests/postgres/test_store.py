@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -270,3 +271,68 @@ def test_task_ids_stay_unique_and_grow_across_threads_and_a_restart(backend: Bac
         assert later[0][0] > max(before)
     finally:
         again.store.close()
+
+
+@contextmanager
+def answer_of_next_commit_lost(*, arrives: bool) -> Iterator[list[int]]:
+    """Lose the answer of the next COMMIT, as a network that fails then would.
+
+    When the COMMIT `arrives`, the server runs it; otherwise it never sees it, and
+    its session waits on in the transaction, as across a network cut, until the
+    block ends. Yields the server process ids of the sessions it cut.
+    """
+    original = postgres.Connection.run
+    kept: list[int] = []
+    cut: list[int] = []
+
+    def run(self: postgres.Connection, text: str) -> Any:
+        if not text.endswith("COMMIT") or cut:
+            return original(self, text)
+        cut.append(self.info.backend_pid)
+        if arrives:
+            original(self, text)
+        else:
+            original(self, text.removesuffix("; COMMIT"))
+        # The session's socket stays open here, and libpq's says goodbye to /dev/null:
+        # the server sees no end of the session.
+        kept.append(os.dup(self.pgconn.socket))
+        with open(os.devnull, "wb") as nowhere:
+            os.dup2(nowhere.fileno(), self.pgconn.socket)
+        self.pgconn.finish()
+        raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    postgres.Connection.run = run  # type: ignore[method-assign]
+    try:
+        yield cut
+    finally:
+        postgres.Connection.run = original  # type: ignore[method-assign]
+        for descriptor in kept:
+            os.close(descriptor)
+
+
+def test_a_commit_whose_answer_is_lost_but_was_kept_answers_as_kept(plane: Plane) -> None:
+    plane.engine.start("A", {"title": "x"})
+    with answer_of_next_commit_lost(arrives=True) as cut:
+        moved = plane.engine.fire("A", "submitted")
+    assert cut and moved.state == "review"
+    kinds = [kind for kind, _ in plane.entries("A")]
+    assert kinds.count("event_accepted") == 2  # started, then submitted once
+    assert plane.engine.get("A").state == "review"
+
+
+def test_a_commit_that_never_arrived_ends_its_session_and_answers_database_busy(
+    plane: Plane, url: str
+) -> None:
+    plane.engine.start("A", {"title": "x"})
+    with answer_of_next_commit_lost(arrives=False) as cut:
+        with pytest.raises(DatabaseBusy, match="nothing was written"):
+            plane.engine.fire("A", "submitted")
+        with psycopg.connect(url, autocommit=True) as admin:
+            lingering = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (cut[0],)
+            ).fetchone()
+        assert lingering == (0,)
+    assert plane.engine.get("A").state == "draft"
+    assert plane.engine.fire("A", "submitted").state == "review"
+    kinds = [kind for kind, _ in plane.entries("A")]
+    assert kinds.count("event_accepted") == 2
