@@ -292,7 +292,12 @@ class PostgresStore:
             log.info("a transaction met another (%s); it runs once more", _first_line(ex))
         # Row locks are not queued fairly: let the other transaction finish first.
         time.sleep(random.uniform(*RETRY_PAUSE))
-        return self._attempt(operation, _BEGIN_WRITE, ())
+        try:
+            return self._attempt(operation, _BEGIN_WRITE, _CONFLICTS)
+        except _CONFLICTS as ex:
+            raise DatabaseBusy(
+                f"the change met another transaction twice ({_first_line(ex)}); try again"
+            ) from None
 
     def read(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` on one snapshot; it locks nothing."""

@@ -92,3 +92,11 @@ def test_claims_from_many_supervisors_never_share_a_task(plane: Plane) -> None:
     results = together(claim_all)
     tasks = [task for got in results for task in got]
     assert sorted(tasks) == list(range(1, 41))
+
+
+def test_one_new_token_started_from_eight_threads_is_made_once(plane: Plane) -> None:
+    answers = together(lambda index: plane.engine.start("A", {"title": f"from {index}"}))
+    assert [made for _, made in answers].count(True) == 1, answers
+    assert {view.token for view, _ in answers} == {"A"}
+    assert len({view.context["title"] for view, _ in answers}) == 1
+    assert plane.kinds("A").count("started") == 1

@@ -15,7 +15,7 @@ import pytest
 
 from stateous.control import postgres
 from stateous.control.errors import DatabaseBusy
-from stateous.control.migrations import SchemaError
+from stateous.control.migrations import LATEST, SchemaError
 from stateous.control.postgres import PostgresStore
 from stateous.control.store import Tx
 from stateous.model.wire import ReportBody
@@ -159,6 +159,32 @@ def test_a_deadlock_runs_the_transaction_once_more(backend: Backend) -> None:
     plane.store.close()
     assert results == [None, None]
     assert sorted(runs.values()) == [1, 2]
+
+
+def test_a_conflict_on_the_second_run_too_answers_database_busy(plane: Plane) -> None:
+    runs = []
+
+    def operation(tx: Tx) -> None:
+        runs.append(1)
+        tx.execute("INSERT INTO stateous_version (version_num) VALUES (?)", (LATEST,))
+
+    with pytest.raises(DatabaseBusy, match="met another transaction twice"):
+        plane.store.write(operation)
+    assert len(runs) == 2
+
+
+def test_a_statement_stopped_by_the_statement_limit_answers_database_busy(
+    backend: Backend,
+) -> None:
+    store = backend.store(statement_timeout=100)
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseBusy, match="statement timeout"):
+            store.write(lambda tx: tx.execute("SELECT pg_sleep(5)"))
+        assert time.monotonic() - began < 4
+        assert store.read(lambda tx: tx.execute("SELECT 1")) == [(1,)]
+    finally:
+        store.close()
 
 
 def test_every_connection_carries_the_time_limits(plane: Plane) -> None:
