@@ -11,6 +11,7 @@ from stateous import END, START, Workflow
 from stateous.control.errors import ChildToken, InvalidTokenId
 from stateous.model.wire import ReportBody
 from tests.control.support import Backend, Plane, plane_for
+from tests.control.test_races import together
 
 
 class Ticket(msgspec.Struct):
@@ -200,3 +201,22 @@ def test_a_child_id_longer_than_128_characters_refuses_the_event(backend: Backen
         served.engine.fire(long_id, "done")
     assert served.engine.get(long_id).state == "coding"
     served.store.close()
+
+
+def test_siblings_that_end_at_once_join_their_parent_once(plane: Plane) -> None:
+    parents = [f"T-{index}" for index in range(1, 7)]
+    for parent in parents:
+        plane.engine.start(parent, {"repo": "acme/api"})
+        plane.engine.fire(parent, "done")
+    children = [
+        f"{parent}.reviews.1.{review}"
+        for parent in parents
+        for review in ("security-review", "design-review")
+    ]
+
+    answers = together(lambda index: finish(plane, children[index], True), threads=len(children))
+    assert answers == [None] * len(children)
+    for parent in parents:
+        assert plane.engine.get(parent).state == "merging"
+        joined = [data for kind, data in plane.entries(parent) if kind == "event_accepted"]
+        assert [data["event"] for data in joined].count("joined") == 1
