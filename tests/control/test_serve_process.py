@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -244,22 +245,23 @@ def check_answered(served: Served, states: dict[str, str]) -> None:
 
 
 def check_database(db: Path, states: dict[str, str]) -> None:
-    """The file is whole, and no token is half made: ledger, task and timer agree with it."""
+    """The file is whole, and no token is half made."""
     with read_only(db) as connection:
         assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        seqs = connection.execute(
-            "SELECT token, count(*), min(seq), max(seq) FROM ledger GROUP BY token"
-        ).fetchall()
-        rows = dict(connection.execute("SELECT token, state FROM tokens").fetchall())
-        started = dict(
-            connection.execute("SELECT token, seq FROM ledger WHERE kind = 'started'").fetchall()
-        )
-        live_tasks = connection.execute(
-            "SELECT token, state FROM tasks WHERE status IN ('queued', 'claimed', 'waiting')"
-        ).fetchall()
-        timers_of = connection.execute(
-            "SELECT token, count(*) FROM timers WHERE status = 'pending' GROUP BY token"
-        ).fetchall()
+        check_tokens_whole(lambda sql: connection.execute(sql).fetchall(), states)
+
+
+def check_tokens_whole(rows_of: Callable[[str], list[Any]], states: dict[str, str]) -> None:
+    """No token is half made: ledger, task and timer agree with each token's row."""
+    seqs = rows_of("SELECT token, count(*), min(seq), max(seq) FROM ledger GROUP BY token")
+    rows = dict(rows_of("SELECT token, state FROM tokens"))
+    started = dict(rows_of("SELECT token, seq FROM ledger WHERE kind = 'started'"))
+    live_tasks = rows_of(
+        "SELECT token, state FROM tasks WHERE status IN ('queued', 'claimed', 'waiting')"
+    )
+    timers_of = rows_of(
+        "SELECT token, count(*) FROM timers WHERE status = 'pending' GROUP BY token"
+    )
     assert set(states) <= set(rows)
     assert [row for row in seqs if row[2] != 1 or row[3] != row[1]] == []
     assert {row[0] for row in seqs} == set(rows)

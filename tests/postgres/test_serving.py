@@ -14,6 +14,8 @@ import pytest
 
 from stateous.control.postgres import LOCK_CLASS
 from tests.control.serving import Launcher, Served, orders, write_graph
+from tests.control.support import fresh_schema
+from tests.control.test_serve_process import Load, check_answered, check_tokens_whole
 
 #: How long a refusal or a start may take: it is at once, but a loaded machine is slow.
 AT_ONCE = 10.0
@@ -107,3 +109,32 @@ def test_serve_refuses_a_database_url_it_cannot_use_in_one_line(
     bare = url.partition("?")[0]
     done = stateous("serve", str(graph), "--db", f"{bare}?{query}", "--listen", "127.0.0.1:0")
     assert (done.returncode, done.stderr.splitlines()) == (1, [line])
+
+
+def test_a_kill_9_under_load_loses_no_answered_write_and_leaves_no_half_token(
+    launcher: Launcher, graph: Path, url: str
+) -> None:
+    load = Load(launcher.serve(graph, None, "--db", url))
+
+    assert load.run_then(1.5, signal.SIGKILL) == -signal.SIGKILL
+
+    assert load.refused == []
+    states = load.states
+    assert len(states) > 20
+    again = launcher.serve(graph, None, "--db", url)
+    check_answered(again, states)
+    assert again.stop() == 0
+    with psycopg.connect(url) as connection:
+        check_tokens_whole(lambda sql: connection.execute(sql).fetchall(), states)
+
+
+def test_two_schemas_of_one_database_each_have_a_control_plane(
+    launcher: Launcher, graph: Path, url: str
+) -> None:
+    with fresh_schema(url.partition("?")[0]) as other:
+        first = launcher.serve(graph, None, "--db", url)
+        second = launcher.serve(graph, None, "--db", other)
+        start_token(first, "ORDER-1")
+        assert second.request("GET", "/tokens/ORDER-1")[0] == 404
+        start_token(second, "ORDER-1")
+        assert first.stop() == 0 and second.stop() == 0
