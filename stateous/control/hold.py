@@ -28,7 +28,9 @@ class HoldRefused(Failure):
 class HoldLost(Exception):
     """This control plane no longer holds its database; `cause` says why in a few words."""
 
-    def __init__(self, message: str, cause: str = "another control plane took the database"):
+    def __init__(
+        self, message: str, cause: str = "another control plane took the database"
+    ) -> None:
         super().__init__(message)
         self.cause = cause
 
