@@ -138,3 +138,13 @@ def test_two_schemas_of_one_database_each_have_a_control_plane(
         assert second.request("GET", "/tokens/ORDER-1")[0] == 404
         start_token(second, "ORDER-1")
         assert first.stop() == 0 and second.stop() == 0
+
+
+def test_serve_refuses_a_database_server_it_cannot_reach_in_one_line(
+    stateous: Callable[..., CompletedProcess[str]], graph: Path
+) -> None:
+    closed = "postgresql://postgres@127.0.0.1:1/stateous"
+    done = stateous("serve", str(graph), "--db", closed, "--listen", "127.0.0.1:0")
+    [line] = done.stderr.splitlines()
+    assert done.returncode == 1
+    assert line.startswith("error: cannot connect to the database: "), line
