@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,11 +37,8 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     """Real `stateous serve` processes on free ports, all stopped when the test ends."""
     from tests.control.serving import Launcher
 
-    started = Launcher(tmp_path)
-    try:
+    with closing(Launcher(tmp_path)) as started:
         yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture
@@ -48,11 +46,8 @@ def supervisors(tmp_path: Path) -> Iterator[Supervisors]:
     """Real `stateous supervise` processes, all stopped when the test ends."""
     from tests.supervisor.support import Supervisors
 
-    started = Supervisors(tmp_path)
-    try:
+    with closing(Supervisors(tmp_path)) as started:
         yield started
-    finally:
-        started.close()
 
 
 @pytest.fixture

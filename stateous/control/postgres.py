@@ -620,10 +620,17 @@ class PostgresTx(SqlTx):
         return ident
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
-        if self.first_entry is None:
-            seq = self._next_seq.get(token)
-            self.first_entry = (token, seq, self.stamp, kind, msgspec.json.encode(data).decode())
+        numbered = token in self._next_seq
         super().record(token, kind, data, key)
+        if self.first_entry is None:
+            # The row as `record` left it: waiting in the ledger batch with its number, or
+            # in an INSERT that the database numbers. Its data is not encoded again.
+            if numbered:
+                _, seq, at, _, _, text = self._ledger[-1]
+                self.first_entry = (token, seq, at, kind, text)
+            else:
+                bindings = self._changes[-1][1]
+                self.first_entry = (token, None, bindings[1], kind, bindings[4])
 
     def last_arrival(self) -> int:
         """The last arrival number; held events are numbered one transaction at a time."""

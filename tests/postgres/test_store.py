@@ -362,3 +362,12 @@ def test_a_commit_that_never_arrived_ends_its_session_and_answers_database_busy(
     assert plane.engine.fire("A", "submitted").state == "review"
     kinds = [kind for kind, _ in plane.entries("A")]
     assert kinds.count("event_accepted") == 2
+
+
+def test_a_claim_whose_commit_answer_is_lost_but_was_kept_answers_its_grant(plane: Plane) -> None:
+    plane.engine.start("A", {"title": "x"})
+    with answer_of_next_commit_lost(arrives=True) as cut:
+        grant = plane.engine.claim("box-1", ["draft"])
+    assert cut and grant is not None and grant.token == "A"
+    assert plane.kinds("A").count("task_claimed") == 1
+    assert plane.engine.claim("box-2", ["draft"]) is None
