@@ -91,14 +91,24 @@ def _family_sql(token: str) -> str:
     )
 
 
-#: What a grant shows besides the token, read by the claim itself: the data of the event
-#: that brought the token into its state, and the memory of the state.
-_GRANT_READS = (
-    ", (SELECT data FROM ledger WHERE ledger.token = t.token AND kind = 'event_accepted' "
-    "ORDER BY seq DESC LIMIT 1), "
-    "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
-    "WHERE memory.token = t.token AND memory.state = k.state)"
-)
+@cache
+def _claim_sql(states: int) -> str:
+    """The oldest free queued task of `states` states with its token, locked, then what the
+    grant shows besides the token: the data of the event that brought the token into its
+    state, and the memory of the state.
+
+    Those reads run outside the locking query, so once, for the row it locked,
+    not for each row it passes over because another claim holds it.
+    """
+    locked = next_queued_sql(
+        states, " FOR UPDATE OF t, k SKIP LOCKED", ", t.token AS of_token, k.state AS of_state"
+    )
+    return (
+        "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
+        "AND kind = 'event_accepted' ORDER BY seq DESC LIMIT 1), "
+        "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
+        f"WHERE memory.token = q.of_token AND memory.state = q.of_state) FROM ({locked}) q"
+    )
 
 
 class Unreachable(Failure):
@@ -598,8 +608,7 @@ class PostgresTx(SqlTx):
         the task stays queued, its token has not moved and no routine writes the
         memory of its state, so those reads are current too.
         """
-        sql = next_queued_sql(len(states), " FOR UPDATE OF t, k SKIP LOCKED", _GRANT_READS)
-        row = self.one(sql, tuple(states))
+        row = self.one(_claim_sql(len(states)), tuple(states))
         if row is None:
             return None
         accepted, memory = row[-2:]
@@ -607,7 +616,7 @@ class PostgresTx(SqlTx):
             None if accepted is None else _decode(accepted),
             {} if memory is None else _decode(memory),
         )
-        return self.queued(row[:-2])
+        return self.queued(row[:-4])
 
     def grant_reads(self, token: str, state: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         known = self._grant_reads.pop((token, state), None)

@@ -1,0 +1,55 @@
+"""Plans that Postgres keeps: a statement prepared on a new database's near-empty tables keeps
+its plan as the tables grow, so that plan must already read a token's rows by its index."""
+
+from __future__ import annotations
+
+from stateous.control.postgres import PostgresStore
+from stateous.model.wire import ReportBody
+from tests.control.support import Backend, orders, plane_for
+
+
+def generic_plans(store: PostgresStore) -> dict[str, str]:
+    """The plan that each statement prepared on the store's connection keeps for all
+    parameters, by the statement's SQL (its `?` the parameters): what the planner makes
+    of the tables as they are."""
+    plans = {}
+    with store._pool.connection() as connection:
+        connection.execute("SET plan_cache_mode = force_generic_plan")
+        for sql, name in connection.prepared.items():
+            count = sql.count("?")
+            arguments = f"({', '.join(['NULL'] * count)})" if count else ""
+            rows = connection.execute(f"EXPLAIN EXECUTE {name}{arguments}").fetchall()
+            plans[sql] = "\n".join(row[0] for row in rows)
+        connection.execute("RESET plan_cache_mode")
+    return plans
+
+
+def test_a_tokens_timers_are_found_by_its_index_not_among_every_pending_timer(
+    backend: Backend,
+) -> None:
+    plane = plane_for(orders(), backend)
+    try:
+        engine = plane.engine
+        for token in ("A", "B", "C"):
+            engine.start(token, {"title": "x"})
+            engine.fire(token, "submitted")  # review sets its timeout timer
+        engine.pause("A")
+        engine.resume("A")  # moves A's pending timers
+        grant = engine.claim("s1", ["review"])
+        assert grant is not None
+        rejected = {"approved": False}
+        body = ReportBody(kind="event", event="reviewed", payload=rejected, supervisor="s1")
+        engine.report(grant.task, body)  # leaves review: its timer is cancelled
+        plane.clock.advance(7200)
+        engine.tick()  # the other timeouts fire
+
+        plans = generic_plans(plane.store)  # type: ignore[arg-type]
+    finally:
+        plane.store.close()
+    by_token = {sql: plan for sql, plan in plans.items() if "timers" in plan and "token" in sql}
+    assert len(by_token) >= 3, plans.keys()
+    for sql, plan in by_token.items():
+        if "due_at <=" in sql:
+            assert "timers_due" in plan, (sql, plan)
+        else:
+            assert "timers_due" not in plan, (sql, plan)
