@@ -80,14 +80,20 @@ _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 @cache
 def _family_sql(token: str) -> str:
     """Lock the top token of the family of the token that the SQL `token` names (its oldest
-    ancestor), then the token itself: the rows are locked in the order of the sort."""
+    ancestor), then the token itself, in that order.
+
+    Each step up the family and each lock reads one row by its key, so the plan
+    that Postgres keeps cannot turn into a scan of every token, whatever the size
+    of the table when it was made.
+    """
     return (
         "WITH RECURSIVE up (token, parent) AS ("
         f"SELECT token, parent FROM tokens WHERE token = {token} "
-        "UNION ALL SELECT t.token, t.parent FROM tokens t JOIN up ON t.token = up.parent) "
-        "SELECT token FROM tokens "
-        f"WHERE token = ANY (ARRAY[(SELECT token FROM up WHERE parent IS NULL), {token}]) "
-        "ORDER BY parent IS NOT NULL FOR UPDATE"
+        "UNION ALL SELECT up.parent, (SELECT t.parent FROM tokens t WHERE t.token = up.parent) "
+        "FROM up WHERE up.parent IS NOT NULL) "
+        "SELECT (SELECT token FROM tokens "
+        "WHERE token = (SELECT token FROM up WHERE parent IS NULL) FOR UPDATE), "
+        f"(SELECT token FROM tokens WHERE token = {token} FOR UPDATE)"
     )
 
 

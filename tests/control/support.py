@@ -153,11 +153,14 @@ class Plane:
         return self.kinds(token)[since:]
 
 
-def plane_for(graph: GraphFile | Workflow, backend: Backend, *, lease: float = 120.0) -> Plane:
-    """Serve a workflow (compiled here) or a graph file on `backend` in this process."""
+def plane_for(
+    graph: GraphFile | Workflow, backend: Backend, *, lease: float = 120.0, **limits: Any
+) -> Plane:
+    """Serve a workflow (compiled here) or a graph file on `backend` in this process;
+    `limits` go to the store."""
     document = compile_workflow(graph) if isinstance(graph, Workflow) else graph
     path = backend.folder / "graph.json"
     path.write_bytes(dump(document))
     clock = Clock()
-    store = backend.store(clock)
+    store = backend.store(clock, **limits)
     return Plane(Engine(Graph.load(path), store, lease=lease), clock, store)
