@@ -135,6 +135,24 @@ def orders(review_timeout: str | None = "1h", retries: int = 1) -> Workflow:
     return flow
 
 
+def one_step(name: str, event: str) -> Workflow:
+    """A workflow of one state, `step`, that `event` ends."""
+    flow = Workflow(name, context=Item)
+    step = flow.state("step")
+    flow.transition(START, step)
+    flow.transition(step, END, on=flow.event(event))
+    return flow
+
+
+def fan_out(name: str, state: str, child: Workflow) -> Workflow:
+    """A workflow whose only state, `state`, starts a `child` token and ends when it ends."""
+    flow = Workflow(name, context=Item)
+    fan = flow.state(state, parallel=[child], inputs=["title"])
+    flow.transition(START, fan)
+    flow.transition(fan, END, on="joined")
+    return flow
+
+
 @dataclass
 class Plane:
     """An engine on a real database, with a hand-moved clock."""

@@ -22,7 +22,7 @@ from stateous.control.errors import (
     TokenNotFound,
 )
 from stateous.model.wire import Duplicate, ReportBody, Schedule
-from tests.control.support import Backend, Item, Plane, orders, plane_for
+from tests.control.support import Backend, Item, Plane, fan_out, one_step, orders, plane_for
 
 
 @pytest.fixture
@@ -705,15 +705,7 @@ def test_cancel_stops_the_token_its_task_and_its_held_events(plane: Plane) -> No
 
 
 def test_a_child_token_cannot_be_steered_alone(backend: Backend) -> None:
-    child = Workflow("check", context=Item)
-    step = child.state("step")
-    child.transition(START, step)
-    child.transition(step, END, on=child.event("ok"))
-    flow = Workflow("parent", context=Item)
-    fan = flow.state("fan", parallel=[child], inputs=["title"])
-    flow.transition(START, fan)
-    flow.transition(fan, END, on="joined")
-    served = plane_for(flow, backend)
+    served = plane_for(fan_out("parent", "fan", one_step("check", "ok")), backend)
     served.engine.start("P", {"title": "x"})
     for steer in (served.engine.pause, served.engine.resume, served.engine.cancel):
         with pytest.raises(ChildToken):

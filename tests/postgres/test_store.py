@@ -13,7 +13,6 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous import END, START, Workflow
 from stateous.control import postgres
 from stateous.control.errors import DatabaseBusy
 from stateous.control.migrations import LATEST, SchemaError
@@ -21,7 +20,7 @@ from stateous.control.postgres import PostgresStore
 from stateous.control.store import Tx
 from stateous.model.wire import ReportBody
 from tests.control.conftest import build_engine, serving
-from tests.control.support import Backend, Item, Plane, orders, plane_for
+from tests.control.support import Backend, Plane, fan_out, one_step, orders, plane_for
 from tests.control.test_races import together
 
 #: A short lock limit, so that the tests that wait for it stay short.
@@ -125,28 +124,12 @@ def test_a_token_locked_elsewhere_makes_a_request_answer_503_database_busy(
         assert (status, body["state"]) == (200, "review")
 
 
-def nested() -> Workflow:
-    """A workflow whose parallel state starts a child that starts a grandchild."""
-    inner = Workflow("inner", context=Item)
-    work = inner.state("work")
-    inner.transition(START, work)
-    inner.transition(work, END, on=inner.event("finish"))
-    middle = Workflow("middle", context=Item)
-    checks = middle.state("checks", parallel=[inner], inputs=["title"])
-    middle.transition(START, checks)
-    middle.transition(checks, END, on="joined")
-    outer = Workflow("outer", context=Item)
-    reviews = outer.state("reviews", parallel=[middle], inputs=["title"])
-    outer.transition(START, reviews)
-    outer.transition(reviews, END, on="joined")
-    return outer
-
-
 def test_a_grandchild_waits_for_the_top_token_of_its_family(backend: Backend) -> None:
-    plane = plane_for(nested(), backend, lock_timeout=LOCK_LIMIT_MS)
+    nested = fan_out("outer", "reviews", fan_out("middle", "checks", one_step("inner", "finish")))
+    plane = plane_for(nested, backend, lock_timeout=LOCK_LIMIT_MS)
     grandchild = "T.reviews.1.middle.checks.1.inner"
     try:
-        plane.engine.start("T", {"title": "x"})
+        plane.engine.start("T", {"title": "x"})  # the child starts the grandchild
         with holding_token(backend.url, "T"), pytest.raises(DatabaseBusy):
             plane.engine.fire(grandchild, "finish")
         assert plane.engine.fire(grandchild, "finish").status == "completed"
