@@ -32,7 +32,11 @@ def full_reads(plan: str) -> list[str]:
         line.strip()
         for at, line in enumerate(lines)
         if "Seq Scan" in line
-        or (" Scan " in line and " using " in line and "Index Cond" not in lines[at + 1])
+        or (
+            " Scan " in line
+            and " using " in line
+            and "Index Cond" not in "".join(lines[at + 1 : at + 2])
+        )
     ]
 
 
