@@ -617,8 +617,8 @@ class PostgresTx(SqlTx):
         row = self.one(_claim_sql(len(states)), tuple(states))
         if row is None:
             return None
-        accepted, memory = row[-2:]
-        self._grant_reads[(row[1], row[10])] = (
+        token, state, accepted, memory = row[-4:]
+        self._grant_reads[(token, state)] = (
             None if accepted is None else _decode(accepted),
             {} if memory is None else _decode(memory),
         )
