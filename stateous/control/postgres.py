@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import psycopg
 from psycopg import errors, generators, pq
+from psycopg.adapt import Transformer
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
@@ -49,8 +50,6 @@ IDLE = TransactionStatus.IDLE
 _decode = msgspec.json.decode
 TUPLES_OK = pq.ExecStatus.TUPLES_OK
 FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
-#: The type oids of int2, int4 and int8.
-_INTEGERS = frozenset((20, 21, 23))
 
 CONNECT_SECONDS = 10
 STATEMENT_MILLISECONDS = 30_000
@@ -117,6 +116,19 @@ def _claim_sql(states: int) -> str:
     )
 
 
+def _literal(value: Any) -> str:
+    """Write a value as SQL. Every connection sets `standard_conforming_strings`, under which
+    a quote is the only character that a string literal must double (a NUL, which no text
+    on Postgres can hold, is refused for the whole batch)."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if value is None:
+        return "NULL"
+    if type(value) is int:
+        return str(value)
+    raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
+
+
 class Unreachable(Failure):
     """A connection to the database cannot be made."""
 
@@ -136,6 +148,15 @@ class Connection(psycopg.Connection[Any]):
         self.prepared: dict[str, str] = {}
         #: Names are never used twice: a PREPARE whose batch failed may still exist.
         self.names = itertools.count(1)
+        self._loader: Transformer | None = None
+
+    def rows(self, result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
+        """The rows of a result: integers as int, every other value as text (JSON stays text,
+        by the loader that `connect` registers)."""
+        if self._loader is None:
+            self._loader = Transformer(self)
+        self._loader.set_pgresult(result)
+        return self._loader.load_rows(0, result.ntuples, tuple)
 
     def run(self, text: str) -> list[pq.abc.PGresult]:
         """Send statements as one text and wait for their results, without a cursor: the
@@ -147,19 +168,6 @@ class Connection(psycopg.Connection[Any]):
             if result.status == FATAL_ERROR:
                 raise errors.error_from_result(result, encoding="utf-8")
         return results
-
-
-def _rows(result: pq.abc.PGresult) -> list[tuple[Any, ...]]:
-    """The rows of a result: integers as int, every other value as text (JSON stays text)."""
-    numbers = [result.ftype(column) in _INTEGERS for column in range(result.nfields)]
-    value = result.get_value
-    return [
-        tuple(
-            None if (raw := value(row, column)) is None else int(raw) if number else raw.decode()
-            for column, number in enumerate(numbers)
-        )
-        for row in range(result.ntuples)
-    ]
 
 
 def connect(
@@ -536,29 +544,18 @@ class PostgresTx(SqlTx):
             if name is None:
                 name = fresh[sql] = f"stateous_{next(self.connection.names)}"
                 text.append(f"PREPARE {name} AS {_numbered(sql)}")
-            values = ", ".join(self._literal(value) for value in bindings)
+            values = ", ".join(map(_literal, bindings))
             text.append(f"EXECUTE {name}({values})" if bindings else f"EXECUTE {name}")
         if closing is not None:
             text.append(closing)
+        batch = "; ".join(text)
+        if "\x00" in batch:
+            raise ValueError("a text with a NUL character cannot be kept on Postgres")
         self._changes = []
         self._begun = True
-        results = self.connection.run("; ".join(text))
+        results = self.connection.run(batch)
         prepared.update(fresh)
-        return [_rows(result) for result in results if result.status == TUPLES_OK]
-
-    @staticmethod
-    def _literal(value: Any) -> str:
-        """Write a value as SQL. Every connection sets `standard_conforming_strings`, under
-        which a quote is the only character that a string literal must double."""
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise ValueError("a text with a NUL character cannot be kept on Postgres")
-            return "'" + value.replace("'", "''") + "'"
-        if value is None:
-            return "NULL"
-        if type(value) is int:
-            return str(value)
-        raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
+        return [self.connection.rows(result) for result in results if result.status == TUPLES_OK]
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
