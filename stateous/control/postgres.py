@@ -30,19 +30,30 @@ from psycopg.types.string import TextLoader
 
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import HoldLost, HoldRefused
+from stateous.control.known import LIVE_TASK_ID, KnownStates
 from stateous.control.migrations import SchemaError, migrate, upgrade_failed
 from stateous.control.sql import (
     INSERT_TOKEN,
+    STATE_COLUMNS,
     TASK_BY_ID,
     TIMER_BY_ID,
     SqlTx,
+    counts_columns,
     next_queued_sql,
     task_row,
     timer_row,
     token_row,
     token_state_sql,
 )
-from stateous.control.store import KeepAndRaise, Result, TaskRow, TimerRow, TokenRow, Tx
+from stateous.control.store import (
+    LIVE_TASK,
+    KeepAndRaise,
+    Result,
+    TaskRow,
+    TimerRow,
+    TokenRow,
+    Tx,
+)
 from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.store")
@@ -73,6 +84,10 @@ RETRY_PAUSE = (0.02, 0.08)
 #: Conflicts with another transaction: the operation runs again once.
 _CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 _BEGIN_WRITE = "BEGIN"
+#: A value not known to this transaction.
+_UNKNOWN: Any = object()
+#: The task columns of a token state whose token has no live task.
+_NO_TASK = (None,) * 9
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
@@ -100,7 +115,8 @@ def _family_sql(token: str) -> str:
 def _claim_sql(states: int) -> str:
     """The oldest free queued task of `states` states with its token, locked, then what the
     grant shows besides the token: the data of the event that brought the token into its
-    state, and the memory of the state.
+    state, and the memory of the state; then the token's last ledger number and number of
+    pending timers, so that the claim knows the token's whole state.
 
     Those reads run outside the locking query, so once, for the row it locked,
     not for each row it passes over because another claim holds it.
@@ -112,7 +128,8 @@ def _claim_sql(states: int) -> str:
         "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
         "AND kind = 'event_accepted' ORDER BY seq DESC LIMIT 1), "
         "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
-        f"WHERE memory.token = q.of_token AND memory.state = q.of_state) FROM ({locked}) q"
+        "WHERE memory.token = q.of_token AND memory.state = q.of_state), "
+        f"{', '.join(counts_columns('q.of_token'))} FROM ({locked}) q"
     )
 
 
@@ -127,6 +144,20 @@ def _literal(value: Any) -> str:
     if type(value) is int:
         return str(value)
     raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
+
+
+@cache
+def _proof_sql() -> str:
+    """One value, read after the token's lock: 1 when the token's state is the one given
+    (a row of `token_state_sql`), else a division by zero, which stops the transaction;
+    also when the token is not there."""
+    same = " AND ".join(f"({column})::text IS NOT DISTINCT FROM ?" for column in STATE_COLUMNS)
+    state = token_state_sql("?", f"CASE WHEN {same} THEN 1 ELSE 0 END")
+    return f"SELECT 1 / coalesce(({state}), 0)"
+
+
+class Stale(Exception):
+    """A token's state that this control plane kept is not the database's any more."""
 
 
 class Unreachable(Failure):
@@ -286,6 +317,7 @@ class PostgresStore:
         self.clock = clock
         self._fenced: Exception | None = None
         self._ids = Ids()
+        self._known = KnownStates()
         self._pool = Pool(
             lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
             size,
@@ -309,9 +341,12 @@ class PostgresStore:
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` in one transaction that locks the tokens it reads; once more on
-        a deadlock."""
+        a deadlock, or when a token's state that this control plane kept was old."""
         try:
-            return self._attempt(operation, _BEGIN_WRITE, _CONFLICTS)
+            try:
+                return self._attempt(operation, _BEGIN_WRITE, _CONFLICTS, prove=True)
+            except Stale:
+                return self._attempt(operation, _BEGIN_WRITE, _CONFLICTS)
         except _CONFLICTS as ex:
             log.info("a transaction met another (%s); it runs once more", _first_line(ex))
         # Row locks are not queued fairly: let the other transaction finish first.
@@ -370,12 +405,13 @@ class PostgresStore:
         operation: Callable[[Tx], Result],
         begin: str,
         conflicts: tuple[type[Exception], ...],
+        prove: bool = False,
     ) -> Result:
         if self._fenced is not None:
             raise self._fenced
         try:
             with self._pool.connection() as connection:
-                return self._transaction(connection, operation, begin)
+                return self._transaction(connection, operation, begin, prove)
         except conflicts:
             raise
         except Unanswered as lost:
@@ -384,13 +420,15 @@ class PostgresStore:
             raise DatabaseBusy(f"the database is busy ({_first_line(ex)}); try again") from None
 
     def _transaction(
-        self, connection: Connection, operation: Callable[[Tx], Result], begin: str
+        self, connection: Connection, operation: Callable[[Tx], Result], begin: str, prove: bool
     ) -> Result:
         """Run one transaction and commit it; roll it back on any error."""
         kept: Exception | None = None
         result: Any = None
+        tx = PostgresTx(
+            connection, self.clock(), self._ids, begin=begin, known=self._known, prove=prove
+        )
         try:
-            tx = PostgresTx(connection, self.clock(), self._ids, begin=begin)
             try:
                 result = tx.run(operation)
             except KeepAndRaise as ex:
@@ -404,10 +442,12 @@ class PostgresStore:
                     raise Unanswered(tx, connection.session, result, kept) from ex
                 raise
         except BaseException:
+            tx.forget()
             if not connection.broken and connection.info.transaction_status != IDLE:
                 with suppress(psycopg.Error):
                     connection.execute("ROLLBACK")
             raise
+        tx.remember()
         if kept is not None:
             raise kept
         return result
@@ -501,7 +541,16 @@ class PostgresTx(SqlTx):
     children never wait for each other in opposite orders.
     """
 
-    def __init__(self, connection: Connection, now: float, ids: Ids, *, begin: str) -> None:
+    def __init__(
+        self,
+        connection: Connection,
+        now: float,
+        ids: Ids,
+        *,
+        begin: str,
+        known: KnownStates | None = None,
+        prove: bool = False,
+    ) -> None:
         super().__init__(now)
         self.connection = connection
         self.ids = ids
@@ -509,6 +558,16 @@ class PostgresTx(SqlTx):
         self.writing = begin == _BEGIN_WRITE
         if self.writing:
             self.for_update = " FOR UPDATE"
+        #: The token states this control plane committed last; with `prove`, a write starts
+        #: from them, and proves them in the database with its first batch.
+        self.known = known if self.writing else None
+        self.prove = prove
+        self._proving = False
+        self._proven: set[str] = set()
+        #: The live task of a token as this transaction leaves it (None: it has none).
+        self._live_after: dict[str, tuple[Any, ...] | None] = {}
+        #: Tokens changed in ways this transaction does not follow to the end.
+        self._unsure: set[str] = set()
         self._begun = False
         #: The first ledger row of this transaction: token, number (None when the database
         #: numbers it), time, kind and data; it tells whether an unanswered COMMIT was kept.
@@ -535,15 +594,22 @@ class PostgresTx(SqlTx):
         self, statements: list[tuple[str, tuple[Any, ...]]], closing: str | None = None
     ) -> list[list[tuple[Any, ...]]]:
         """Send BEGIN if not yet sent, the changes that wait, then `statements` and `closing`,
-        as one text; answer the rows of each statement that has rows."""
+        as one text; answer the rows of each of `statements`.
+
+        Each part of the text has one result, so a statement's result is found by
+        its place.
+        """
         text = [] if self._begun else [self.begin]
+        places = []
         prepared = self.connection.prepared
         fresh: dict[str, str] = {}
-        for sql, bindings in [*self._changes, *statements]:
+        for index, (sql, bindings) in enumerate([*self._changes, *statements]):
             name = prepared.get(sql) or fresh.get(sql)
             if name is None:
                 name = fresh[sql] = f"stateous_{next(self.connection.names)}"
                 text.append(f"PREPARE {name} AS {_numbered(sql)}")
+            if index >= len(self._changes):
+                places.append(len(text))
             values = ", ".join(map(_literal, bindings))
             text.append(f"EXECUTE {name}({values})" if bindings else f"EXECUTE {name}")
         if closing is not None:
@@ -553,9 +619,15 @@ class PostgresTx(SqlTx):
             raise ValueError("a text with a NUL character cannot be kept on Postgres")
         self._changes = []
         self._begun = True
-        results = self.connection.run(batch)
+        try:
+            results = self.connection.run(batch)
+        except errors.DivisionByZero:
+            if self._proving:
+                raise Stale from None
+            raise
+        self._proving = False
         prepared.update(fresh)
-        return [self.connection.rows(result) for result in results if result.status == TUPLES_OK]
+        return [self.connection.rows(results[place]) for place in places]
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
@@ -584,14 +656,87 @@ class PostgresTx(SqlTx):
 
     def token(self, token: str) -> TokenRow | None:
         if self.writing and token not in self._rows:
-            self._lock("?", token)
+            state = self._kept(token)
+            if state is None:
+                self._lock("?", token)
+            else:
+                self._take(token, state)
             row = self._rows.get(token)
             return None if row is None else token_row(row)
         return super().token(token)
 
+    def _kept(self, token: str) -> tuple[Any, ...] | None:
+        """The state of a token not read yet in this transaction, as this control plane
+        committed it last, if it may start from there."""
+        if not self.prove or self.known is None or token in self._rows:
+            return None
+        return self.known.get(token)
+
+    def _take(self, token: str, state: tuple[Any, ...]) -> None:
+        """Start from a token's state as this control plane committed it. The family lock
+        and the proof of the state wait for the next batch, ahead of any write, so the
+        transaction goes no further if the state is not the database's."""
+        self.change(_family_sql("?"), (token, token))
+        self.change(_proof_sql(), (*(None if v is None else str(v) for v in state), token))
+        self._proving = True
+        self._proven.add(token)
+        self.keep_state(state)
+
+    def remember(self) -> None:
+        """After the COMMIT: keep the state of each token that this transaction knows whole,
+        as it left it; forget the others it read or changed."""
+        if self.known is None:
+            return
+        whole = {}
+        for token, row in self._rows.items():
+            if token in self._unsure or token not in self._next_seq or token not in self._timers:
+                continue
+            live = self._live_after.get(token, self._live.get(token, _UNKNOWN))
+            if live is _UNKNOWN:
+                continue
+            last = self._next_seq[token] - 1 or None
+            whole[token] = (*row, last, self._timers[token], *(live or _NO_TASK))
+        self.known.drop((set(self._rows) | self._unsure) - set(whole))
+        for token, state in whole.items():
+            self.known.put(token, state)
+
+    def forget(self) -> None:
+        """After a transaction that did not commit: forget the states it read or took."""
+        if self.known is not None:
+            self.known.drop(set(self._rows) | self._proven | self._unsure)
+
+    def insert_task(self, token: str, state: str, visit: int) -> int:
+        ident = super().insert_task(token, state, visit)
+        self._live_after[token] = (ident, token, state, visit, "queued", 0, None, None, self.stamp)
+        return ident
+
+    def save_task(self, row: TaskRow) -> None:
+        before = self._live_after.get(row.token, self._live.get(row.token, _UNKNOWN))
+        super().save_task(row)
+        if row.status in LIVE_TASK:
+            self._live_after[row.token] = self.task_values(row)
+        elif before is not _UNKNOWN and before is not None and before[0] == row.id:
+            self._live_after[row.token] = None
+        else:
+            self._unsure.add(row.token)
+
+    def cancel_timers(self, token: str, kind: str | None = None) -> None:
+        super().cancel_timers(token, kind)
+        if kind is not None:
+            self._unsure.add(token)
+
+    def set_timer_status(self, timer: int, status: str) -> None:
+        super().set_timer_status(timer, status)
+        self._unsure.update(self._rows)
+
     def task(self, task: int) -> TaskRow | None:
         if not self.writing:
             return super().task(task)
+        token = self.known.token_of(task) if self.prove and self.known is not None else None
+        state = self._kept(token) if token is not None else None
+        if state is not None and state[LIVE_TASK_ID] == task:
+            self._take(token, state)  # type: ignore[arg-type]
+            return task_row(state[LIVE_TASK_ID:])
         row = self._lock("(SELECT token FROM tasks WHERE id = ?)", task, TASK_BY_ID)
         return None if row is None else task_row(row)
 
@@ -614,12 +759,16 @@ class PostgresTx(SqlTx):
         row = self.one(_claim_sql(len(states)), tuple(states))
         if row is None:
             return None
-        token, state, accepted, memory = row[-4:]
+        token, state, accepted, memory, last, timers = row[-6:]
         self._grant_reads[(token, state)] = (
             None if accepted is None else _decode(accepted),
             {} if memory is None else _decode(memory),
         )
-        return self.queued(row[:-4])
+        # A number read before the lock and old by now makes the claim's ledger row clash
+        # with another, so the claim runs again; an old count fails the next proof.
+        self._next_seq.setdefault(token, (last or 0) + 1)
+        self._timers.setdefault(token, timers)
+        return self.queued(row[:-6])
 
     def grant_reads(self, token: str, state: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         known = self._grant_reads.pop((token, state), None)

@@ -109,22 +109,36 @@ def _columns(names: str, table: str) -> str:
     return ", ".join(f"{table}.{name}" for name in names.split(", "))
 
 
-@cache
-def token_state_sql(token: str) -> str:
-    """One row: the token that the SQL `token` names, its last ledger number, its number of
-    pending timers, its live task.
-
-    A move needs them all, so they come back together; the task's columns are
-    empty when the token has no live task.
-    """
+def counts_columns(token: str) -> tuple[str, str]:
+    """The last ledger number and the number of pending timers of the token that the SQL
+    `token` names."""
     return (
-        f"SELECT {_columns(_TOKEN, 'k')}, "
-        "(SELECT max(seq) FROM ledger WHERE ledger.token = k.token), "
-        "(SELECT count(*) FROM timers WHERE timers.token = k.token AND status = 'pending'), "
-        f"{_columns(_TASK, 't')} FROM tokens k LEFT JOIN tasks t ON t.id = "
-        f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK}) "
-        f"WHERE k.token = {token}"
+        f"(SELECT max(seq) FROM ledger WHERE ledger.token = {token})",
+        f"(SELECT count(*) FROM timers WHERE timers.token = {token} AND status = 'pending')",
     )
+
+
+#: What `token_state_sql` reads: the token's columns, its last ledger number, its number of
+#: pending timers, then its live task's columns (empty when it has none).
+STATE_COLUMNS = (
+    *(f"k.{name}" for name in _TOKEN.split(", ")),
+    *counts_columns("k.token"),
+    *(f"t.{name}" for name in _TASK.split(", ")),
+)
+_STATE_TABLES = (
+    "tokens k LEFT JOIN tasks t ON t.id = "
+    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK})"
+)
+
+
+@cache
+def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
+    """One row: the `columns` (by default `STATE_COLUMNS`) of the token that the SQL `token`
+    names.
+
+    A move needs them all, so they come back together.
+    """
+    return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
 
 
 @cache
@@ -376,19 +390,27 @@ class SqlTx(ABC):
         row = self.one(TASK_BY_ID, (task,))
         return None if row is None else task_row(row)
 
+    def task_values(self, row: TaskRow) -> tuple[Any, ...]:
+        """A task's columns, as the database keeps them."""
+        return (
+            row.id,
+            row.token,
+            row.state,
+            row.visit,
+            row.status,
+            row.attempt,
+            row.claimed_by,
+            None if row.lease_until is None else to_column(row.lease_until),
+            to_column(row.queued_at),
+        )
+
     def save_task(self, row: TaskRow) -> None:
         self._live.pop(row.token, None)
+        values = self.task_values(row)
         self.change(
             "UPDATE tasks SET status = ?, attempt = ?, claimed_by = ?, lease_until = ?, "
             "queued_at = ? WHERE id = ?",
-            (
-                row.status,
-                row.attempt,
-                row.claimed_by,
-                None if row.lease_until is None else to_column(row.lease_until),
-                to_column(row.queued_at),
-                row.id,
-            ),
+            (*values[4:], row.id),
         )
 
     def live_task(self, token: str) -> TaskRow | None:
