@@ -84,11 +84,11 @@ RETRY_PAUSE = (0.02, 0.08)
 #: Conflicts with another transaction: the operation runs again once.
 _CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 _BEGIN_WRITE = "BEGIN"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #: A value not known to this transaction.
 _UNKNOWN: Any = object()
 #: The task columns of a token state whose token has no live task.
 _NO_TASK = (None,) * 9
-_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 
 @cache
@@ -433,6 +433,9 @@ class PostgresStore:
                 result = tx.run(operation)
             except KeepAndRaise as ex:
                 kept = ex.error
+            except Exception:
+                tx.prove_taken()
+                raise
             try:
                 tx.commit()
             except psycopg.OperationalError as ex:
@@ -538,7 +541,10 @@ class PostgresTx(SqlTx):
 
     In a write, reading a token locks it, and first the top token of its family:
     every transaction on a family takes that one lock first, so a parent and its
-    children never wait for each other in opposite orders.
+    children never wait for each other in opposite orders. A token whose state
+    this control plane kept (`KnownStates`) is not read: its locks and the proof
+    of the kept state go out with the next batch, ahead of anything else of this
+    transaction's for it.
     """
 
     def __init__(
@@ -681,6 +687,14 @@ class PostgresTx(SqlTx):
         self._proving = True
         self._proven.add(token)
         self.keep_state(state)
+
+    def prove_taken(self) -> None:
+        """Before a refusal that writes nothing is answered: prove the kept states it was
+        decided on, which otherwise would go out with the COMMIT (raises `Stale`)."""
+        if self._proving:
+            proofs = (_family_sql("?"), _proof_sql())
+            self._changes = [change for change in self._changes if change[0] in proofs]
+            self._send([])
 
     def remember(self) -> None:
         """After the COMMIT: keep the state of each token that this transaction knows whole,

@@ -95,3 +95,15 @@ def test_fires_racing_on_one_token_each_move_it_once(plane: Plane) -> None:
     queued = [entry for entry in history if entry.kind == "task_queued"]
     cancelled = [entry.data["task"] for entry in history if entry.kind == "task_cancelled"]
     assert cancelled == [entry.data["task"] for entry in queued[:-1]]
+
+
+def test_a_refusal_is_decided_on_what_the_database_holds(plane: Plane, url: str) -> None:
+    plane.engine.start("ORDER-1", {"title": "x"})
+    plane.engine.pause("ORDER-1")
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute("UPDATE tokens SET status = 'active' WHERE token = 'ORDER-1'")
+
+    # Kept, the token is paused and a pause is refused; in the database it is active.
+    view = plane.engine.pause("ORDER-1")
+
+    assert view.status == "paused"
