@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from stateous.control.sql import STATE_TASK
+
 #: How many tokens' states are kept; the oldest goes first.
 SIZE = 2048
-#: Where a state (a row of `token_state_sql`) has the id of the token's live task.
-LIVE_TASK_ID = 11
 
 
 class KnownStates:
@@ -40,8 +40,8 @@ class KnownStates:
         with self._lock:
             self._pop(token)
             self._states[token] = state
-            if state[LIVE_TASK_ID] is not None:
-                self._tokens[state[LIVE_TASK_ID]] = token
+            if state[STATE_TASK] is not None:
+                self._tokens[state[STATE_TASK]] = token
             if len(self._states) > self._size:
                 self._pop(next(iter(self._states)))
 
@@ -52,5 +52,5 @@ class KnownStates:
 
     def _pop(self, token: str) -> None:
         state = self._states.pop(token, None)
-        if state is not None and self._tokens.get(state[LIVE_TASK_ID]) == token:
-            del self._tokens[state[LIVE_TASK_ID]]
+        if state is not None and self._tokens.get(state[STATE_TASK]) == token:
+            del self._tokens[state[STATE_TASK]]

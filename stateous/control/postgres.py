@@ -30,11 +30,12 @@ from psycopg.types.string import TextLoader
 
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import HoldLost, HoldRefused
-from stateous.control.known import LIVE_TASK_ID, KnownStates
+from stateous.control.known import KnownStates
 from stateous.control.migrations import SchemaError, migrate, upgrade_failed
 from stateous.control.sql import (
     INSERT_TOKEN,
     STATE_COLUMNS,
+    STATE_TASK,
     TASK_BY_ID,
     TIMER_BY_ID,
     SqlTx,
@@ -88,7 +89,7 @@ _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 #: A value not known to this transaction.
 _UNKNOWN: Any = object()
 #: The task columns of a token state whose token has no live task.
-_NO_TASK = (None,) * 9
+_NO_TASK = (None,) * (len(STATE_COLUMNS) - STATE_TASK)
 
 
 @cache
@@ -748,9 +749,9 @@ class PostgresTx(SqlTx):
             return super().task(task)
         token = self.known.token_of(task) if self.prove and self.known is not None else None
         state = self._kept(token) if token is not None else None
-        if state is not None and state[LIVE_TASK_ID] == task:
+        if state is not None and state[STATE_TASK] == task:
             self._take(token, state)  # type: ignore[arg-type]
-            return task_row(state[LIVE_TASK_ID:])
+            return task_row(state[STATE_TASK:])
         row = self._lock("(SELECT token FROM tasks WHERE id = ?)", task, TASK_BY_ID)
         return None if row is None else task_row(row)
 

@@ -125,6 +125,8 @@ STATE_COLUMNS = (
     *counts_columns("k.token"),
     *(f"t.{name}" for name in _TASK.split(", ")),
 )
+#: Where a row of `token_state_sql` starts its live task's columns.
+STATE_TASK = STATE_COLUMNS.index("t.id")
 _STATE_TABLES = (
     "tokens k LEFT JOIN tasks t ON t.id = "
     f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK})"
