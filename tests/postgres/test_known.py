@@ -1,8 +1,8 @@
 """Writes that start from the state this control plane committed last: the database proves it.
 
 Each test changes a token from a connection of its own, behind the control
-plane's back, or races writes on one token, and checks that every move follows
-what the database holds.
+plane's back, then checks that the next request follows what the database holds.
+Fires racing on one token are in tests/control/test_races.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pytest
 from stateous.control.errors import AttemptOver
 from stateous.model.wire import ReportBody
 from tests.control.support import Backend, Plane, orders, plane_for
-from tests.control.test_races import together
 
 
 @pytest.fixture
@@ -25,16 +24,27 @@ def plane(backend: Backend) -> Iterator[Plane]:
     served.store.close()
 
 
+def change_elsewhere(url: str, sql: str) -> None:
+    """Run `sql` on a connection of the test's own: a change the control plane did not make."""
+    with psycopg.connect(url, autocommit=True) as other:
+        other.execute(sql)
+
+
+def kept_order(plane: Plane) -> None:
+    """Start ORDER-1 and fire at it once, so that the control plane keeps its state."""
+    plane.engine.start("ORDER-1", {"title": "x"})
+    plane.engine.fire("ORDER-1", "remind")
+
+
 def test_a_token_changed_elsewhere_moves_from_what_the_database_holds(
     plane: Plane, url: str
 ) -> None:
-    plane.engine.start("ORDER-1", {"title": "x"})
-    plane.engine.fire("ORDER-1", "remind")
-    with psycopg.connect(url, autocommit=True) as other:
-        other.execute(
-            'UPDATE tokens SET context = \'{"title":"changed","amount":0,"tags":[]}\' '
-            "WHERE token = 'ORDER-1'"
-        )
+    kept_order(plane)
+    change_elsewhere(
+        url,
+        'UPDATE tokens SET context = \'{"title":"changed","amount":0,"tags":[]}\' '
+        "WHERE token = 'ORDER-1'",
+    )
 
     view = plane.engine.fire("ORDER-1", "remind")
 
@@ -43,14 +53,13 @@ def test_a_token_changed_elsewhere_moves_from_what_the_database_holds(
 
 
 def test_a_ledger_row_written_elsewhere_is_followed_not_overwritten(plane: Plane, url: str) -> None:
-    plane.engine.start("ORDER-1", {"title": "x"})
-    plane.engine.fire("ORDER-1", "remind")
-    with psycopg.connect(url, autocommit=True) as other:
-        other.execute(
-            "INSERT INTO ledger (token, seq, at, kind, data) SELECT token, max(seq) + 1, "
-            "max(at), 'note', '{\"text\":\"from elsewhere\"}' FROM ledger "
-            "WHERE token = 'ORDER-1' GROUP BY token"
-        )
+    kept_order(plane)
+    change_elsewhere(
+        url,
+        "INSERT INTO ledger (token, seq, at, kind, data) SELECT token, max(seq) + 1, "
+        "max(at), 'note', '{\"text\":\"from elsewhere\"}' FROM ledger "
+        "WHERE token = 'ORDER-1' GROUP BY token",
+    )
 
     plane.engine.fire("ORDER-1", "remind")
 
@@ -64,8 +73,7 @@ def test_a_report_on_an_attempt_ended_elsewhere_is_refused(plane: Plane, url: st
     plane.engine.start("ORDER-1", {"title": "x"})
     grant = plane.engine.claim("box-1", ["draft"])
     assert grant is not None
-    with psycopg.connect(url, autocommit=True) as other:
-        other.execute("UPDATE tasks SET attempt = attempt + 1 WHERE id = %s", (grant.task,))
+    change_elsewhere(url, f"UPDATE tasks SET attempt = attempt + 1 WHERE id = {grant.task}")
 
     with pytest.raises(AttemptOver):
         plane.engine.report(
@@ -75,33 +83,10 @@ def test_a_report_on_an_attempt_ended_elsewhere_is_refused(plane: Plane, url: st
     assert plane.engine.get("ORDER-1").state == "draft"
 
 
-def test_fires_racing_on_one_token_each_move_it_once(plane: Plane) -> None:
-    plane.engine.start("ORDER-1", {"title": "x"})
-    fires = 6
-
-    def fire_all(index: int) -> None:
-        for _ in range(fires):
-            plane.engine.fire("ORDER-1", "remind")
-
-    results = together(fire_all)
-
-    assert results == [None] * len(results)
-    history = plane.engine.history("ORDER-1")
-    assert [entry.seq for entry in history] == list(range(1, len(history) + 1))
-    reminders = [entry for entry in history if entry.data.get("event") == "remind"]
-    assert len(reminders) == fires * len(results)
-    token = plane.engine.get("ORDER-1")
-    assert token.visit == 1 + fires * len(results)
-    queued = [entry for entry in history if entry.kind == "task_queued"]
-    cancelled = [entry.data["task"] for entry in history if entry.kind == "task_cancelled"]
-    assert cancelled == [entry.data["task"] for entry in queued[:-1]]
-
-
 def test_a_refusal_is_decided_on_what_the_database_holds(plane: Plane, url: str) -> None:
-    plane.engine.start("ORDER-1", {"title": "x"})
+    kept_order(plane)
     plane.engine.pause("ORDER-1")
-    with psycopg.connect(url, autocommit=True) as other:
-        other.execute("UPDATE tokens SET status = 'active' WHERE token = 'ORDER-1'")
+    change_elsewhere(url, "UPDATE tokens SET status = 'active' WHERE token = 'ORDER-1'")
 
     # Kept, the token is paused and a pause is refused; in the database it is active.
     view = plane.engine.pause("ORDER-1")
