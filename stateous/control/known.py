@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from stateous.control.sql import STATE_TASK
+from stateous.control.sql import STATE_LAST, STATE_TASK
 
 #: How many tokens' states are kept; the oldest goes first.
 SIZE = 2048
@@ -37,7 +37,12 @@ class KnownStates:
         return self._tokens.get(task)
 
     def put(self, token: str, state: tuple[Any, ...]) -> None:
+        """Keep a token's state, unless the one kept already has a later ledger row: two
+        transactions on a token commit in turn, but may come here the other way round."""
         with self._lock:
+            kept = self._states.get(token)
+            if kept is not None and (kept[STATE_LAST] or 0) > (state[STATE_LAST] or 0):
+                return
             self._pop(token)
             self._states[token] = state
             if state[STATE_TASK] is not None:

@@ -147,13 +147,18 @@ def _literal(value: Any) -> str:
     raise TypeError(f"a {type(value).__name__} cannot be written into a statement")
 
 
+#: The start of the error that a proof stops its transaction with; Postgres logs it.
+STALE = "stateous: the state this control plane kept of token "
+
+
 @cache
 def _proof_sql() -> str:
     """One value, read after the token's lock: 1 when the token's state is the one given
-    (a row of `token_state_sql`), else a division by zero, which stops the transaction;
-    also when the token is not there."""
+    (a row of `token_state_sql`); else an error that stops the transaction and says why in
+    the server's log (a division by zero when the token is not there at all)."""
     same = " AND ".join(f"({column})::text IS NOT DISTINCT FROM ?" for column in STATE_COLUMNS)
-    state = token_state_sql("?", f"CASE WHEN {same} THEN 1 ELSE 0 END")
+    stale = f"CAST('{STALE}' || k.token || ' is old; the write runs again' AS INTEGER)"
+    state = token_state_sql("?", f"CASE WHEN {same} THEN 1 ELSE {stale} END")
     return f"SELECT 1 / coalesce(({state}), 0)"
 
 
@@ -628,8 +633,8 @@ class PostgresTx(SqlTx):
         self._begun = True
         try:
             results = self.connection.run(batch)
-        except errors.DivisionByZero:
-            if self._proving:
+        except (errors.DivisionByZero, errors.InvalidTextRepresentation) as ex:
+            if self._proving and (STALE in str(ex) or isinstance(ex, errors.DivisionByZero)):
                 raise Stale from None
             raise
         self._proving = False

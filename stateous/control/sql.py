@@ -125,7 +125,8 @@ STATE_COLUMNS = (
     *counts_columns("k.token"),
     *(f"t.{name}" for name in _TASK.split(", ")),
 )
-#: Where a row of `token_state_sql` starts its live task's columns.
+#: Where a row of `token_state_sql` has its last ledger number, and starts its live task.
+STATE_LAST = len(_TOKEN.split(", "))
 STATE_TASK = STATE_COLUMNS.index("t.id")
 _STATE_TABLES = (
     "tokens k LEFT JOIN tasks t ON t.id = "
