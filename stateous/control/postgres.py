@@ -631,13 +631,14 @@ class PostgresTx(SqlTx):
             raise ValueError("a text with a NUL character cannot be kept on Postgres")
         self._changes = []
         self._begun = True
+        # The proofs that wait go out now: proven here, or the transaction ends here.
+        proving, self._proving = self._proving, False
         try:
             results = self.connection.run(batch)
         except (errors.DivisionByZero, errors.InvalidTextRepresentation) as ex:
-            if self._proving and (STALE in str(ex) or isinstance(ex, errors.DivisionByZero)):
+            if proving and (STALE in str(ex) or isinstance(ex, errors.DivisionByZero)):
                 raise Stale from None
             raise
-        self._proving = False
         prepared.update(fresh)
         return [self.connection.rows(results[place]) for place in places]
 
