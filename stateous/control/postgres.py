@@ -733,9 +733,10 @@ class PostgresTx(SqlTx):
 
     def save_task(self, row: TaskRow) -> None:
         before = self._live_after.get(row.token, self._live.get(row.token, _UNKNOWN))
-        super().save_task(row)
+        values = self.task_values(row)
+        self.update_task(values)
         if row.status in LIVE_TASK:
-            self._live_after[row.token] = self.task_values(row)
+            self._live_after[row.token] = values
         elif before is not _UNKNOWN and before is not None and before[0] == row.id:
             self._live_after[row.token] = None
         else:

@@ -408,12 +408,15 @@ class SqlTx(ABC):
         )
 
     def save_task(self, row: TaskRow) -> None:
-        self._live.pop(row.token, None)
-        values = self.task_values(row)
+        self.update_task(self.task_values(row))
+
+    def update_task(self, values: tuple[Any, ...]) -> None:
+        """Write a task's row from its `task_values`."""
+        self._live.pop(values[1], None)
         self.change(
             "UPDATE tasks SET status = ?, attempt = ?, claimed_by = ?, lease_until = ?, "
             "queued_at = ? WHERE id = ?",
-            (*values[4:], row.id),
+            (*values[4:], values[0]),
         )
 
     def live_task(self, token: str) -> TaskRow | None:
