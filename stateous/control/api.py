@@ -38,7 +38,11 @@ Shape = TypeVar("Shape", bound=msgspec.Struct)
 
 
 def read_body(req: falcon.Request) -> dict[str, Any]:
-    """Return the body as a JSON object (`{}` when empty); raise a Falcon 400 or 413."""
+    """Return the body as a JSON object (`{}` when empty).
+
+    A body that cannot be read (too large, not JSON, too deep) is a Falcon 400 or
+    413; JSON of another shape than an object is `InvalidBody`.
+    """
     length = req.content_length
     if not length:
         return {}
@@ -54,7 +58,9 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
     except RecursionError:
         raise falcon.HTTPBadRequest(description=TOO_DEEP) from None
     if type(value) is not dict:
-        raise falcon.HTTPBadRequest(description="the body is not a JSON object")
+        raise InvalidBody(
+            "the body does not have the shape of the request: it is not a JSON object"
+        )
     # PERF: a body with no more than MAX_DEPTH brackets cannot nest deeper.
     if data.count(b"{") + data.count(b"[") > MAX_DEPTH and not within_depth(value, MAX_DEPTH):
         raise falcon.HTTPBadRequest(description=TOO_DEEP)
@@ -114,10 +120,20 @@ def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> 
 
 
 class Resource:
-    """A noun of the API, served by one engine."""
+    """A noun of the API, served by one engine.
+
+    Every `on_get*` responder also answers `HEAD` (Falcon then sends the headers
+    of the GET answer without its body), as load balancers and uptime checks expect.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        for name, responder in list(vars(cls).items()):
+            if name.startswith("on_get"):
+                setattr(cls, "on_head" + name.removeprefix("on_get"), responder)
 
 
 class Health(Resource):

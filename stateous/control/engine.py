@@ -29,6 +29,7 @@ from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, t
 from stateous.control.validation import Invalid
 from stateous.model.durations import parse_duration
 from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED, plain_text
+from stateous.model.names import NAME_LIMIT as NAME_LENGTH
 from stateous.model.wire import (
     TOKEN_STATUSES,
     Duplicate,
@@ -47,6 +48,8 @@ NAME_LIMIT = 256
 NOTE_LIMIT = 500
 MEMORY_KEY_LIMIT = 128
 BATCH_LIMIT = 1000
+#: The longest name that a claim can list: `<workflow>/<state>`.
+CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
 LIST_LIMIT = 1000
 
 
@@ -76,6 +79,11 @@ def _check_name(supervisor: object) -> str:
             f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
         )
     return supervisor
+
+
+def _check_attempt(attempt: int | None) -> None:
+    if attempt is not None and attempt < 1:
+        raise InvalidArgument(f"an attempt is a whole number from 1; {attempt} is not")
 
 
 def _lease_words(seconds: float) -> str:
@@ -330,10 +338,9 @@ class Engine:
         _check_name(supervisor)
         if not isinstance(states, list) or len(states) > BATCH_LIMIT:
             raise InvalidArgument(f"a claim names at most {BATCH_LIMIT} states")
-        unknown = [name for name in states if name not in self.graph.task_states]
-        if unknown:
+        if any(len(name) > CLAIM_NAME_LIMIT for name in states):
             raise InvalidArgument(
-                f"the workflow {self.graph.name!r} has no state with a task named {unknown[0]!r}"
+                f"a state's name in a claim has at most {CLAIM_NAME_LIMIT} characters"
             )
         if request is not None and not REQUEST_ID.match(request):
             raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
@@ -448,6 +455,7 @@ class Engine:
         """Add one line of a routine's progress to the token's history."""
         if not isinstance(text, str) or not 1 <= len(text.strip()) <= NOTE_LIMIT:
             raise InvalidPayload(f"a note has 1 to {NOTE_LIMIT} characters")
+        _check_attempt(attempt)
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)
@@ -461,6 +469,7 @@ class Engine:
             raise InvalidPayload(
                 f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
             )
+        _check_attempt(attempt)
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)
@@ -506,6 +515,7 @@ class Engine:
         """Take the outcome of a task: an event, waiting, or a failed attempt."""
         if body.supervisor is not None:
             _check_name(body.supervisor)
+        _check_attempt(body.attempt)
 
         def operation(tx: Tx) -> TokenView:
             row, token = self._held_task(

@@ -123,13 +123,6 @@ class Graph:
             spec = document.workflow_spec(name)
             self.flows[name] = self._index(name, spec, checks, is_top=name == document.workflow)
         self.top = self.flows[document.workflow]
-        #: Claim names (`state` or `workflow/state`) of every state that has a task.
-        self.task_states = {
-            flow.claim_name(state): (flow, state)
-            for flow in self.flows.values()
-            for state, spec in flow.spec.states.items()
-            if not spec.parallel
-        }
 
     @classmethod
     def load(cls, path: Path | str) -> Graph:

@@ -220,6 +220,60 @@ def test_a_claim_with_the_same_request_id_answers_the_same_grant(served: Served)
     assert kinds(served, "ORDER-1").count("task_claimed") == 1
 
 
+def test_a_claim_of_states_the_graph_does_not_have_matches_no_task(served: Served) -> None:
+    start(served)
+    unknown = ["shipping", "billing/invoice", "s" * 129]
+    ask = {"supervisor": SUPERVISOR, "states": unknown}
+    status, _, body = served.request("POST", "/tasks/claim", ask)
+    assert (status, body) == (204, None)
+    ask = {"supervisor": SUPERVISOR, "states": [f"old-{index}" for index in range(999)]}
+    assert served.request("POST", "/tasks/claim", ask)[:1] == (204,)
+    grant = claim_of(served, [*unknown, "draft"])
+    assert (grant["token"], grant["state"]) == ("ORDER-1", "draft")
+
+
+def claim_of(served: Served, states: list[str]) -> dict[str, Any]:
+    status, _, grant = served.request(
+        "POST", "/tasks/claim", {"supervisor": SUPERVISOR, "states": states}
+    )
+    assert status == 200, grant
+    return grant
+
+
+#: Every GET route, with a path that exists once ORDER-1 is started.
+GET_PATHS = [
+    "/health",
+    "/workflow",
+    "/tokens",
+    "/tokens?status=active&limit=5",
+    "/tokens/ORDER-1",
+    "/tokens/ORDER-1/history",
+    "/tokens/NOPE-1",
+    "/nowhere",
+]
+
+
+@pytest.mark.parametrize("path", GET_PATHS)
+def test_head_answers_like_get_without_a_body(served: Served, path: str) -> None:
+    start(served)
+    connection = served.connect()
+    try:
+        connection.request("GET", path)
+        got = connection.getresponse()
+        body = got.read()
+        connection.request("HEAD", path)
+        head = connection.getresponse()
+        assert head.read() == b""
+        assert head.status == got.status
+        assert head.getheader("content-type") == got.getheader("content-type")
+        assert head.getheader("content-length") == str(len(body))
+        # the connection stays usable after a HEAD
+        connection.request("GET", "/health")
+        assert connection.getresponse().read()
+    finally:
+        connection.close()
+
+
 def test_a_heartbeat_answers_the_tasks_that_are_lost(served: Served) -> None:
     start(served)
     grant = claim(served, "draft")
@@ -400,10 +454,6 @@ REFUSALS = [
         "bad_request",
         raw=b'{"payload": ',
     ),
-    Refusal("a body that is a JSON array", "POST", "/tokens", 400, "bad_request", raw=b"[]"),
-    Refusal(
-        "a body that is a JSON string", "POST", "/tasks/claim", 400, "bad_request", raw=b'"box-1"'
-    ),
     Refusal("a body that is not UTF-8", "POST", "/tokens", 400, "bad_request", raw=b"\xff\xfe"),
     Refusal(
         "a body with trailing data",
@@ -456,6 +506,22 @@ REFUSALS = [
         422,
         "invalid_argument",
         {"supervisor": SUPERVISOR, "states": ["review"], "request": "bad id!"},
+    ),
+    Refusal(
+        "a claim of a state name of 130 characters",
+        "POST",
+        "/tasks/claim",
+        422,
+        "invalid_argument",
+        {"supervisor": SUPERVISOR, "states": ["s" * 130]},
+    ),
+    Refusal(
+        "a claim of a state name that is a number",
+        "POST",
+        "/tasks/claim",
+        422,
+        "invalid_body",
+        {"supervisor": SUPERVISOR, "states": [7]},
     ),
     Refusal(
         "a claim of 1001 states",
@@ -745,6 +811,22 @@ REFUSALS = [
         "task_not_held",
         {"text": "late"},
     ),
+    *(
+        Refusal(
+            f"{what} for attempt {attempt}",
+            method,
+            path,
+            422,
+            "invalid_argument",
+            {**body, "attempt": attempt},
+        )
+        for what, method, path, body in (
+            ("a report", "POST", "/tasks/{review}/report", {"kind": "waiting", **LIVE}),
+            ("a note", "POST", "/tasks/{review}/note", {"text": "hi"}),
+            ("a memory write", "PUT", "/tasks/{review}/memory", {"key": "k", "value": 1}),
+        )
+        for attempt in (0, -1)
+    ),
     Refusal(
         "a report of an attempt that is over",
         "POST",
@@ -769,6 +851,36 @@ REFUSALS = [
         "attempt_over",
         {"key": "k", "value": 1, "attempt": 1},
     ),
+]
+
+#: Every route that reads a body, with a path that exists in the scene.
+BODY_ROUTES = [
+    ("POST", "/tokens"),
+    ("POST", "/tokens/ORDER-1/events/reviewed"),
+    ("POST", "/tokens/ORDER-1/pause"),
+    ("POST", "/tokens/ORDER-1/resume"),
+    ("POST", "/tokens/ORDER-1/cancel"),
+    ("POST", "/tasks/claim"),
+    ("POST", "/tasks/heartbeat"),
+    ("POST", "/tasks/{review}/report"),
+    ("POST", "/tasks/{review}/note"),
+    ("PUT", "/tasks/{review}/memory"),
+]
+#: JSON that is readable but not an object, where an object is due.
+NOT_OBJECTS = [b"[1, 2]", b'"x"', b"3", b"null", b"true"]
+REFUSALS += [
+    Refusal(
+        f"a body of {raw.decode()} on {method} {path}", method, path, 422, "invalid_body", raw=raw
+    )
+    for method, path in BODY_ROUTES
+    for raw in NOT_OBJECTS
+]
+REFUSALS += [
+    Refusal(
+        f"an unreadable body {raw!r} on {method} {path}", method, path, 400, "bad_request", raw=raw
+    )
+    for method, path in BODY_ROUTES
+    for raw in (b"{", b"\xff", b"[1, 2] x")
 ]
 
 

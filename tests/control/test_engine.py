@@ -304,7 +304,7 @@ def test_a_paused_tokens_tasks_are_not_claimed(plane: Plane) -> None:
         ("x" * 257, ["draft"], None),
         ("box\x00one", ["draft"], None),
         ("box\tone", ["draft"], None),
-        ("box", ["nowhere"], None),
+        ("box", ["s" * 130], None),
         ("box", ["draft"] * 1001, None),
         ("box", ["draft"], "bad id"),
         ("box", ["draft"], "r" * 65),
