@@ -23,8 +23,8 @@ from stateous.control.errors import (
     TokenNotActive,
     TokenNotFound,
 )
-from stateous.control.graph import Flow, Graph
-from stateous.control.moves import Moves, Outcome
+from stateous.control.graph import Flow, Graph, Route
+from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
 from stateous.control.validation import Invalid
 from stateous.model.durations import parse_duration
@@ -176,9 +176,14 @@ class Engine:
                 raise InvalidTokenId(
                     f"{token!r} differs only in case from the token {existing.token!r}"
                 )
-            choice = self.graph.top.choose(START_NAME, None, ctx=checked, payload=None, counts={})
+            flow = self.graph.top
+            choice = self.moves.first_choice(flow, checked)
             if choice is None:
                 raise InvalidContext("no transition from START holds for this context")
+            if isinstance(choice, Route):
+                too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
+                if too_long is not None:
+                    raise InvalidTokenId(too_long)
             row = TokenRow(token, START_NAME, "active", 1, checked, tx.now)
             tx.insert_token(row)
             tx.record(token, "started", {"context": checked})
@@ -217,22 +222,13 @@ class Engine:
                 tx.record(token, "event_rejected", {"event": event, "reason": reason})
                 raise KeepAndRaise(TokenNotActive(reason))
             flow = self.moves.flow(row)
-            if event in BUILTIN_EVENTS or not flow.has_event(event):
-                reason = (
-                    f"{event!r} is an event of Stateous itself; it cannot be fired"
-                    if event in BUILTIN_EVENTS
-                    else f"workflow {flow.name!r} has no event {event!r}"
-                )
-                raise KeepAndRaise(self.moves.reject(tx, row, event, reason))
+            if event in BUILTIN_EVENTS:
+                reason = f"{event!r} is an event of Stateous itself; it cannot be fired"
+                self.moves.refuse(tx, row, event, reason)
+            if not flow.has_event(event):
+                self.moves.refuse(tx, row, event, f"workflow {flow.name!r} has no event {event!r}")
             checked = self._payload(flow, event, payload)
-            if row.status == "paused":
-                self.moves.hold(tx, row, event, checked, {}, key)
-                return view(row)
-            choice = self.moves.choose(tx, row, event, checked)
-            if choice is None:
-                reason = self.moves.no_route_reason(row, event)
-                raise KeepAndRaise(self.moves.reject(tx, row, event, reason))
-            self.moves.take(tx, row, event, checked, choice, key=key)
+            self.moves.route(tx, row, Arrival(event, checked, key=key), Unrouted.REFUSE)
             return view(row)
 
         return self.store.write(operation)
@@ -293,33 +289,34 @@ class Engine:
         return self.store.write(operation)
 
     def _replay(self, tx: Tx, token: str, held: dict[str, Any]) -> None:
+        """Apply an event held while the token was paused, or drop it if it no longer fits.
+
+        A held report applies only to the visit it was reported in; an event of
+        Stateous itself that still cannot move the token fails it, as it would
+        have when it arrived.
+        """
         row = self._token(tx, token)
         event = held["event"]
         if row.status != "active":
-            self._drop(tx, token, event, f"token {token!r} is {row.status}")
+            self.moves.drop(tx, row, event, f"token {token!r} is {row.status}")
             return
-        if "task" in held and (row.state, row.visit) != (held["state"], held["visit"]):
-            self._drop(tx, token, event, f"the token left {held['state']!r}")
+        reported = "task" in held
+        if reported and (row.state, row.visit) != (held["state"], held["visit"]):
+            self.moves.drop(tx, row, event, f"the token left {held['state']!r}")
             return
-        if event in BUILTIN_EVENTS and "task" not in held:
-            tx.record(token, "event_replayed", {"event": event, "arrival": held["arrival"]})
-            self.moves.deliver(tx, row, event, held.get("payload"), held.get("error"))
-            return
-        before = row.context
-        if held.get("context"):
-            row.context = {**row.context, **held["context"]}
-        choice = self.moves.choose(tx, row, event, held.get("payload"))
-        if choice is None:
-            row.context = before
-            self._drop(tx, token, event, self.moves.no_route_reason(row, event))
-            return
-        tx.record(token, "event_replayed", {"event": event, "arrival": held["arrival"]})
-        task = tx.task(held["task"]) if "task" in held else None
-        self._apply_outcome(tx, row, held.get("context") or {}, held.get("schedules") or [])
-        self.moves.take(tx, row, event, held.get("payload"), choice, outcome=Outcome(task=task))
-
-    def _drop(self, tx: Tx, token: str, event: str, reason: str) -> None:
-        tx.record(token, "event_dropped", {"event": event, "reason": reason})
+        changes = held.get("context") or {}
+        arrival = Arrival(
+            event,
+            held.get("payload"),
+            task=tx.task(held["task"]) if reported else None,
+            changes=changes,
+            context={**row.context, **changes} if changes else None,
+            schedules=held.get("schedules") or [],
+            detail=held.get("error"),
+            replay=held["arrival"],
+        )
+        own = event in BUILTIN_EVENTS and not reported
+        self.moves.route(tx, row, arrival, Unrouted.FAIL if own else Unrouted.DROP)
 
     def cancel(self, token: str) -> TokenView:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
@@ -496,21 +493,6 @@ class Engine:
             checked.append({"event": schedule.event, "payload": payload, "after": seconds})
         return checked
 
-    def _apply_outcome(
-        self,
-        tx: Tx,
-        token: TokenRow,
-        changes: dict[str, Any],
-        schedules: list[dict[str, Any]],
-    ) -> None:
-        if changes:
-            tx.record(token.token, "context_changed", {"changes": changes})
-            tx.save_token(token)
-        for schedule in schedules:
-            self.moves.set_timer(
-                tx, token, schedule["event"], schedule["payload"], schedule["after"], "timer"
-            )
-
     def report(self, task: int, body: ReportBody) -> TokenView:
         """Take the outcome of a task: an event, waiting, or a failed attempt."""
         if body.supervisor is not None:
@@ -529,57 +511,26 @@ class Engine:
             merged = self._context(flow, {**token.context, **changes}) if changes else None
             schedules = self._schedules(flow, body.schedules)
             if body.kind == "waiting":
-                if merged is not None:
-                    token.context = merged
-                self._apply_outcome(tx, token, changes, schedules)
+                self.moves.keep_outcome(tx, token, changes, merged, schedules)
                 row.status, row.lease_until = "waiting", None
                 tx.save_task(row)
                 tx.record(token.token, "task_waiting", {"task": row.id})
                 return view(token)
-            return self._report_event(tx, row, token, flow, body, changes, merged, schedules)
+            event = body.event or ""
+            if not flow.emits(token.state, event):
+                self.moves.refuse(tx, token, event, f"{token.state!r} cannot emit {event!r}")
+            arrival = Arrival(
+                event,
+                self._payload(flow, event, body.payload),
+                task=row,
+                changes=changes,
+                context=merged,
+                schedules=schedules,
+            )
+            self.moves.route(tx, token, arrival, Unrouted.REFUSE)
+            return view(token)
 
         return self.store.write(operation)
-
-    def _report_event(
-        self,
-        tx: Tx,
-        task: TaskRow,
-        token: TokenRow,
-        flow: Flow,
-        body: ReportBody,
-        changes: dict[str, Any],
-        merged: dict[str, Any] | None,
-        schedules: list[dict[str, Any]],
-    ) -> TokenView:
-        event = body.event or ""
-        if not flow.emits(token.state, event):
-            reason = f"{token.state!r} cannot emit {event!r}"
-            raise KeepAndRaise(self.moves.reject(tx, token, event, reason))
-        payload = self._payload(flow, event, body.payload)
-        before = token.context
-        if merged is not None:
-            token.context = merged
-        choice = self.moves.choose(tx, token, event, payload)
-        if choice is None:
-            token.context = before
-            reason = self.moves.no_route_reason(token, event)
-            raise KeepAndRaise(self.moves.reject(tx, token, event, reason))
-        if token.status == "paused":
-            token.context = before
-            task.status, task.lease_until = "waiting", None
-            tx.save_task(task)
-            extra = {
-                "state": token.state,
-                "visit": token.visit,
-                "task": task.id,
-                "context": changes,
-                "schedules": schedules,
-            }
-            self.moves.hold(tx, token, event, payload, extra)
-            return view(token)
-        self._apply_outcome(tx, token, changes, schedules)
-        self.moves.take(tx, token, event, payload, choice, outcome=Outcome(task=task))
-        return view(token)
 
     def _fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
         """Count a failed attempt: try again while retries are left, else deliver `error`."""
@@ -594,7 +545,7 @@ class Engine:
             return
         task.status = "failed"
         tx.save_task(task)
-        self.moves.deliver(tx, token, "error", None, error)
+        self.moves.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
 
     # the clock
 
@@ -636,15 +587,10 @@ class Engine:
                 tx.set_timer_status(ident, "fired")
                 tx.record(token.token, "timer_fired", {"timer": ident, "event": timer.event})
                 if timer.kind == "timeout":
-                    self.moves.deliver(tx, token, "timeout", None)
-                    return True
-                choice = self.moves.choose(tx, token, timer.event, timer.payload)
-                if choice is None:
-                    self.moves.reject(
-                        tx, token, timer.event, self.moves.no_route_reason(token, timer.event)
-                    )
+                    self.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
                 else:
-                    self.moves.take(tx, token, timer.event, timer.payload, choice)
+                    arrival = Arrival(timer.event, timer.payload)
+                    self.moves.route(tx, token, arrival, Unrouted.REJECT)
                 return True
 
             fired += self.store.write(operation)

@@ -1,31 +1,79 @@
-"""How a token moves: routing an event, leaving a state, entering the next one, ending.
+"""How a token moves: the one router of events, and the steps of a move.
 
-These steps run inside a transaction that the engine opened, and write exactly
-the ledger entries of each move. Every path that moves a token (an event from
-outside, a report, a timer, a failed task, a held event on resume, a join) goes
-through `Moves.route`, so one token always moves by the same rules.
+Every path that moves a token (an event from outside, a report, a timer, a
+failed attempt, a join, a held event on resume) hands its event to
+`Moves.route`, which decides in one place what the event does: hold it while
+the token is paused, take the transition that the guards choose, or, when no
+transition takes it, refuse, reject, fail or drop it as the caller says. The
+steps of a move (leave the state, enter the next one, start children, end)
+follow, each writing exactly its ledger entries. Everything runs inside the
+transaction that the engine opened.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, NoReturn
 
-from stateous.control.errors import EventNotAllowed, InvalidTokenId
+from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Graph, Route
-from stateous.control.store import TaskRow, TokenRow, Tx, to_iso
+from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
 from stateous.model.durations import parse_duration
-from stateous.model.names import END_NAME
+from stateous.model.names import END_NAME, START_NAME, STARTED
 
+#: The longest token id; a child's id is its parent's, its state, visit and workflow.
 ID_LIMIT = 128
 
 
-@dataclass(slots=True)
-class Outcome:
-    """The parts of a report that travel with its event: context changes and timers."""
+class Unrouted(Enum):
+    """What becomes of an event that no transition takes; the sender decides."""
 
+    #: Record `event_rejected` and answer 409 `event_not_allowed`: an event from outside,
+    #: a report.
+    REFUSE = "refuse"
+    #: Record `event_rejected`; the token stays where it is: a routine's timer.
+    REJECT = "reject"
+    #: Fail the token: the events of Stateous itself (`timeout`, `error`, `joined`).
+    FAIL = "fail"
+    #: Record `event_dropped`: a held event that no longer fits at resume.
+    DROP = "drop"
+
+
+@dataclass(slots=True)
+class Arrival:
+    """An event that arrives at a token, with what travels with it."""
+
+    event: str
+    payload: Any = None
+    #: The idempotency key of an event from outside.
+    key: str | None = None
+    #: The task whose report carries the event.
     task: TaskRow | None = None
-    schedules: tuple[dict[str, Any], ...] = ()
+    #: A report's context changes, and the context they make, already checked.
+    changes: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] | None = None
+    #: The timers that a report sets: `event`, `payload`, `after` in seconds.
+    schedules: list[dict[str, Any]] = field(default_factory=list)
+    #: Why Stateous sends `error`: the failed attempt's error.
+    detail: str | None = None
+    #: The arrival number of a held event that applies now, at resume.
+    replay: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NoRoute:
+    """No transition takes the event; `reason` says why in one sentence."""
+
+    reason: str
+
+
+#: How a token fails when an event of Stateous itself cannot move it.
+_FAILURES = {
+    "joined": "the join of {state!r} cannot move the token",
+    "error": "{state!r} failed, and has no transition on 'error'",
+    "timeout": "{state!r} timed out",
+}
 
 
 class Moves:
@@ -37,7 +85,56 @@ class Moves:
     def flow(self, token: TokenRow) -> Flow:
         return self.graph.flows[token.workflow or self.graph.name]
 
-    # routing
+    # the router
+
+    def route(self, tx: Tx, token: TokenRow, arrival: Arrival, unrouted: Unrouted) -> None:
+        """Decide what `arrival` does to the token in its state, and do it.
+
+        A paused token holds the event. An event that a task reports is judged
+        first, paused or not, because its supervisor waits to learn whether the
+        outcome was taken; any other event is held unjudged, since the guards
+        read the token as it will be at resume. A token that is not paused takes
+        the transition that the guards choose, with the report's context
+        changes and timers first; when none takes it, `unrouted` says what then.
+        """
+        paused = token.status == "paused"
+        if paused and arrival.task is None:
+            self.hold(tx, token, arrival)
+            return
+        choice = self.choose(tx, token, arrival)
+        if isinstance(choice, NoRoute):
+            self.unrouted(tx, token, arrival, choice.reason, unrouted)
+            return
+        if paused:
+            self.hold(tx, token, arrival)
+            return
+        if arrival.replay is not None:
+            self.replayed(tx, token, arrival)
+        self.keep_outcome(tx, token, arrival.changes, arrival.context, arrival.schedules)
+        self.take(tx, token, arrival, choice)
+
+    def choose(self, tx: Tx, token: TokenRow, arrival: Arrival) -> Route | Ambiguous | NoRoute:
+        """Pick the transition that the event takes from the token's state now, with the
+        context that the report makes, if any."""
+        flow = self.flow(token)
+        event, payload = arrival.event, arrival.payload
+        context = token.context if arrival.context is None else arrival.context
+        choice = flow.choose(
+            token.state,
+            event,
+            ctx=context,
+            payload=payload,
+            counts=self.counts(tx, token, event) if flow.counts_needed(token.state, event) else {},
+            branches=payload.get("branches") if event == "joined" and payload else None,
+        )
+        if choice is None:
+            return NoRoute(self.no_route_reason(token, event))
+        if isinstance(choice, Route):
+            visit = token.visits.get(choice.target, 0) + 1
+            too_long = self.child_id_problem(token.token, flow, choice.target, visit, context)
+            if too_long is not None:
+                return NoRoute(too_long)
+        return choice
 
     def counts(self, tx: Tx, token: TokenRow, event: str) -> dict[str, int]:
         """Count accepted events over the token's life, this one included."""
@@ -45,32 +142,96 @@ class Moves:
         counts[event] = counts.get(event, 0) + 1
         return counts
 
-    def choose(self, tx: Tx, token: TokenRow, event: str, payload: Any) -> Route | Ambiguous | None:
-        """Pick the transition that `event` takes from the token's state now."""
-        flow = self.flow(token)
-        branches = payload.get("branches") if event == "joined" and payload else None
-        counted = flow.counts_needed(token.state, event)
-        return flow.choose(
-            token.state,
-            event,
-            ctx=token.context,
-            payload=payload,
-            counts=self.counts(tx, token, event) if counted else {},
-            branches=branches,
+    def no_route_reason(self, token: TokenRow, event: str) -> str:
+        if self.flow(token).routes.get((token.state, event)):
+            return f"no guard of {event!r} in {token.state!r} holds, and it has no fallback"
+        return f"{token.state!r} has no transition on {event!r}"
+
+    def unrouted(
+        self, tx: Tx, token: TokenRow, arrival: Arrival, reason: str, unrouted: Unrouted
+    ) -> None:
+        """Do what the sender asked with an event that no transition takes."""
+        event = arrival.event
+        if unrouted is Unrouted.DROP:
+            self.drop(tx, token, event, reason)
+        elif unrouted is Unrouted.FAIL:
+            if arrival.replay is not None:
+                self.replayed(tx, token, arrival)
+            why = _FAILURES.get(event, "{event!r} cannot move the token")
+            detail = arrival.detail or reason
+            self.fail(tx, token, f"{why.format(state=token.state, event=event)}: {detail}")
+        elif unrouted is Unrouted.REJECT:
+            self.reject(tx, token, event, reason)
+        else:
+            self.refuse(tx, token, event, reason)
+
+    def reject(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
+        """Record that an event was turned away; the token stays where it is."""
+        tx.record(token.token, "event_rejected", {"event": event, "reason": reason})
+
+    def refuse(self, tx: Tx, token: TokenRow, event: str, reason: str) -> NoReturn:
+        """Record a refused event, then refuse the request once that is committed."""
+        self.reject(tx, token, event, reason)
+        raise KeepAndRaise(EventNotAllowed(reason))
+
+    def drop(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
+        """Record that a held event no longer applies."""
+        tx.record(token.token, "event_dropped", {"event": event, "reason": reason})
+
+    def replayed(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
+        tx.record(
+            token.token, "event_replayed", {"event": arrival.event, "arrival": arrival.replay}
         )
 
-    def take(
+    def hold(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
+        """Keep an event for a paused token, numbered in the order of arrival.
+
+        A held report keeps its task waiting, with what it would change, so that
+        the resume can apply it whole, or drop it if the token moved on.
+        """
+        data: dict[str, Any] = {
+            "event": arrival.event,
+            "payload": arrival.payload,
+            "arrival": tx.last_arrival() + 1,
+        }
+        task = arrival.task
+        if task is not None:
+            task.status, task.lease_until = "waiting", None
+            tx.save_task(task)
+            data.update(
+                state=token.state,
+                visit=token.visit,
+                task=task.id,
+                context=arrival.changes,
+                schedules=arrival.schedules,
+            )
+        if arrival.detail is not None:
+            data["error"] = arrival.detail
+        tx.record(token.token, "event_deferred", data, arrival.key)
+
+    def keep_outcome(
         self,
         tx: Tx,
         token: TokenRow,
-        event: str,
-        payload: Any,
-        choice: Route | Ambiguous,
-        *,
-        key: str | None = None,
-        outcome: Outcome | None = None,
+        changes: dict[str, Any],
+        context: dict[str, Any] | None,
+        schedules: list[dict[str, Any]],
     ) -> None:
+        """Keep what a report changes besides the move: the context, and its timers."""
+        if changes and context is not None:
+            token.context = context
+            tx.record(token.token, "context_changed", {"changes": changes})
+            tx.save_token(token)
+        for schedule in schedules:
+            self.set_timer(
+                tx, token, schedule["event"], schedule["payload"], schedule["after"], "timer"
+            )
+
+    # a move
+
+    def take(self, tx: Tx, token: TokenRow, arrival: Arrival, choice: Route | Ambiguous) -> None:
         """Move the token along the chosen transition, or fail it when guards clash."""
+        event = arrival.event
         if isinstance(choice, Ambiguous):
             listed = " and ".join(repr(text) for text in choice.guards)
             self.fail(
@@ -82,33 +243,20 @@ class Moves:
         tx.record(
             token.token,
             "event_accepted",
-            {"event": event, "payload": payload, "state": token.state},
-            key,
+            {"event": event, "payload": arrival.payload, "state": token.state},
+            arrival.key,
         )
-        self.leave(tx, token, event, from_report=outcome is not None and outcome.task is not None)
+        self.leave(tx, token, event, reported=arrival.task is not None)
         if choice.target == END_NAME:
             self.end(tx, token, "completed", {})
         else:
             self.enter(tx, token, choice.target)
 
-    def reject(self, tx: Tx, token: TokenRow, event: str, reason: str) -> EventNotAllowed:
-        """Record a refused event and return the refusal to raise after the commit."""
-        tx.record(token.token, "event_rejected", {"event": event, "reason": reason})
-        return EventNotAllowed(reason)
-
-    def no_route_reason(self, token: TokenRow, event: str) -> str:
-        flow = self.flow(token)
-        if flow.routes.get((token.state, event)):
-            return f"no guard of {event!r} in {token.state!r} holds, and it has no fallback"
-        return f"{token.state!r} has no transition on {event!r}"
-
-    # leaving and entering
-
-    def leave(self, tx: Tx, token: TokenRow, event: str, *, from_report: bool) -> None:
+    def leave(self, tx: Tx, token: TokenRow, event: str, *, reported: bool) -> None:
         """End the visit: its task is done or cancelled, its timers and children stop."""
         task = tx.live_task(token.token)
         if task is not None:
-            done = from_report or (
+            done = reported or (
                 task.status in ("claimed", "waiting") and self.flow(token).emits(token.state, event)
             )
             self.close_task(tx, task, "done" if done else "cancelled")
@@ -149,6 +297,24 @@ class Moves:
             {"timer": timer, "event": event, "due_at": to_iso(due), "kind": kind},
         )
 
+    def first_move(self, tx: Tx, token: TokenRow) -> None:
+        """Move a new token out of START, by the guards on its context."""
+        choice = self.first_choice(self.flow(token), token.context)
+        if not isinstance(choice, Route):
+            self.fail(tx, token, "no transition from START holds for its context")
+            return
+        tx.record(
+            token.token,
+            "event_accepted",
+            {"event": STARTED, "payload": None, "state": START_NAME},
+        )
+        self.enter(tx, token, choice.target)
+
+    @staticmethod
+    def first_choice(flow: Flow, context: dict[str, Any]) -> Route | Ambiguous | None:
+        """The transition out of START that a new token's context takes."""
+        return flow.choose(START_NAME, None, ctx=context, payload=None, counts={})
+
     # ending
 
     def end(self, tx: Tx, token: TokenRow, status: str, data: dict[str, Any]) -> None:
@@ -169,30 +335,73 @@ class Moves:
         self.stop_children(tx, token, f"the parent failed: {reason}")
         self.end(tx, token, "failed", {"reason": reason})
 
+    def cancel_token(self, tx: Tx, token: TokenRow, reason: str | None) -> None:
+        """Cancel a live token, its task, its timers and its own children."""
+        for held in self.held(tx, token):
+            self.drop(tx, token, held.data["event"], "the token was cancelled")
+        task = tx.live_task(token.token)
+        if task is not None:
+            self.close_task(tx, task, "cancelled")
+        self.stop_children(tx, token, "the parent was cancelled")
+        self.end(tx, token, "cancelled", {} if reason is None else {"reason": reason})
+
+    def held(self, tx: Tx, token: TokenRow) -> list[Any]:
+        """The events held for a paused token since its last pause, in order."""
+        if token.status != "paused":
+            return []
+        paused = tx.last_entry(token.token, ("paused",))
+        return [] if paused is None else tx.entries_after(token.token, paused.seq, "event_deferred")
+
     # children of parallel states
 
-    def child_id(self, token: TokenRow, workflow: str) -> str:
-        return f"{token.token}.{token.state}.{token.visit}.{workflow}"
+    @staticmethod
+    def child_id(parent: str, state: str, visit: int, workflow: str) -> str:
+        return f"{parent}.{state}.{visit}.{workflow}"
+
+    def child_context(self, workflow: str, inputs: list[str], context: dict[str, Any]) -> Any:
+        """The context a child starts with: the parent's `inputs`, with the child's defaults."""
+        given = {key: context[key] for key in inputs if key in context}
+        return self.graph.flows[workflow].context_check(given, "context")
+
+    def child_id_problem(
+        self, token: str, flow: Flow, state: str, visit: int, context: dict[str, Any]
+    ) -> str | None:
+        """Say why entering `state` cannot be done when a child it would start, or a child of
+        that child, would get an id longer than `ID_LIMIT`; None when every id fits."""
+        spec = flow.spec.states.get(state)
+        if spec is None or not spec.parallel:
+            return None
+        for workflow in spec.parallel:
+            child = self.child_id(token, state, visit, workflow)
+            if len(child) > ID_LIMIT:
+                return (
+                    f"the child token id {child[:40]}... would have {len(child)} "
+                    f"characters, more than {ID_LIMIT}"
+                )
+            child_flow = self.graph.flows[workflow]
+            child_context = self.child_context(workflow, spec.inputs or [], context)
+            first = self.first_choice(child_flow, child_context)
+            if isinstance(first, Route):
+                problem = self.child_id_problem(child, child_flow, first.target, 1, child_context)
+                if problem is not None:
+                    return problem
+        return None
 
     def start_children(
         self, tx: Tx, token: TokenRow, workflows: list[str], inputs: list[str]
     ) -> None:
-        """Start one child token per workflow of a parallel state, in this transaction."""
-        context = {key: token.context[key] for key in inputs if key in token.context}
+        """Start one child token per workflow of a parallel state, in this transaction.
+
+        `child_id_problem` was asked before the move, so every id fits.
+        """
         for workflow in workflows:
-            child_id = self.child_id(token, workflow)
-            if len(child_id) > ID_LIMIT:
-                raise InvalidTokenId(
-                    f"the child token id {child_id[:40]}... would have {len(child_id)} "
-                    f"characters, more than {ID_LIMIT}"
-                )
-            flow = self.graph.flows[workflow]
+            child_id = self.child_id(token.token, token.state, token.visit, workflow)
             child = TokenRow(
                 child_id,
-                "__start__",
+                START_NAME,
                 token.status,
                 1,
-                flow.context_check(context, "context"),
+                self.child_context(workflow, inputs, token.context),
                 tx.now,
                 parent=token.token,
                 workflow=workflow,
@@ -201,21 +410,6 @@ class Moves:
             tx.record(token.token, "branch_started", {"workflow": workflow, "token": child_id})
             tx.record(child_id, "started", {"context": child.context, "parent": token.token})
             self.first_move(tx, child)
-
-    def first_move(self, tx: Tx, token: TokenRow) -> None:
-        """Move a new token out of START, by the guards on its context."""
-        choice = self.flow(token).choose(
-            "__start__", None, ctx=token.context, payload=None, counts={}
-        )
-        if choice is None or isinstance(choice, Ambiguous):
-            self.fail(tx, token, "no transition from START holds for its context")
-            return
-        tx.record(
-            token.token,
-            "event_accepted",
-            {"event": "__started__", "payload": None, "state": "__start__"},
-        )
-        self.enter(tx, token, choice.target)
 
     def stop_children(self, tx: Tx, token: TokenRow, reason: str) -> None:
         """Cancel every child of the token that has not ended.
@@ -229,27 +423,6 @@ class Moves:
         for child in tx.children(token.token):
             if child.status in ("active", "paused"):
                 self.cancel_token(tx, child, reason)
-
-    def cancel_token(self, tx: Tx, token: TokenRow, reason: str | None) -> None:
-        """Cancel a live token, its task, its timers and its own children."""
-        for held in self.held(tx, token):
-            tx.record(
-                token.token,
-                "event_dropped",
-                {"event": held.data["event"], "reason": "the token was cancelled"},
-            )
-        task = tx.live_task(token.token)
-        if task is not None:
-            self.close_task(tx, task, "cancelled")
-        self.stop_children(tx, token, "the parent was cancelled")
-        self.end(tx, token, "cancelled", {} if reason is None else {"reason": reason})
-
-    def held(self, tx: Tx, token: TokenRow) -> list[Any]:
-        """The events held for a paused token since its last pause, in order."""
-        if token.status != "paused":
-            return []
-        paused = tx.last_entry(token.token, ("paused",))
-        return [] if paused is None else tx.entries_after(token.token, paused.seq, "event_deferred")
 
     def child_ended(self, tx: Tx, child: TokenRow) -> None:
         """Check the join of the parent's parallel state when one of its children ends."""
@@ -268,7 +441,7 @@ class Moves:
                 return
             ended = [row for row in siblings if row.status in ("completed", "failed")]
         payload = {"branches": [self.branch(tx, row) for row in ended]}
-        self.deliver(tx, parent, "joined", payload)
+        self.route(tx, parent, Arrival("joined", payload), Unrouted.FAIL)
 
     def branch(self, tx: Tx, child: TokenRow) -> dict[str, Any]:
         """Describe an ended child for `joined`, with the payload that brought it to its state."""
@@ -286,36 +459,3 @@ class Moves:
             "final": child.state,
             "payload": payload,
         }
-
-    def deliver(
-        self, tx: Tx, token: TokenRow, event: str, payload: Any, detail: str | None = None
-    ) -> None:
-        """Route an event of Stateous itself (`joined`, `error`, `timeout`): hold, move, fail."""
-        if token.status == "paused":
-            self.hold(tx, token, event, payload, {} if detail is None else {"error": detail})
-            return
-        choice = self.choose(tx, token, event, payload)
-        if choice is None:
-            reasons = {
-                "joined": f"the join of {token.state!r} cannot move the token",
-                "error": f"{token.state!r} failed, and has no transition on 'error'",
-                "timeout": f"{token.state!r} timed out",
-            }
-            reason = reasons.get(event, f"{event!r} cannot move the token")
-            self.fail(tx, token, f"{reason}: {detail or self.no_route_reason(token, event)}")
-            return
-        self.take(tx, token, event, payload, choice)
-
-    def hold(
-        self,
-        tx: Tx,
-        token: TokenRow,
-        event: str,
-        payload: Any,
-        extra: dict[str, Any],
-        key: str | None = None,
-    ) -> None:
-        """Keep an event for a paused token, numbered in the order of arrival."""
-        arrival = tx.last_arrival() + 1
-        data = {"event": event, "payload": payload, "arrival": arrival, **extra}
-        tx.record(token.token, "event_deferred", data, key)

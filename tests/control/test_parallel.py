@@ -8,8 +8,8 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
-from stateous.control.errors import ChildToken, InvalidTokenId
-from stateous.model.wire import ReportBody
+from stateous.control.errors import ChildToken, EventNotAllowed, InvalidTokenId
+from stateous.model.wire import ReportBody, Schedule
 from tests.control.support import Backend, Plane, plane_for
 from tests.control.test_races import together
 
@@ -193,13 +193,71 @@ def test_pausing_the_parent_pauses_the_children_and_held_events_apply_in_arrival
     served.store.close()
 
 
-def test_a_child_id_longer_than_128_characters_refuses_the_event(backend: Backend) -> None:
+LONG = "T" * 110
+
+
+@pytest.fixture
+def long_plane(backend: Backend) -> Iterator[Plane]:
+    """`sdlc` with a token whose children's ids would be longer than 128 characters."""
     served = plane_for(sdlc(), backend)
-    long_id = "T" * 110
-    served.engine.start(long_id, {"repo": "r"})
+    served.engine.start(LONG, {"repo": "r"})
+    yield served
+    served.store.close()
+
+
+def stayed_in_coding(plane: Plane) -> None:
+    token = plane.engine.get(LONG)
+    assert (token.state, token.status, token.visit) == ("coding", "active", 1)
+    assert plane.engine.list_tokens(parent=LONG) == []
+
+
+def test_a_child_id_longer_than_128_characters_refuses_the_event(long_plane: Plane) -> None:
+    with pytest.raises(EventNotAllowed, match="more than 128"):
+        long_plane.engine.fire(LONG, "done")
+    kind, data = long_plane.entries(LONG)[-1]
+    assert (kind, data["event"]) == ("event_rejected", "done")
+    assert "more than 128" in data["reason"]
+    stayed_in_coding(long_plane)
+
+
+def test_a_report_whose_event_would_start_too_long_a_child_is_refused(long_plane: Plane) -> None:
+    grant = long_plane.engine.claim("box-1", ["coding"])
+    assert grant is not None
+    with pytest.raises(EventNotAllowed, match="more than 128"):
+        long_plane.engine.report(
+            grant.task, ReportBody(kind="event", event="done", supervisor="box-1", attempt=1)
+        )
+    assert long_plane.kinds(LONG)[-1] == "event_rejected"
+    stayed_in_coding(long_plane)
+    assert long_plane.engine.claim("box-1", ["coding"], None) is None
+
+
+def test_a_timer_whose_event_would_start_too_long_a_child_is_rejected(long_plane: Plane) -> None:
+    grant = long_plane.engine.claim("box-1", ["coding"])
+    assert grant is not None
+    later = Schedule(event="done", after="1m")
+    long_plane.engine.report(
+        grant.task, ReportBody(kind="waiting", schedules=[later], supervisor="box-1", attempt=1)
+    )
+    long_plane.clock.advance(60)
+    long_plane.engine.tick()
+    assert long_plane.kinds(LONG)[-2:] == ["timer_fired", "event_rejected"]
+    stayed_in_coding(long_plane)
+
+
+def test_a_token_whose_first_state_would_start_too_long_a_child_is_not_started(
+    backend: Backend,
+) -> None:
+    flow = Workflow("straight", context=Ticket)
+    reviews = flow.state(
+        "reviews", parallel=[review_workflow("security-review")], inputs=["repo", "branch"]
+    )
+    flow.transition(START, reviews)
+    flow.transition(reviews, END, on="joined")
+    served = plane_for(flow, backend)
     with pytest.raises(InvalidTokenId, match="more than 128"):
-        served.engine.fire(long_id, "done")
-    assert served.engine.get(long_id).state == "coding"
+        served.engine.start("S" * 110, {"repo": "r"})
+    assert served.engine.list_tokens() == []
     served.store.close()
 
 

@@ -404,12 +404,14 @@ def test_a_grandchild_id_over_128_characters_refuses_the_event_that_enters_revie
 
     status, answer = running.served.request("POST", f"/tokens/{parent}/events/done")
 
-    assert status == 422, answer
-    assert answer["code"] == "invalid_token_id"
-    assert "more than 128" in answer["error"]
+    assert status == 409, answer
+    assert answer["code"] == "event_not_allowed"
+    assert "characters, more than 128" in answer["error"]
     token = running.token(parent)
     assert (token["state"], token["status"]) == ("coding", "active")
     assert running.children(parent) == []
+    kind, data = running.entries(parent)[-1]
+    assert (kind, data["event"], data["reason"]) == ("event_rejected", "done", answer["error"])
 
 
 # refusals and what the API and the command show
@@ -446,12 +448,12 @@ def test_a_child_id_over_128_characters_refuses_the_event_that_enters_reviews(
     status, answer = running.served.request("POST", f"/tokens/{too_long}/events/done")
     done = running.cli("fire", too_long, "done")
 
-    assert status == 422, answer
-    assert answer["code"] == "invalid_token_id"
+    assert status == 409, answer
+    assert answer["code"] == "event_not_allowed"
     assert "129 characters, more than 128" in answer["error"]
     assert done.returncode == 1
     assert done.stderr.startswith(
-        f"error: the control plane at {running.served.url} refused (422): "
+        f"error: the control plane at {running.served.url} refused (409): "
     )
     token = running.token(too_long)
     assert (token["state"], token["status"], token["visit"]) == ("coding", "active", 1)
@@ -461,6 +463,8 @@ def test_a_child_id_over_128_characters_refuses_the_event_that_enters_reviews(
         "event_accepted",
         "entered",
         "task_queued",
+        "event_rejected",
+        "event_rejected",
     ]
     assert running.fire(fits, "done")["state"] == "reviews"
     assert max(len(child["token"]) for child in running.children(fits)) == 128
