@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from stateous.client.http import Connection, Refused, Unreachable
-from stateous.supervisor.folder import FolderError, Routines, Settings, load_routines, read_settings
+from stateous.supervisor.folder import (
+    FolderError,
+    Routines,
+    Settings,
+    failure_text,
+    load_routines,
+    read_settings,
+)
 from stateous.supervisor.outbox import Message, Outbox
 from stateous.supervisor.routine import Context, EnteredBy, Occurrence, StateRef
 
@@ -105,6 +112,7 @@ class Supervisor:
         self, folder: Path, settings: Settings, routines: Routines, outbox: Outbox
     ) -> None:
         self.folder = folder
+        self.root = folder.resolve()
         self.settings = settings
         self.routines = routines
         self.outbox = outbox
@@ -383,7 +391,9 @@ class Supervisor:
             self._finish(running)
             return
         except Exception as ex:
-            outcome = {"kind": "failed", "error": f"{type(ex).__name__}: {ex}"[:2000]}
+            error = failure_text(self.root, ex)
+            log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
+            outcome = {"kind": "failed", "error": error}
         if not running.lost:
             self.keep(grant, "report", outcome)
         self._finish(running)
