@@ -235,6 +235,66 @@ def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_st
     wait_until(lambda: outbox(folder) == [], "an empty outbox")
 
 
+def test_a_memory_write_kept_at_a_stop_while_the_control_plane_is_down_is_named_so(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    first = launcher.serve(graph, db, "--lease", "1m")
+    remembers = """
+    @on_state(states.draft)
+    def draft(ctx: ItemContext) -> events.submitted:
+        (HERE / "started").touch()
+        while not (HERE / "gate").exists():
+            time.sleep(0.02)
+        ctx.memory["session"] = "abc"
+        return events.submitted
+    """
+    folder = write_folder(tmp_path / "box-1", first.url, graph, remembers, APPROVE)
+    supervisor = supervisors.serving(folder)
+    start_token(first, "ORDER-1")
+    wait_until((folder / "started").exists, "the routine started")
+    assert first.kill() == -signal.SIGKILL
+    supervisor.send(signal.SIGTERM)
+    supervisor.wait_log(
+        "stopping: no new tasks; waiting for 1 routine(s) (signal again to stop now)"
+    )
+
+    (folder / "gate").touch()
+
+    assert supervisor.wait() == 0
+    assert supervisor.log[-1] == (
+        "task 1 of ORDER-1: the control plane cannot be reached; the memory write stays in "
+        "the outbox for the next start"
+    )
+    assert outbox(folder) == [("memory", 1, 1, "ORDER-1"), ("report", 1, 1, "ORDER-1")]
+
+
+def test_a_memory_write_the_control_plane_refuses_is_logged_and_the_routine_goes_on(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db)
+    too_deep = """
+    @on_state(states.draft)
+    def draft(ctx: ItemContext) -> events.submitted:
+        value = []
+        for _ in range(70):
+            value = [value]
+        ctx.memory["deep"] = value
+        return events.submitted
+    """
+    folder = write_folder(tmp_path / "box-1", served.url, graph, too_deep, APPROVE)
+    supervisor = supervisors.serving(folder)
+
+    start_token(served, "ORDER-1")
+    wait_status(served, "ORDER-1", "completed")
+
+    supervisor.wait_log(
+        "task 1 of ORDER-1: the control plane refused a memory write: "
+        "the body nests more than 64 levels"
+    )
+    assert "memory_set" not in served.kinds("ORDER-1")
+    wait_until(lambda: outbox(folder) == [], "an empty outbox")
+
+
 def test_a_claim_whose_answer_is_lost_is_sent_again_and_gets_the_same_task_and_attempt(
     launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
 ) -> None:
