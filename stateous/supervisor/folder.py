@@ -9,6 +9,7 @@ state. User code runs here, so every way it can fail becomes one sentence.
 from __future__ import annotations
 
 import importlib.util
+import os
 import socket
 import sys
 import traceback
@@ -28,6 +29,10 @@ SETTINGS = "stateous.yaml"
 CONTRACT = "contract.py"
 TASK_LIMIT = 1000
 NAME_LIMIT = 128
+#: The most characters of a failed attempt's error that the supervisor sends.
+ERROR_LIMIT = 2000
+#: Folders of installed libraries: a frame in one is not the folder's own code.
+INSTALLED = frozenset({"site-packages", "dist-packages"})
 
 
 class FolderError(Failure):
@@ -136,3 +141,42 @@ def load_routines(folder: Path) -> Routines:
         )
     by_state = {name: (state, routine) for name, (state, routine, _) in found.items()}
     return Routines(workflow=workflow, checksum=checksum, by_state=by_state)
+
+
+def _own_file(folder: Path, filename: str) -> Path | None:
+    """A traceback's file as a path in the folder, if it is the folder's own code."""
+    if not os.path.isabs(filename):
+        return None
+    path = Path(filename)
+    if not path.is_relative_to(folder):
+        return None
+    relative = path.relative_to(folder)
+    return None if INSTALLED & set(relative.parts) else relative
+
+
+def where_raised(folder: Path, error: BaseException) -> str:
+    """Where an error was raised, as `path:line`.
+
+    That is the innermost line of the folder's own code that the error passed
+    through, relative to the folder, so a person sees the line of their routine or
+    helper; when the error never passed through it, the innermost line of all.
+    """
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        relative = _own_file(folder, frame.filename)
+        if relative is not None:
+            return f"{relative.as_posix()}:{frame.lineno}"
+    return f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+
+
+def failure_text(folder: Path, error: BaseException) -> str:
+    """The error of a failed attempt: `KeyError: 'name' (routines/review.py:12)`.
+
+    The exception's type and message come first, cut to fit the limit; the place
+    where it was raised is always kept.
+    """
+    message = str(error)
+    what = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    where = where_raised(folder, error)
+    place = f" ({where})" if where else ""
+    return what[: ERROR_LIMIT - len(place)] + place

@@ -5,6 +5,10 @@ A routine is a function marked with `@on_state(states.X)`. It gets a `Context`
 (an event of its state, with its payload) or None. The generated `contract.py`
 subclasses these types for one workflow. Nothing here talks to the network: a
 context hands notes and memory writes to a sink that the supervisor gives it.
+
+A contract's models are msgspec Structs, or pydantic models (as the other
+implementation writes them). pydantic is never imported here: its models are
+known by their methods, so a supervisor without pydantic runs as well.
 """
 
 from __future__ import annotations
@@ -25,12 +29,44 @@ Model = TypeVar("Model")
 Routine = TypeVar("Routine", bound=Callable[..., Any])
 
 NOTE_LIMIT = 500
+#: Where a schema's references point, as msgspec and pydantic spell the model's name.
+_REF = "#/$defs/{name}"
+_PYDANTIC_REF = "#/$defs/{model}"
 MEMORY_KEY_LIMIT = 128
 _MARK = "__stateous_state__"
 
 
 class OutcomeError(ValueError):
     """Data that does not name an event of the state, or whose payload does not fit."""
+
+
+def _model_values(value: Any) -> Any:
+    """Give msgspec what it cannot encode itself: a pydantic model, as its JSON values.
+
+    The names are the aliases, as in the model's JSON Schema, which the control
+    plane checks.
+    """
+    dump = None if isinstance(value, type) else getattr(value, "model_dump", None)
+    if dump is None:
+        raise TypeError(f"Encoding objects of type {type(value).__name__} is unsupported")
+    return dump(mode="json", by_alias=True)
+
+
+_encode = msgspec.json.Encoder(enc_hook=_model_values).encode
+
+
+def _json(value: Any) -> Any:
+    """The value as JSON values; raise TypeError for anything JSON cannot hold."""
+    try:
+        return msgspec.json.decode(_encode(value))
+    except (TypeError, msgspec.EncodeError) as ex:
+        raise TypeError(f"{value!r} is not a JSON value: {ex}") from None
+
+
+def _convert(data: Any, model: Any) -> Any:
+    """Read JSON values into a contract's model: a msgspec Struct or a pydantic model."""
+    validate = getattr(model, "model_validate", None)
+    return msgspec.convert(data, model) if validate is None else validate(data)
 
 
 class Occurrence(Generic[Payload]):
@@ -54,14 +90,16 @@ class Occurrence(Generic[Payload]):
         if self.payload_type is None and payload is not None:
             raise TypeError(f"the event {self.name!r} has no payload")
         if self.payload_type is not None and payload is None:
-            raise TypeError(f"the event {self.name!r} needs a {self.payload_type.__name__}")
+            raise TypeError(
+                f"the event {self.name!r} needs a payload of type {self.payload_type.__name__}"
+            )
         self.payload = payload
 
     def payload_json(self) -> dict[str, Any] | None:
         """The payload as JSON values, as the control plane reads it."""
         if self.payload is None:
             return None
-        built = msgspec.to_builtins(self.payload)
+        built = _json(self.payload)
         if not isinstance(built, dict):
             raise TypeError(f"the payload of {self.name!r} is not an object")
         return built
@@ -92,9 +130,13 @@ class StateRef:
 
     def outcome_schema(self) -> dict[str, Any]:
         """One JSON Schema for every outcome of the state: `{"event": name, "payload": ...}`."""
-        types = [event.payload_type for event in self.emits if event.payload_type is not None]
-        schemas, components = msgspec.json.schema_components(types, ref_template="#/$defs/{name}")
-        by_type = dict(zip(types, schemas, strict=True))
+        types = dict.fromkeys(event.payload_type for event in self.emits if event.payload_type)
+        structs = [model for model in types if not hasattr(model, "model_json_schema")]
+        schemas, components = msgspec.json.schema_components(structs, ref_template=_REF)
+        by_type = dict(zip(structs, schemas, strict=True))
+        for model in types:
+            if model not in by_type:
+                by_type[model] = _pydantic_schema(model, components)
         choices = [
             {
                 "type": "object",
@@ -126,9 +168,19 @@ class StateRef:
                 raise OutcomeError(f"the event {event.name!r} has no payload")
             return event()
         try:
-            return event(msgspec.convert(payload, event.payload_type))
-        except msgspec.ValidationError as ex:
+            return event(_convert(payload, event.payload_type))
+        except ValueError as ex:  # msgspec's and pydantic's ValidationError are ValueErrors
             raise OutcomeError(f"the payload of {event.name!r} does not fit: {ex}") from None
+
+
+def _pydantic_schema(model: Any, components: dict[str, Any]) -> dict[str, Any]:
+    """A reference to a pydantic model's schema, put with the models it uses in `components`."""
+    schema = dict(model.model_json_schema(ref_template=_PYDANTIC_REF))
+    components.update(schema.pop("$defs", {}))
+    if set(schema) == {"$ref"}:  # a model that refers to itself is already in its $defs
+        return schema
+    components[model.__name__] = schema
+    return {"$ref": _REF.format(name=model.__name__)}
 
 
 def on_state(state: StateRef) -> Callable[[Routine], Routine]:
@@ -162,14 +214,6 @@ class EnteredBy:
 
     name: str
     payload: Any = None
-
-
-def _json(value: Any) -> Any:
-    """The value as JSON values; raise TypeError for anything JSON cannot hold."""
-    try:
-        return msgspec.json.decode(msgspec.json.encode(value))
-    except (TypeError, msgspec.EncodeError) as ex:
-        raise TypeError(f"{value!r} is not a JSON value: {ex}") from None
 
 
 class Memory(MutableMapping[str, Any]):

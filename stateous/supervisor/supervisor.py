@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from stateous.client.http import Connection, Refused, Unreachable
-from stateous.supervisor.folder import FolderError, Routines, Settings, load_routines, read_settings
+from stateous.supervisor.folder import (
+    FolderError,
+    Routines,
+    Settings,
+    failure_text,
+    load_routines,
+    read_settings,
+)
 from stateous.supervisor.outbox import Message, Outbox
 from stateous.supervisor.routine import Context, EnteredBy, Occurrence, StateRef
 
@@ -40,6 +47,20 @@ DEFAULT_LEASE = 120.0
 REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
 #: Refusals that say "try again later", not "this message is wrong".
 TRY_AGAIN = ("database_busy", "not_serving")
+#: What the log says of a message of each kind left in the outbox at a stop.
+KEPT_AT_STOP = {
+    "report": "%s: the control plane cannot be reached; the report stays in the outbox "
+    "for the next start",
+    "note": "%s: the control plane cannot be reached; the note stays in the outbox "
+    "for the next start",
+    "memory": "%s: the control plane cannot be reached; the memory write stays in the outbox "
+    "for the next start",
+}
+#: What the log says of a refused note or memory write, which is then dropped.
+REFUSED = {
+    "note": "%s: the control plane refused a note: %s",
+    "memory": "%s: the control plane refused a memory write: %s",
+}
 
 
 def backoff(tries: int) -> int:
@@ -105,6 +126,7 @@ class Supervisor:
         self, folder: Path, settings: Settings, routines: Routines, outbox: Outbox
     ) -> None:
         self.folder = folder
+        self.root = folder.resolve()
         self.settings = settings
         self.routines = routines
         self.outbox = outbox
@@ -207,12 +229,7 @@ class Supervisor:
             except Unreachable as ex:
                 self.unreachable = True
                 if self.stopping:
-                    log.warning(
-                        "%s: the control plane cannot be reached; the %s stays in the outbox "
-                        "for the next start",
-                        label,
-                        message.kind,
-                    )
+                    log.warning(KEPT_AT_STOP[message.kind], label)
                     return
                 tries = await self._retry_later(ex, tries)
                 continue
@@ -250,7 +267,7 @@ class Supervisor:
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
         if message.kind != "report":
-            log.warning("%s: the control plane refused a %s: %s", label, message.kind, ex.message)
+            log.warning(REFUSED[message.kind], label, ex.message)
             self.outbox.remove(message.id)
             return False
         log.warning("%s: the control plane refused the report: %s", label, ex.message)
@@ -383,7 +400,9 @@ class Supervisor:
             self._finish(running)
             return
         except Exception as ex:
-            outcome = {"kind": "failed", "error": f"{type(ex).__name__}: {ex}"[:2000]}
+            error = failure_text(self.root, ex)
+            log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
+            outcome = {"kind": "failed", "error": error}
         if not running.lost:
             self.keep(grant, "report", outcome)
         self._finish(running)

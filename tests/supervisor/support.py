@@ -51,9 +51,9 @@ class Verdict(msgspec.Struct):
     note: str = ""
 
 
-def orders(review_timeout: str = "1h") -> Workflow:
+def orders(review_timeout: str = "1h", context: type = Item) -> Workflow:
     """`orders`: draft (retries=1) submits, review approves to END or sends back to draft."""
-    flow = Workflow("orders", context=Item)
+    flow = Workflow("orders", context=context)
     draft = flow.state("draft", retries=1)
     review = flow.state("review", timeout=review_timeout)
     submitted = flow.event("submitted")
@@ -65,12 +65,13 @@ def orders(review_timeout: str = "1h") -> Workflow:
     return flow
 
 
-def write_graph(path: Path, review_timeout: str = "1h") -> str:
+def write_graph(path: Path, review_timeout: str = "1h", context: type = Item) -> str:
     """Write the graph file of `orders` at `path`; return its checksum.
 
-    Another `review_timeout` makes another version of the workflow, with another checksum.
+    Another `review_timeout` or `context` model makes another version of the workflow,
+    with another checksum.
     """
-    data = dump(compile_workflow(orders(review_timeout)))
+    data = dump(compile_workflow(orders(review_timeout, context)))
     path.write_bytes(data)
     return checksum(load(data))
 

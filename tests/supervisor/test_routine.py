@@ -323,7 +323,7 @@ def test_an_event_without_a_payload_refuses_one() -> None:
 
 
 def test_an_event_with_a_payload_model_needs_one() -> None:
-    with pytest.raises(TypeError, match="the event 'reviewed' needs a Verdict"):
+    with pytest.raises(TypeError, match="the event 'reviewed' needs a payload of type Verdict"):
         events.reviewed()
 
 
@@ -435,3 +435,87 @@ def test_outcome_raises_outcome_error_for_data_that_does_not_fit(data: Any, says
 
     assert says in str(raised.value)
     assert isinstance(raised.value, ValueError)
+
+
+# pydantic models, as the other implementation's contract.py declares them
+
+
+@pytest.fixture
+def pydantic_contract() -> dict[str, Any]:
+    """A contract's models and a state written with pydantic: `Look` nests `Reason`,
+    whose field has an alias."""
+    pydantic = pytest.importorskip("pydantic")
+
+    class Reason(pydantic.BaseModel):
+        text: str = pydantic.Field(alias="reasonText")
+
+    class Look(pydantic.BaseModel):
+        approved: bool
+        reasons: list[Reason] = pydantic.Field(default_factory=list)
+
+    class looked(Occurrence[Look]):  # noqa: N801 - named as contract.py names events
+        name = "looked"
+
+    state = StateRef("look", emits=(looked, events.poke))
+    return {"Reason": Reason, "Look": Look, "looked": looked, "state": state}
+
+
+def test_a_pydantic_payload_context_value_memory_value_and_timer_payload_are_sent_as_json(
+    pydantic_contract: dict[str, Any],
+) -> None:
+    look = pydantic_contract["Look"](approved=True, reasons=[{"reasonText": "tidy"}])
+    as_json = {"approved": True, "reasons": [{"reasonText": "tidy"}]}
+    ctx, sink = make_context()
+
+    ctx["look"] = look
+    ctx["looks"] = [look, {"nested": look}]
+    ctx.memory["look"] = look
+    ctx.schedule(pydantic_contract["looked"](look), after="1m")
+
+    assert pydantic_contract["looked"](look).payload_json() == as_json
+    assert ctx.changes == {"look": as_json, "looks": [as_json, {"nested": as_json}]}
+    assert ctx["look"] == as_json
+    assert sink.sent == [("memory", "look", as_json)]
+    assert ctx.memory["look"] == as_json
+    assert ctx.schedules == [{"event": "looked", "after": "1m", "payload": as_json}]
+
+
+def test_a_pydantic_model_class_is_not_a_json_value() -> None:
+    pydantic = pytest.importorskip("pydantic")
+    ctx, _ = make_context()
+
+    with pytest.raises(TypeError, match="is not a JSON value"):
+        ctx["model"] = pydantic.BaseModel
+
+    assert ctx.changes == {}
+
+
+def test_outcome_makes_a_pydantic_payload_and_refuses_one_that_does_not_fit(
+    pydantic_contract: dict[str, Any],
+) -> None:
+    state, looked, look = (pydantic_contract[name] for name in ("state", "looked", "Look"))
+
+    made = state.outcome({"event": "looked", "payload": {"approved": False}})
+
+    assert made == looked(look(approved=False))
+    for payload in ({"approved": "maybe"}, None):
+        with pytest.raises(OutcomeError, match="the payload of 'looked' does not fit: "):
+            state.outcome({"event": "looked", "payload": payload})
+
+
+def test_the_outcome_schema_of_pydantic_payloads_accepts_what_outcome_accepts(
+    pydantic_contract: dict[str, Any],
+) -> None:
+    schema = pydantic_contract["state"].outcome_schema()
+    check = compile_schema(schema)
+
+    choices = {choice["properties"]["event"]["const"]: choice for choice in schema["anyOf"]}
+    assert choices["looked"]["properties"]["payload"] == {"$ref": "#/$defs/Look"}
+    assert set(schema["$defs"]) == {"Look", "Reason"}
+    check(
+        {"event": "looked", "payload": {"approved": True, "reasons": [{"reasonText": "a"}]}},
+        "outcome",
+    )
+    for bad in ({"approved": True, "reasons": [{"text": "a"}]}, {"reasons": []}):
+        with pytest.raises(Invalid):
+            check({"event": "looked", "payload": bad}, "outcome")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served
 from tests.supervisor.support import (
     APPROVE,
@@ -233,6 +235,66 @@ def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_st
     wait_until(lambda: outbox(folder) == [], "an empty outbox")
 
 
+def test_a_memory_write_kept_at_a_stop_while_the_control_plane_is_down_is_named_so(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    first = launcher.serve(graph, db, "--lease", "1m")
+    remembers = """
+    @on_state(states.draft)
+    def draft(ctx: ItemContext) -> events.submitted:
+        (HERE / "started").touch()
+        while not (HERE / "gate").exists():
+            time.sleep(0.02)
+        ctx.memory["session"] = "abc"
+        return events.submitted
+    """
+    folder = write_folder(tmp_path / "box-1", first.url, graph, remembers, APPROVE)
+    supervisor = supervisors.serving(folder)
+    start_token(first, "ORDER-1")
+    wait_until((folder / "started").exists, "the routine started")
+    assert first.kill() == -signal.SIGKILL
+    supervisor.send(signal.SIGTERM)
+    supervisor.wait_log(
+        "stopping: no new tasks; waiting for 1 routine(s) (signal again to stop now)"
+    )
+
+    (folder / "gate").touch()
+
+    assert supervisor.wait() == 0
+    assert supervisor.log[-1] == (
+        "task 1 of ORDER-1: the control plane cannot be reached; the memory write stays in "
+        "the outbox for the next start"
+    )
+    assert outbox(folder) == [("memory", 1, 1, "ORDER-1"), ("report", 1, 1, "ORDER-1")]
+
+
+def test_a_memory_write_the_control_plane_refuses_is_logged_and_the_routine_goes_on(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db)
+    too_deep = """
+    @on_state(states.draft)
+    def draft(ctx: ItemContext) -> events.submitted:
+        value = []
+        for _ in range(70):
+            value = [value]
+        ctx.memory["deep"] = value
+        return events.submitted
+    """
+    folder = write_folder(tmp_path / "box-1", served.url, graph, too_deep, APPROVE)
+    supervisor = supervisors.serving(folder)
+
+    start_token(served, "ORDER-1")
+    wait_status(served, "ORDER-1", "completed")
+
+    supervisor.wait_log(
+        "task 1 of ORDER-1: the control plane refused a memory write: "
+        "the body nests more than 64 levels"
+    )
+    assert "memory_set" not in served.kinds("ORDER-1")
+    wait_until(lambda: outbox(folder) == [], "an empty outbox")
+
+
 def test_a_claim_whose_answer_is_lost_is_sent_again_and_gets_the_same_task_and_attempt(
     launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
 ) -> None:
@@ -406,6 +468,13 @@ def test_a_second_stop_signal_cancels_the_running_routine_and_exits_1(
 # bad outcomes and bad folders
 
 BAD_OUTCOMES = """
+from stateous import Occurrence
+
+
+class counted(Occurrence[int]):
+    name = "submitted"
+
+
 @on_state(states.draft)
 def draft(ctx: ItemContext) -> object:
     title = ctx["title"]
@@ -413,6 +482,8 @@ def draft(ctx: ItemContext) -> object:
         raise RuntimeError("the routine broke")
     if title == "a number":
         return 42
+    if title == "a number payload":
+        return counted(7)
     if title == "wrong event":
         return events.reviewed(Verdict(approved=True))
     if title == "unknown field":
@@ -421,14 +492,36 @@ def draft(ctx: ItemContext) -> object:
 """
 
 
+def line_of(code: str, text: str) -> int:
+    """The number of the line of routines.py, written from `code`, that holds `text`."""
+    lines = (ROUTINE_IMPORTS + textwrap.dedent(code)).splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
+BROKE_LINE = line_of(BAD_OUTCOMES, 'raise RuntimeError("the routine broke")')
+
+
 @pytest.mark.parametrize(
     ("title", "fits"),
     [
-        ("raises", lambda error: error == "RuntimeError: the routine broke"),
+        (
+            "raises",
+            lambda error: error == f"RuntimeError: the routine broke (routines.py:{BROKE_LINE})",
+        ),
         (
             "a number",
             lambda error: (
                 error == "the routine returned 42, which is neither an event of 'draft' nor None"
+            ),
+        ),
+        (
+            "a number payload",
+            lambda error: bool(
+                re.fullmatch(
+                    r"TypeError: the payload of 'submitted' is not an object "
+                    r"\(/.+/stateous/supervisor/routine\.py:\d+\)",
+                    error,
+                )
             ),
         ),
         (
@@ -442,7 +535,13 @@ def draft(ctx: ItemContext) -> object:
             ),
         ),
     ],
-    ids=["raises", "not-an-event", "event-the-state-cannot-emit", "field-the-model-lacks"],
+    ids=[
+        "raises",
+        "not-an-event",
+        "a-payload-that-is-no-object",
+        "event-the-state-cannot-emit",
+        "field-the-model-lacks",
+    ],
 )
 def test_a_bad_outcome_fails_each_attempt_with_its_reason_and_the_supervisor_keeps_running(
     launcher: Launcher,
@@ -470,6 +569,94 @@ def test_a_bad_outcome_fails_each_attempt_with_its_reason_and_the_supervisor_kee
     assert served.kinds("BAD-1")[-1] == "failed"
     assert supervisor.process.poll() is None
     assert outbox(folder) == []
+
+
+#: Draft routines that raise: in the routine itself, in a helper of a package of the
+#: folder that calls the standard library, and in a library installed inside the folder.
+RAISING = """
+import sys
+
+sys.path.append(str(HERE / "venv" / "lib" / "site-packages"))
+
+
+@on_state(states.draft)
+def draft(ctx: ItemContext) -> events.submitted:
+    title = ctx["title"]
+    if title == "a missing key":
+        ctx["no_such_key"]
+    if title == "bad json":
+        from checks.parse import parse
+
+        parse("not json")
+    if title == "a strict library":
+        import strict
+
+        strict.check(title)
+    return events.submitted
+"""
+
+MISSING_KEY = 'ctx["no_such_key"]'
+
+#: The files of the folder that RAISING calls.
+HELPERS = {
+    "checks/__init__.py": "",
+    "checks/parse.py": "import json\n\n\ndef parse(text):\n    return json.loads(text)\n",
+    "venv/lib/site-packages/strict.py": (
+        "def check(text):\n    raise ValueError(f'{text!r} is not strict enough')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("title", "error", "raising"),
+    [
+        (
+            "a missing key",
+            f"KeyError: 'no_such_key' (routines.py:{line_of(RAISING, MISSING_KEY)})",
+            MISSING_KEY,
+        ),
+        (
+            "bad json",
+            "JSONDecodeError: Expecting value: line 1 column 1 (char 0) (checks/parse.py:5)",
+            "return json.loads(text)",
+        ),
+        (
+            "a strict library",
+            "ValueError: 'a strict library' is not strict enough "
+            f"(routines.py:{line_of(RAISING, 'strict.check(title)')})",
+            "raise ValueError(f'{text!r} is not strict enough')",
+        ),
+    ],
+    ids=["in-the-routine", "in-a-helper-of-the-folder", "in-a-library-inside-the-folder"],
+)
+def test_a_routine_that_raises_fails_with_the_line_of_the_folder_and_logs_its_traceback(
+    launcher: Launcher,
+    supervisors: Supervisors,
+    graph: Path,
+    db: Path,
+    tmp_path: Path,
+    title: str,
+    error: str,
+    raising: str,
+) -> None:
+    served = launcher.serve(graph, db)
+    folder = write_folder(tmp_path / "box-1", served.url, graph, RAISING, APPROVE)
+    for name, text in HELPERS.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    supervisor = supervisors.serving(folder)
+
+    start_token(served, "BAD-1", title)
+    wait_status(served, "BAD-1", "failed")
+    supervisor.wait_log(f"task 1 of BAD-1: reported a failed attempt: {error}")
+    shown = run_stateous("token", "show", "BAD-1", "--url", served.url, cwd=tmp_path)
+
+    assert shown.returncode == 0, shown.stderr
+    failures = [line for line in shown.stdout.splitlines() if " task 1 failed: " in line]
+    assert [line.split(" task 1 failed: ", 1)[1] for line in failures] == [error, error]
+    assert supervisor.log.count(f"task 1 of BAD-1: the routine failed: {error}") == 2
+    assert supervisor.lines.count("Traceback (most recent call last):") == 2
+    assert sum(line.strip() == raising for line in supervisor.lines) == 2
 
 
 def _settings(text: str) -> Callable[[Path], None]:
