@@ -235,14 +235,18 @@ class Engine:
 
     # steering
 
-    def _steerable(self, tx: Tx, token: str, allowed: tuple[str, ...], verb: str) -> TokenRow:
+    def _steerable(
+        self, tx: Tx, token: str, allowed: tuple[str, ...], verb: str, done: str
+    ) -> TokenRow:
+        """The top token to steer with `verb`, if its status is one of `allowed`; `done` is
+        the verb's past participle, for the refusal."""
         row = self._token(tx, token)
         if row.parent is not None:
             raise ChildToken(
                 f"token {token!r} is a child of {row.parent!r}; {verb} its top token instead"
             )
         if row.status not in allowed:
-            raise TokenNotActive(f"token {token!r} is {row.status}; it cannot be {verb}d")
+            raise TokenNotActive(f"token {token!r} is {row.status}; it cannot be {done}")
         return row
 
     def _family(self, tx: Tx, row: TokenRow) -> list[TokenRow]:
@@ -256,7 +260,7 @@ class Engine:
         """Pause an active token and its live children."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("active",), "pause")
+            row = self._steerable(tx, token, ("active",), "pause", "paused")
             for member in self._family(tx, row):
                 if member.status == "active":
                     member.status = "paused"
@@ -270,7 +274,7 @@ class Engine:
         """Resume a paused token; its held events, and its children's, apply in arrival order."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("paused",), "resume")
+            row = self._steerable(tx, token, ("paused",), "resume", "resumed")
             held = []
             for member in self._family(tx, row):
                 if member.status != "paused":
@@ -322,7 +326,7 @@ class Engine:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("active", "paused"), "cancel")
+            row = self._steerable(tx, token, ("active", "paused"), "cancel", "cancelled")
             self.moves.cancel_token(tx, row, None)
             return view(row)
 

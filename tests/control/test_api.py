@@ -193,6 +193,20 @@ def test_pause_resume_and_cancel_answer_the_token(served: Served) -> None:
     assert set(body) == TOKEN_FIELDS
 
 
+def test_steering_a_token_in_the_wrong_status_says_so_in_a_whole_sentence(served: Served) -> None:
+    start(served)
+    served.request("POST", "/tokens/ORDER-1/cancel")
+    sentences = {
+        verb: served.request("POST", f"/tokens/ORDER-1/{verb}")[2]["error"]
+        for verb in ("pause", "resume", "cancel")
+    }
+    assert sentences == {
+        "pause": "token 'ORDER-1' is cancelled; it cannot be paused",
+        "resume": "token 'ORDER-1' is cancelled; it cannot be resumed",
+        "cancel": "token 'ORDER-1' is cancelled; it cannot be cancelled",
+    }
+
+
 def test_a_claim_answers_the_grant_and_an_empty_claim_answers_204(served: Served) -> None:
     start(served)
     grant = claim(served, "draft")
