@@ -8,17 +8,19 @@ engine asks this module where an event goes; it never reads the file again.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stateous.control import graph_rules
 from stateous.control.validation import Validator, compile_schema
 from stateous.model import graph_file
 from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
-from stateous.model.guards import Guard, GuardSyntaxError, evaluate, parse
-from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
+from stateous.model.guards import Guard, evaluate, parse
+from stateous.model.names import BUILTIN_EVENTS
 
 
 class GraphError(Failure, ValueError):
@@ -45,6 +47,14 @@ class Ambiguous:
 
 def _accept_anything(value: Any, where: str) -> Any:
     return value
+
+
+def _compiled(name: str, schema: dict[str, Any]) -> Validator:
+    """Compile one schema of the graph file; a schema that cannot be is named."""
+    try:
+        return compile_schema(schema)
+    except (ValueError, re.error) as ex:
+        raise graph_file.GraphFileError(f"schemas.{name}: {ex}") from None
 
 
 @dataclass(slots=True)
@@ -117,7 +127,9 @@ class Graph:
         self.name = document.workflow
         self.checksum = graph_file.checksum(document)
         self.structure = graph_file.structure(document)
-        checks = {name: compile_schema(schema) for name, schema in document.schemas.items()}
+        for problem in graph_rules.problems(document):
+            raise graph_file.GraphFileError(problem)
+        checks = {name: _compiled(name, schema) for name, schema in document.schemas.items()}
         self.flows: dict[str, Flow] = {}
         for name in (document.workflow, *document.workflows):
             spec = document.workflow_spec(name)
@@ -141,18 +153,8 @@ class Graph:
         name: str, spec: WorkflowSpec, checks: dict[str, Validator], *, is_top: bool
     ) -> Flow:
         flow = Flow(name=name, spec=spec, is_top=is_top)
-        known = {START_NAME, END_NAME, *spec.states}
         for transition in spec.transitions:
-            if transition.source not in known or transition.target not in known:
-                raise graph_file.GraphFileError(
-                    f"workflow {name!r} has a transition between unknown states"
-                )
-            try:
-                guard = parse(transition.when) if transition.when is not None else None
-            except GuardSyntaxError as ex:
-                raise graph_file.GraphFileError(
-                    f"the guard {transition.when!r} does not parse: {ex}"
-                ) from None
+            guard = parse(transition.when) if transition.when is not None else None
             route = Route(
                 transition.source,
                 transition.target,

@@ -8,6 +8,7 @@ process it started when the test ends.
 from __future__ import annotations
 
 import http.client
+import json
 import signal
 import socket
 import sqlite3
@@ -334,6 +335,16 @@ BAD_ARGUMENTS: dict[str, tuple[list[str], str]] = {
         ["notes.json", "--listen", "127.0.0.1:0"],
         "error: notes.json cannot be served: ",
     ),
+    "a graph file with a timeout of 3 weeks": (
+        ["weeks.json", "--listen", "127.0.0.1:0"],
+        "error: weeks.json cannot be served: states.review.timeout: '3 weeks' is not a "
+        "duration; write e.g. '30s', '10m', '2h', '1d'",
+    ),
+    "a graph file with a guard that does not parse": (
+        ["guard.json", "--listen", "127.0.0.1:0"],
+        "error: guard.json cannot be served: transitions[2].when: the guard 'payload.approved =' "
+        "does not parse: ",
+    ),
     "--listen nonsense": (
         ["orders.json", "--listen", "nonsense"],
         "error: --listen takes HOST:PORT, e.g. 127.0.0.1:8080, not 'nonsense'",
@@ -363,6 +374,12 @@ def test_a_bad_argument_gives_one_error_line_and_exit_code_1(
     launcher: Launcher, tmp_path: Path, graph: Path, case: str
 ) -> None:
     (tmp_path / "notes.json").write_text("these are notes, not a graph\n")
+    document = json.loads(graph.read_text())
+    document["states"]["review"]["timeout"] = "3 weeks"
+    (tmp_path / "weeks.json").write_text(json.dumps(document))
+    document["states"]["review"].pop("timeout")
+    document["transitions"][2]["when"] = "payload.approved ="
+    (tmp_path / "guard.json").write_text(json.dumps(document))
     before = sorted(path.name for path in tmp_path.iterdir())
     args, sentence = BAD_ARGUMENTS[case]
     served = launcher.spawn(Path(args[0]), None, *args[1:], listen=None)

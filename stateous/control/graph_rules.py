@@ -1,0 +1,106 @@
+"""What a graph file must hold before it is served, checked whole at start.
+
+The compiler writes graph files that follow these rules, but a file can be edited
+by hand. A mistake found here stops `serve` with one sentence that names the field
+(`states.review.timeout: ...`), before the database opens, instead of a 500 for
+the first token that meets it. Schemas are checked where they are compiled, in
+`graph.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from stateous.model.durations import parse_duration
+from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
+from stateous.model.guards import GuardSyntaxError, parse
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+
+JOINS = ("all", "any")
+
+
+def problems(document: GraphFile) -> Iterator[str]:
+    """Every mistake of the graph file, each as `field: sentence`."""
+    if (problem := name_problem(document.workflow)) is not None:
+        yield f"workflow: {problem}"
+    for name in document.workflows:
+        if (problem := name_problem(name)) is not None:
+            yield f"workflows.{name}: {problem}"
+    for name in (document.workflow, *document.workflows):
+        prefix = "" if name == document.workflow else f"workflows.{name}."
+        yield from _workflow(document, name, document.workflow_spec(name), prefix)
+
+
+def _workflow(document: GraphFile, name: str, spec: WorkflowSpec, prefix: str) -> Iterator[str]:
+    if spec.context is not None and spec.context not in document.schemas:
+        yield f"{prefix}context: the graph file has no schema {spec.context!r}"
+    for event, event_spec in spec.events.items():
+        where = f"{prefix}events.{event}"
+        if (problem := name_problem(event)) is not None:
+            yield f"{where}: {problem}"
+        elif event in BUILTIN_EVENTS:
+            yield f"{where}: {event!r} is an event of Stateous itself; it cannot be declared"
+        if event_spec.payload is not None and event_spec.payload not in document.schemas:
+            yield f"{where}.payload: the graph file has no schema {event_spec.payload!r}"
+    for state, state_spec in spec.states.items():
+        yield from _state(document, name, spec, state, state_spec, f"{prefix}states.{state}")
+    for index, transition in enumerate(spec.transitions):
+        where = f"{prefix}transitions[{index}]"
+        if transition.source == END_NAME:
+            yield f"{where}.from: no transition leaves END"
+        elif transition.source != START_NAME and transition.source not in spec.states:
+            yield f"{where}.from: workflow {name!r} has no state {transition.source!r}"
+        if transition.target == START_NAME:
+            yield f"{where}.to: no transition enters START"
+        elif transition.target != END_NAME and transition.target not in spec.states:
+            yield f"{where}.to: workflow {name!r} has no state {transition.target!r}"
+        yield from _event_of(name, spec, transition.source, transition.on, f"{where}.on")
+        if transition.when is not None:
+            try:
+                parse(transition.when)
+            except GuardSyntaxError as ex:
+                yield f"{where}.when: the guard {transition.when!r} does not parse: {ex}"
+
+
+def _event_of(
+    name: str, spec: WorkflowSpec, source: str, event: str | None, where: str
+) -> Iterator[str]:
+    """The event of a transition: none out of START, a declared or built-in one elsewhere."""
+    if source == START_NAME:
+        if event is not None:
+            yield f"{where}: a transition from START takes no event"
+    elif event is None:
+        yield f"{where}: a transition from {source!r} needs an event"
+    elif event not in spec.events and event not in BUILTIN_EVENTS:
+        yield f"{where}: workflow {name!r} has no event {event!r}"
+
+
+def _state(
+    document: GraphFile,
+    name: str,
+    spec: WorkflowSpec,
+    state: str,
+    state_spec: StateSpec,
+    where: str,
+) -> Iterator[str]:
+    if (problem := name_problem(state)) is not None:
+        yield f"{where}: {problem}"
+    if state_spec.timeout is not None:
+        try:
+            parse_duration(state_spec.timeout)
+        except ValueError as ex:
+            yield f"{where}.timeout: {ex}"
+    if state_spec.retries < 0:
+        yield f"{where}.retries: {state_spec.retries} is not a whole number, 0 or more"
+    for index, event in enumerate(state_spec.emits or []):
+        if event not in spec.events:
+            yield f"{where}.emits[{index}]: workflow {name!r} has no event {event!r}"
+    if state_spec.parallel is None:
+        return
+    for index, child in enumerate(state_spec.parallel):
+        if child not in document.workflows:
+            yield f"{where}.parallel[{index}]: the graph file has no workflow {child!r}"
+    join: Any = state_spec.join
+    if join is not None and join not in JOINS:
+        yield f"{where}.join: {join!r} is not a join; it is 'all' or 'any'"
