@@ -30,8 +30,16 @@ from stateous.control.validation import Invalid
 from stateous.model.durations import parse_duration
 from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED, plain_text
 from stateous.model.names import NAME_LIMIT as NAME_LENGTH
+from stateous.model.vocabulary import (
+    LIVE_TOKEN,
+    WORKED_ON,
+    Kind,
+    TaskStatus,
+    TimerKind,
+    TimerStatus,
+    TokenStatus,
+)
 from stateous.model.wire import (
-    TOKEN_STATUSES,
     Duplicate,
     EnteredBy,
     Grant,
@@ -136,8 +144,8 @@ class Engine:
     def list_tokens(
         self, status: str | None = None, parent: str | None = None, limit: str | int | None = None
     ) -> list[TokenView]:
-        if status is not None and status not in TOKEN_STATUSES:
-            raise InvalidArgument(f"status must be one of {', '.join(TOKEN_STATUSES)}")
+        if status is not None and status not in set(TokenStatus):
+            raise InvalidArgument(f"status must be one of {', '.join(TokenStatus)}")
         try:
             count = 100 if limit is None else int(limit)
         except ValueError:
@@ -184,9 +192,9 @@ class Engine:
                 too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
                 if too_long is not None:
                     raise InvalidTokenId(too_long)
-            row = TokenRow(token, START_NAME, "active", 1, checked, tx.now)
+            row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
             tx.insert_token(row)
-            tx.record(token, "started", {"context": checked})
+            tx.record(token, Kind.STARTED, {"context": checked})
             self.moves.first_move(tx, row)
             return view(row), True
 
@@ -217,9 +225,9 @@ class Engine:
             row = self._token(tx, token)
             if key is not None and tx.key_used(token, key):
                 return Duplicate(token=view(row))
-            if row.status not in ("active", "paused"):
+            if row.status not in LIVE_TOKEN:
                 reason = f"token {token!r} is {row.status}; it takes no events"
-                tx.record(token, "event_rejected", {"event": event, "reason": reason})
+                tx.record(token, Kind.EVENT_REJECTED, {"event": event, "reason": reason})
                 raise KeepAndRaise(TokenNotActive(reason))
             flow = self.moves.flow(row)
             if event in BUILTIN_EVENTS:
@@ -260,12 +268,12 @@ class Engine:
         """Pause an active token and its live children."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("active",), "pause", "paused")
+            row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
             for member in self._family(tx, row):
-                if member.status == "active":
-                    member.status = "paused"
+                if member.status == TokenStatus.ACTIVE:
+                    member.status = TokenStatus.PAUSED
                     tx.save_token(member)
-                    tx.record(member.token, "paused", {})
+                    tx.record(member.token, Kind.PAUSED, {})
             return view(row)
 
         return self.store.write(operation)
@@ -274,18 +282,18 @@ class Engine:
         """Resume a paused token; its held events, and its children's, apply in arrival order."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("paused",), "resume", "resumed")
+            row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
             held = []
             for member in self._family(tx, row):
-                if member.status != "paused":
+                if member.status != TokenStatus.PAUSED:
                     continue
-                paused = tx.last_entry(member.token, ("paused",))
+                paused = tx.last_entry(member.token, (Kind.PAUSED,))
                 if paused is not None:
                     tx.shift_timers(member.token, tx.now - paused.at)
-                    held.extend(tx.entries_after(member.token, paused.seq, "event_deferred"))
-                member.status = "active"
+                    held.extend(tx.entries_after(member.token, paused.seq, Kind.EVENT_DEFERRED))
+                member.status = TokenStatus.ACTIVE
                 tx.save_token(member)
-                tx.record(member.token, "resumed", {})
+                tx.record(member.token, Kind.RESUMED, {})
             for entry in sorted(held, key=lambda item: item.data["arrival"]):
                 self._replay(tx, entry.token, entry.data)
             return view(self._token(tx, token))
@@ -301,7 +309,7 @@ class Engine:
         """
         row = self._token(tx, token)
         event = held["event"]
-        if row.status != "active":
+        if row.status != TokenStatus.ACTIVE:
             self.moves.drop(tx, row, event, f"token {token!r} is {row.status}")
             return
         reported = "task" in held
@@ -326,7 +334,7 @@ class Engine:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
 
         def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, ("active", "paused"), "cancel", "cancelled")
+            row = self._steerable(tx, token, LIVE_TOKEN, "cancel", "cancelled")
             self.moves.cancel_token(tx, row, None)
             return view(row)
 
@@ -353,12 +361,12 @@ class Engine:
                     return again
             task = tx.next_queued(states) if states else None
             if task is not None:
-                task.status, task.attempt = "claimed", task.attempt + 1
+                task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
                 task.claimed_by, task.lease_until = supervisor, tx.now + self.lease
                 tx.save_task(task)
                 tx.record(
                     task.token,
-                    "task_claimed",
+                    Kind.TASK_CLAIMED,
                     {"task": task.id, "supervisor": supervisor, "attempt": task.attempt},
                 )
                 tx.put_claim(supervisor, request, task.id, task.attempt)
@@ -374,7 +382,7 @@ class Engine:
         if last is None or last[0] != request or last[1] is None:
             return None
         task = tx.task(last[1])
-        if task is None or task.status != "claimed" or task.claimed_by != supervisor:
+        if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
             return None
         if task.attempt != last[2]:
             return None
@@ -409,7 +417,11 @@ class Engine:
             lost = []
             for ident in tasks:
                 task = tx.task(ident)
-                if task is None or task.status != "claimed" or task.claimed_by != supervisor:
+                if (
+                    task is None
+                    or task.status != TaskStatus.CLAIMED
+                    or task.claimed_by != supervisor
+                ):
                     lost.append(ident)
                     continue
                 task.lease_until = tx.now + self.lease
@@ -442,13 +454,17 @@ class Engine:
                 )
             raise TaskNotHeld(f"task {ident} is at attempt {task.attempt}, not attempt {attempt}")
         if outside:
-            held = task.status == "waiting"
+            held = task.status == TaskStatus.WAITING
         elif supervisor is None:
-            held = task.status in ("claimed", "waiting")
+            held = task.status in WORKED_ON
         else:
-            held = task.status == "claimed" and task.claimed_by == supervisor
+            held = task.status == TaskStatus.CLAIMED and task.claimed_by == supervisor
         if not held:
-            who = "nobody works on it" if task.status != "claimed" else f"{task.claimed_by} has it"
+            who = (
+                "nobody works on it"
+                if task.status != TaskStatus.CLAIMED
+                else f"{task.claimed_by} has it"
+            )
             raise TaskNotHeld(f"task {ident} is {task.status}: {who}")
         return task, self._token(tx, task.token)
 
@@ -460,7 +476,7 @@ class Engine:
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)
-            tx.record(token.token, "note", {"task": row.id, "text": text.strip()})
+            tx.record(token.token, Kind.NOTE, {"task": row.id, "text": text.strip()})
 
         self.store.write(operation)
 
@@ -476,10 +492,10 @@ class Engine:
             row, token = self._held_task(tx, task, attempt, None)
             if value is None:
                 tx.delete_memory(token.token, token.state, key)
-                kind = "memory_deleted"
+                kind = Kind.MEMORY_DELETED
             else:
                 tx.set_memory(token.token, token.state, key, value)
-                kind = "memory_set"
+                kind = Kind.MEMORY_SET
             tx.record(token.token, kind, {"task": row.id, "state": token.state, "memory_key": key})
 
         self.store.write(operation)
@@ -516,9 +532,9 @@ class Engine:
             schedules = self._schedules(flow, body.schedules)
             if body.kind == "waiting":
                 self.moves.keep_outcome(tx, token, changes, merged, schedules)
-                row.status, row.lease_until = "waiting", None
+                row.status, row.lease_until = TaskStatus.WAITING, None
                 tx.save_task(row)
-                tx.record(token.token, "task_waiting", {"task": row.id})
+                tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
                 return view(token)
             event = body.event or ""
             if not flow.emits(token.state, event):
@@ -538,16 +554,18 @@ class Engine:
 
     def _fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
         """Count a failed attempt: try again while retries are left, else deliver `error`."""
-        tx.record(token.token, "task_failed", {"task": task.id, "error": error})
-        tx.cancel_timers(token.token, "timer")
+        tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
+        tx.cancel_timers(token.token, TimerKind.TIMER)
         spec = self.moves.flow(token).state(token.state)
         task.claimed_by, task.lease_until = None, None
         if task.attempt <= spec.retries:
-            task.status = "queued"
+            task.status = TaskStatus.QUEUED
             tx.save_task(task)
-            tx.record(token.token, "task_retrying", {"task": task.id, "attempt": task.attempt + 1})
+            tx.record(
+                token.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1}
+            )
             return
-        task.status = "failed"
+        task.status = TaskStatus.FAILED
         tx.save_task(task)
         self.moves.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
 
@@ -560,7 +578,11 @@ class Engine:
 
             def operation(tx: Tx, ident: int = ident) -> bool:
                 task = tx.task(ident)
-                if task is None or task.status != "claimed" or (task.lease_until or 0) > tx.now:
+                if (
+                    task is None
+                    or task.status != TaskStatus.CLAIMED
+                    or (task.lease_until or 0) > tx.now
+                ):
                     return False
                 token = self._token(tx, task.token)
                 reason = (
@@ -580,17 +602,17 @@ class Engine:
 
             def operation(tx: Tx, ident: int = ident) -> bool:
                 timer = tx.timer(ident)
-                if timer is None or timer.status != "pending" or timer.due_at > tx.now:
+                if timer is None or timer.status != TimerStatus.PENDING or timer.due_at > tx.now:
                     return False
                 token = self._token(tx, timer.token)
-                if token.status != "active" or (token.state, token.visit) != (
+                if token.status != TokenStatus.ACTIVE or (token.state, token.visit) != (
                     timer.state,
                     timer.visit,
                 ):
                     return False
-                tx.set_timer_status(ident, "fired")
-                tx.record(token.token, "timer_fired", {"timer": ident, "event": timer.event})
-                if timer.kind == "timeout":
+                tx.set_timer_status(ident, TimerStatus.FIRED)
+                tx.record(token.token, Kind.TIMER_FIRED, {"timer": ident, "event": timer.event})
+                if timer.kind == TimerKind.TIMEOUT:
                     self.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
                 else:
                     arrival = Arrival(timer.event, timer.payload)

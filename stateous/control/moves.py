@@ -21,6 +21,16 @@ from stateous.control.graph import Ambiguous, Flow, Graph, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
 from stateous.model.durations import parse_duration
 from stateous.model.names import END_NAME, START_NAME, STARTED
+from stateous.model.vocabulary import (
+    CLOSING,
+    ENDING,
+    LIVE_TOKEN,
+    WORKED_ON,
+    Kind,
+    TaskStatus,
+    TimerKind,
+    TokenStatus,
+)
 
 #: The longest token id; a child's id is its parent's, its state, visit and workflow.
 ID_LIMIT = 128
@@ -97,7 +107,7 @@ class Moves:
         the transition that the guards choose, with the report's context
         changes and timers first; when none takes it, `unrouted` says what then.
         """
-        paused = token.status == "paused"
+        paused = token.status == TokenStatus.PAUSED
         if paused and arrival.task is None:
             self.hold(tx, token, arrival)
             return
@@ -167,7 +177,7 @@ class Moves:
 
     def reject(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
         """Record that an event was turned away; the token stays where it is."""
-        tx.record(token.token, "event_rejected", {"event": event, "reason": reason})
+        tx.record(token.token, Kind.EVENT_REJECTED, {"event": event, "reason": reason})
 
     def refuse(self, tx: Tx, token: TokenRow, event: str, reason: str) -> NoReturn:
         """Record a refused event, then refuse the request once that is committed."""
@@ -176,11 +186,11 @@ class Moves:
 
     def drop(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
         """Record that a held event no longer applies."""
-        tx.record(token.token, "event_dropped", {"event": event, "reason": reason})
+        tx.record(token.token, Kind.EVENT_DROPPED, {"event": event, "reason": reason})
 
     def replayed(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
         tx.record(
-            token.token, "event_replayed", {"event": arrival.event, "arrival": arrival.replay}
+            token.token, Kind.EVENT_REPLAYED, {"event": arrival.event, "arrival": arrival.replay}
         )
 
     def hold(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
@@ -196,7 +206,7 @@ class Moves:
         }
         task = arrival.task
         if task is not None:
-            task.status, task.lease_until = "waiting", None
+            task.status, task.lease_until = TaskStatus.WAITING, None
             tx.save_task(task)
             data.update(
                 state=token.state,
@@ -207,7 +217,7 @@ class Moves:
             )
         if arrival.detail is not None:
             data["error"] = arrival.detail
-        tx.record(token.token, "event_deferred", data, arrival.key)
+        tx.record(token.token, Kind.EVENT_DEFERRED, data, arrival.key)
 
     def keep_outcome(
         self,
@@ -220,11 +230,16 @@ class Moves:
         """Keep what a report changes besides the move: the context, and its timers."""
         if changes and context is not None:
             token.context = context
-            tx.record(token.token, "context_changed", {"changes": changes})
+            tx.record(token.token, Kind.CONTEXT_CHANGED, {"changes": changes})
             tx.save_token(token)
         for schedule in schedules:
             self.set_timer(
-                tx, token, schedule["event"], schedule["payload"], schedule["after"], "timer"
+                tx,
+                token,
+                schedule["event"],
+                schedule["payload"],
+                schedule["after"],
+                TimerKind.TIMER,
             )
 
     # a move
@@ -242,13 +257,13 @@ class Moves:
             return
         tx.record(
             token.token,
-            "event_accepted",
+            Kind.EVENT_ACCEPTED,
             {"event": event, "payload": arrival.payload, "state": token.state},
             arrival.key,
         )
         self.leave(tx, token, event, reported=arrival.task is not None)
         if choice.target == END_NAME:
-            self.end(tx, token, "completed", {})
+            self.end(tx, token, TokenStatus.COMPLETED, {})
         else:
             self.enter(tx, token, choice.target)
 
@@ -257,17 +272,18 @@ class Moves:
         task = tx.live_task(token.token)
         if task is not None:
             done = reported or (
-                task.status in ("claimed", "waiting") and self.flow(token).emits(token.state, event)
+                task.status in WORKED_ON and self.flow(token).emits(token.state, event)
             )
-            self.close_task(tx, task, "done" if done else "cancelled")
+            self.close_task(tx, task, TaskStatus.DONE if done else TaskStatus.CANCELLED)
         tx.cancel_timers(token.token)
         self.stop_children(tx, token, f"the parent left {token.state!r} on {event!r}")
 
-    def close_task(self, tx: Tx, task: TaskRow, status: str) -> None:
+    def close_task(self, tx: Tx, task: TaskRow, status: TaskStatus) -> None:
+        """Close the task of a visit that ends: `done` or `cancelled`."""
         task.status = status
         task.lease_until = None
         tx.save_task(task)
-        tx.record(task.token, f"task_{status}", {"task": task.id})
+        tx.record(task.token, CLOSING[status], {"task": task.id})
 
     def enter(self, tx: Tx, token: TokenRow, state: str) -> None:
         """Enter `state`: a new visit, with its task (or children) and its timeout."""
@@ -276,15 +292,17 @@ class Moves:
         visit = token.visits.get(state, 0) + 1
         token.visits[state] = visit
         token.state, token.visit, token.entered_at = state, visit, tx.now
-        tx.record(token.token, "entered", {"state": state, "visit": visit})
+        tx.record(token.token, Kind.ENTERED, {"state": state, "visit": visit})
         tx.save_token(token)
         if spec.parallel:
             self.start_children(tx, token, spec.parallel, spec.inputs or [])
         else:
             task = tx.insert_task(token.token, flow.claim_name(state), visit)
-            tx.record(token.token, "task_queued", {"task": task, "state": state})
+            tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:
-            self.set_timer(tx, token, "timeout", None, parse_duration(spec.timeout), "timeout")
+            self.set_timer(
+                tx, token, "timeout", None, parse_duration(spec.timeout), TimerKind.TIMEOUT
+            )
 
     def set_timer(
         self, tx: Tx, token: TokenRow, event: str, payload: Any, seconds: float, kind: str
@@ -293,7 +311,7 @@ class Moves:
         timer = tx.insert_timer(token.token, token.state, token.visit, event, payload, due, kind)
         tx.record(
             token.token,
-            "timer_set",
+            Kind.TIMER_SET,
             {"timer": timer, "event": event, "due_at": to_iso(due), "kind": kind},
         )
 
@@ -305,7 +323,7 @@ class Moves:
             return
         tx.record(
             token.token,
-            "event_accepted",
+            Kind.EVENT_ACCEPTED,
             {"event": STARTED, "payload": None, "state": START_NAME},
         )
         self.enter(tx, token, choice.target)
@@ -317,23 +335,23 @@ class Moves:
 
     # ending
 
-    def end(self, tx: Tx, token: TokenRow, status: str, data: dict[str, Any]) -> None:
+    def end(self, tx: Tx, token: TokenRow, status: TokenStatus, data: dict[str, Any]) -> None:
         """End the token for good: completed, failed or cancelled."""
         token.status = status
-        tx.record(token.token, status, data)
+        tx.record(token.token, ENDING[status], data)
         tx.save_token(token)
         tx.cancel_timers(token.token)
         tx.drop_memory(token.token)
-        if token.parent is not None and status != "cancelled":
+        if token.parent is not None and status != TokenStatus.CANCELLED:
             self.child_ended(tx, token)
 
     def fail(self, tx: Tx, token: TokenRow, reason: str) -> None:
         """Fail the token: its live task and timers stop, its children are cancelled."""
         task = tx.live_task(token.token)
         if task is not None:
-            self.close_task(tx, task, "cancelled")
+            self.close_task(tx, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, f"the parent failed: {reason}")
-        self.end(tx, token, "failed", {"reason": reason})
+        self.end(tx, token, TokenStatus.FAILED, {"reason": reason})
 
     def cancel_token(self, tx: Tx, token: TokenRow, reason: str | None) -> None:
         """Cancel a live token, its task, its timers and its own children."""
@@ -341,16 +359,18 @@ class Moves:
             self.drop(tx, token, held.data["event"], "the token was cancelled")
         task = tx.live_task(token.token)
         if task is not None:
-            self.close_task(tx, task, "cancelled")
+            self.close_task(tx, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, "the parent was cancelled")
-        self.end(tx, token, "cancelled", {} if reason is None else {"reason": reason})
+        self.end(tx, token, TokenStatus.CANCELLED, {} if reason is None else {"reason": reason})
 
     def held(self, tx: Tx, token: TokenRow) -> list[Any]:
         """The events held for a paused token since its last pause, in order."""
-        if token.status != "paused":
+        if token.status != TokenStatus.PAUSED:
             return []
-        paused = tx.last_entry(token.token, ("paused",))
-        return [] if paused is None else tx.entries_after(token.token, paused.seq, "event_deferred")
+        paused = tx.last_entry(token.token, (Kind.PAUSED,))
+        return (
+            [] if paused is None else tx.entries_after(token.token, paused.seq, Kind.EVENT_DEFERRED)
+        )
 
     # children of parallel states
 
@@ -407,8 +427,8 @@ class Moves:
                 workflow=workflow,
             )
             tx.insert_token(child)
-            tx.record(token.token, "branch_started", {"workflow": workflow, "token": child_id})
-            tx.record(child_id, "started", {"context": child.context, "parent": token.token})
+            tx.record(token.token, Kind.BRANCH_STARTED, {"workflow": workflow, "token": child_id})
+            tx.record(child_id, Kind.STARTED, {"context": child.context, "parent": token.token})
             self.first_move(tx, child)
 
     def stop_children(self, tx: Tx, token: TokenRow, reason: str) -> None:
@@ -421,13 +441,13 @@ class Moves:
         if spec is None or not spec.parallel:
             return
         for child in tx.children(token.token):
-            if child.status in ("active", "paused"):
+            if child.status in LIVE_TOKEN:
                 self.cancel_token(tx, child, reason)
 
     def child_ended(self, tx: Tx, child: TokenRow) -> None:
         """Check the join of the parent's parallel state when one of its children ends."""
         parent = tx.token(child.parent or "")
-        if parent is None or parent.status not in ("active", "paused"):
+        if parent is None or parent.status not in LIVE_TOKEN:
             return
         prefix = f"{parent.token}.{parent.state}.{parent.visit}."
         if not child.token.startswith(prefix):
@@ -437,9 +457,11 @@ class Moves:
         if spec.join == "any":
             ended = [child]
         else:
-            if any(row.status in ("active", "paused") for row in siblings):
+            if any(row.status in LIVE_TOKEN for row in siblings):
                 return
-            ended = [row for row in siblings if row.status in ("completed", "failed")]
+            ended = [
+                row for row in siblings if row.status in (TokenStatus.COMPLETED, TokenStatus.FAILED)
+            ]
         payload = {"branches": [self.branch(tx, row) for row in ended]}
         self.route(tx, parent, Arrival("joined", payload), Unrouted.FAIL)
 
@@ -448,9 +470,9 @@ class Moves:
         accepted: Any = None
         payload: Any = None
         for entry in tx.history(child.token):
-            if entry.kind == "event_accepted":
+            if entry.kind == Kind.EVENT_ACCEPTED:
                 accepted = entry.data.get("payload")
-            elif entry.kind == "entered" and entry.data.get("state") == child.state:
+            elif entry.kind == Kind.ENTERED and entry.data.get("state") == child.state:
                 payload = accepted
         return {
             "workflow": child.workflow,

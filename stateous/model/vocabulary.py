@@ -1,0 +1,97 @@
+"""The words of the domain: token and task statuses, timers, and the kinds of ledger entries.
+
+Each word is written here once. The engine decides with these, the stores keep
+them, the schema's CHECK lists are made from them, and the history reads them
+back as sentences; tests check that each of those agrees with this module.
+Every member is a `str`, so it goes to JSON, SQL and logs as its plain value.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+
+class TokenStatus(StrEnum):
+    """Where a token is in its life."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: A token that can still move: it takes events, and its children can too.
+LIVE_TOKEN: Final = (TokenStatus.ACTIVE, TokenStatus.PAUSED)
+
+
+class TaskStatus(StrEnum):
+    """Where the task of a visit is: waiting for a supervisor, worked on, or over."""
+
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    WAITING = "waiting"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: Task statuses in which the task still belongs to its visit.
+LIVE_TASK: Final = (TaskStatus.QUEUED, TaskStatus.CLAIMED, TaskStatus.WAITING)
+#: Task statuses in which somebody works on the task: a supervisor, or someone outside.
+WORKED_ON: Final = (TaskStatus.CLAIMED, TaskStatus.WAITING)
+
+
+class TimerStatus(StrEnum):
+    PENDING = "pending"
+    FIRED = "fired"
+    CANCELLED = "cancelled"
+
+
+class TimerKind(StrEnum):
+    """A state's `timeout`, or a timer that a routine set."""
+
+    TIMEOUT = "timeout"
+    TIMER = "timer"
+
+
+class Kind(StrEnum):
+    """The kind of a ledger entry: what happened to the token."""
+
+    STARTED = "started"
+    BRANCH_STARTED = "branch_started"
+    EVENT_ACCEPTED = "event_accepted"
+    EVENT_REJECTED = "event_rejected"
+    EVENT_DEFERRED = "event_deferred"
+    EVENT_REPLAYED = "event_replayed"
+    EVENT_DROPPED = "event_dropped"
+    ENTERED = "entered"
+    TASK_QUEUED = "task_queued"
+    TASK_CLAIMED = "task_claimed"
+    TASK_WAITING = "task_waiting"
+    TASK_DONE = "task_done"
+    TASK_CANCELLED = "task_cancelled"
+    TASK_FAILED = "task_failed"
+    TASK_RETRYING = "task_retrying"
+    TIMER_SET = "timer_set"
+    TIMER_FIRED = "timer_fired"
+    CONTEXT_CHANGED = "context_changed"
+    NOTE = "note"
+    MEMORY_SET = "memory_set"
+    MEMORY_DELETED = "memory_deleted"
+    PAUSED = "paused"
+    RESUMED = "resumed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+#: The entry that ends a token, by the status it ends with.
+ENDING: Final = {
+    TokenStatus.COMPLETED: Kind.COMPLETED,
+    TokenStatus.FAILED: Kind.FAILED,
+    TokenStatus.CANCELLED: Kind.CANCELLED,
+}
+#: The entry that closes a task at the end of its visit, by the status it closes with.
+CLOSING: Final = {TaskStatus.DONE: Kind.TASK_DONE, TaskStatus.CANCELLED: Kind.TASK_CANCELLED}
