@@ -180,7 +180,7 @@ def fill(database: Path, tokens: int) -> None:
     """Put `tokens` ended tokens (each with a done task and its ledger rows) into the file."""
     import apsw
 
-    from stateous.control.sqlite import SqliteStore
+    from stateous.control.store.sqlite import SqliteStore
 
     SqliteStore(database).close()
     connection = apsw.Connection(str(database))

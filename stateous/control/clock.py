@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable
 
 from stateous.control.engine import Engine
-from stateous.control.hold import Hold, HoldLost
+from stateous.control.hold import Hold
+from stateous.control.store import HoldLost
 
 log = logging.getLogger("stateous.control.clock")
 

@@ -379,12 +379,12 @@ class Engine:
 
     def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
         last = tx.last_claim(supervisor)
-        if last is None or last[0] != request or last[1] is None:
+        if last is None or last.request != request or last.task is None:
             return None
-        task = tx.task(last[1])
+        task = tx.task(last.task)
         if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
             return None
-        if task.attempt != last[2]:
+        if task.attempt != last.attempt:
             return None
         task.lease_until = tx.now + self.lease
         tx.save_task(task)
@@ -392,7 +392,8 @@ class Engine:
 
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
         token = self._token(tx, task.token)
-        accepted, memory = tx.grant_reads(task.token, token.state)
+        reads = tx.grant_reads(task.token, token.state)
+        accepted = reads.accepted
         name = STARTED if accepted is None else accepted["event"]
         payload = None if accepted is None else accepted.get("payload")
         return Grant(
@@ -402,7 +403,7 @@ class Engine:
             visit=task.visit,
             attempt=task.attempt,
             context=token.context,
-            memory=memory,
+            memory=reads.memory,
             entered_by=EnteredBy(name=name, payload=payload),
             lease=round(self.lease),
         )

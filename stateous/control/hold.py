@@ -1,80 +1,18 @@
-"""One control plane per database: the hold.
+"""One control plane per database: its name on the `control_plane` row.
 
-A control plane holds its database two ways. A lock that lives exactly as long
-as the process (an OS lock on the SQLite file; on Postgres an advisory lock on a
-connection of its own, in `postgres.py`), so a second `serve` is refused at once
-and a new one can start at once after a kill -9. The `control_plane` row names
-the holder as `host:pid:id`; the clock checks it and the lock every second, so a
-holder that finds another name there, or lost its lock, knows it lost the database.
+Besides its serving lock (`store/locks.py`), a control plane holds its database
+by the `control_plane` row, which names it as `host:pid:id`; the clock checks the
+row and the lock every second, so a holder that finds another name there, or lost
+its lock, knows it lost the database.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import socket
-from pathlib import Path
-from typing import BinaryIO, Protocol
 
-from stateous.control.store import ControlRow, Store, Tx
-from stateous.model.errors import Failure
-
-
-class HoldRefused(Failure):
-    """Another control plane serves this database now."""
-
-
-class HoldLost(Exception):
-    """This control plane no longer holds its database; `cause` says why in a few words."""
-
-    def __init__(
-        self, message: str, cause: str = "another control plane took the database"
-    ) -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-class Lock(Protocol):
-    """The lock that keeps a second control plane off a database while this process lives."""
-
-    def take(self) -> None: ...
-    def check(self) -> None: ...
-    def release(self) -> None: ...
-
-
-class FileLock:
-    """An exclusive OS lock on the database file itself, given up when the process ends.
-
-    It is taken on the file, not on its name, so a symlink or a hard link to the
-    same database meets the same lock. SQLite's own locks are of another kind
-    (fcntl byte ranges) and do not interfere with it.
-    """
-
-    def __init__(self, database: str) -> None:
-        self.path = Path(database)
-        self._file: BinaryIO | None = None
-
-    def take(self) -> None:
-        try:
-            handle = open(self.path, "ab")  # noqa: SIM115 - held open for the life of the process
-        except OSError as ex:
-            raise HoldRefused(f"cannot open the database {self.path}: {ex.strerror}") from None
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            raise HoldRefused("another control plane serves this database; stop it first") from None
-        self._file = handle
-
-    def check(self) -> None:
-        """An OS lock cannot be lost while its process lives: nothing to check."""
-
-    def release(self) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file, fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
+from stateous.control.store import ControlRow, HoldLost, Lock, Store, Tx
 
 
 class Hold:

@@ -17,10 +17,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 from typing import Protocol, TextIO
 
 import waitress
@@ -33,9 +30,16 @@ from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
-from stateous.control.hold import FileLock, Hold, HoldLost, Lock
-from stateous.control.sqlite import SqliteStore
-from stateous.control.store import Store, Tx
+from stateous.control.hold import Hold
+from stateous.control.store import (
+    POSTGRES,
+    HoldLost,
+    Store,
+    Tx,
+    UnknownUrl,
+    open_store,
+    sqlite_path,
+)
 from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
@@ -44,7 +48,6 @@ log = logging.getLogger("stateous.control.serve")
 THREADS = 8
 #: Connections to Postgres: one per request thread, one for the clock, one spare.
 CONNECTIONS = THREADS + 2
-POSTGRES = ("postgresql://", "postgres://")
 
 
 class ServeError(Failure):
@@ -78,39 +81,17 @@ class Address:
         return f"http://{host}:{port}"
 
 
-def sqlite_path(url: str) -> str:
-    """Read the file of a `sqlite:///path` URL (four slashes for an absolute path)."""
-    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return url[len("sqlite:///") :]
-    raise ServeError(
-        f"--db takes a URL such as {DEFAULT_DB} or postgresql://USER@HOST:5432/NAME, not {url!r}"
-    )
-
-
-def open_store(url: str) -> tuple[Lock, Store]:
-    """Take the database's serving lock, then open its store (making or upgrading the tables)."""
-    opener: Callable[[], Store]
+def check_url(url: str) -> None:
+    """Refuse a `--db` that names no database this version serves, before the port is bound."""
     if url.startswith(POSTGRES):
-        try:
-            from stateous.control import postgres
-        except ModuleNotFoundError as ex:
-            if (ex.name or "").partition(".")[0] != "psycopg":
-                raise
-            raise ServeError(
-                "serving Postgres needs psycopg, which is missing; install stateous[postgres]"
-            ) from None
-        lock: Lock = postgres.AdvisoryLock(url)
-        opener = partial(postgres.PostgresStore, url, size=CONNECTIONS)
-    else:
-        path = sqlite_path(url)
-        lock = FileLock(path)
-        opener = partial(SqliteStore, Path(path))
-    lock.take()
+        return
     try:
-        return lock, opener()
-    except BaseException:
-        lock.release()
-        raise
+        sqlite_path(url)
+    except UnknownUrl:
+        raise ServeError(
+            f"--db takes a URL such as {DEFAULT_DB} or postgresql://USER@HOST:5432/NAME, "
+            f"not {url!r}"
+        ) from None
 
 
 def bind(address: Address) -> socket.socket:
@@ -162,12 +143,11 @@ class ControlPlane:
             self.graph = Graph.load(graph_path)
         except ValueError as ex:
             raise ServeError(str(ex)) from None
-        if not db.startswith(POSTGRES):
-            sqlite_path(db)  # a bad URL is refused before the port is bound
+        check_url(db)
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
         try:
-            self.lock, self.store = open_store(db)
+            self.lock, self.store = open_store(db, connections=CONNECTIONS)
         except BaseException:
             self.listener.close()
             raise

@@ -23,7 +23,7 @@ from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
-from stateous.control.sqlite import SqliteStore
+from stateous.control.store.sqlite import SqliteStore
 from stateous.control.store import Store
 from stateous.model.graph_file import GraphFile, dump
 
@@ -71,7 +71,7 @@ class Backend:
             limits["clock"] = clock
         if self.name == "sqlite":
             return SqliteStore(self.url, **limits)
-        from stateous.control.postgres import PostgresStore
+        from stateous.control.store.postgres import PostgresStore
 
         return PostgresStore(self.url, **limits)
 

@@ -526,7 +526,7 @@ def test_memory_survives_a_retry_and_is_deleted_when_the_token_ends(plane: Plane
     plane.engine.report(
         task, report(event="reviewed", payload={"approved": True}, supervisor="box-2")
     )
-    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review"))[1] == {}
+    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review")).memory == {}
 
 
 # Lease expiry and timers
@@ -699,7 +699,7 @@ def test_cancel_stops_the_token_its_task_and_its_held_events(plane: Plane) -> No
         ("cancelled", {}),
     ]
     assert plane.engine.heartbeat("box-1", [task]) == [task]
-    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review"))[1] == {}
+    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review")).memory == {}
     with pytest.raises(TokenNotActive):
         plane.engine.cancel("ORDER-1")
 
@@ -738,7 +738,7 @@ def test_a_write_that_waits_too_long_for_the_sqlite_lock_is_database_busy(tmp_pa
     from stateous.control.engine import Engine
     from stateous.control.errors import DatabaseBusy
     from stateous.control.graph import Graph
-    from stateous.control.sqlite import SqliteStore
+    from stateous.control.store.sqlite import SqliteStore
 
     served = plane_for(orders(), Backend("sqlite", tmp_path, str(tmp_path / "db.sqlite")))
     served.store.close()
@@ -766,7 +766,7 @@ def test_a_report_from_outside_needs_a_waiting_task(plane: Plane) -> None:
 
 def test_the_sqlite_writer_survives_a_broken_batch(tmp_path: Path) -> None:
     from stateous.control.errors import DatabaseBusy
-    from stateous.control.sqlite import SqliteStore, SqliteTx
+    from stateous.control.store.sqlite import SqliteStore, SqliteTx
 
     store = SqliteStore(tmp_path / "writer.sqlite")
 

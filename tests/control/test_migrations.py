@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from stateous.control.migrations import LATEST
+from stateous.control.store.migrations import LATEST
 from tests.control.conftest import write_graph
 from tests.control.support import Backend, orders, plane_for
 

@@ -3,20 +3,21 @@ its plan as the tables grow, so that plan must already read a token's rows by it
 
 from __future__ import annotations
 
-from stateous.control.postgres import PostgresStore
+from stateous.control.store.postgres import PostgresStore
 from stateous.model.wire import ReportBody
 from tests.control.support import Backend, orders, plane_for
 
 
 def generic_plans(store: PostgresStore) -> dict[str, str]:
     """The plan that each statement prepared on the store's connection keeps for all
-    parameters, by the statement's SQL (its `?` the parameters): what the planner makes
-    of the tables as they are."""
+    parameters, by the statement's SQL: what the planner makes of the tables as they are."""
     plans = {}
     with store._pool.connection() as connection:
         connection.execute("SET plan_cache_mode = force_generic_plan")
-        for sql, name in connection.prepared.items():
-            count = sql.count("?")
+        prepared = connection.execute(
+            "SELECT name, statement, cardinality(parameter_types) FROM pg_prepared_statements"
+        ).fetchall()
+        for name, sql, count in prepared:
             arguments = f"({', '.join(['NULL'] * count)})" if count else ""
             rows = connection.execute(f"EXPLAIN EXECUTE {name}{arguments}").fetchall()
             plans[sql] = "\n".join(row[0] for row in rows)

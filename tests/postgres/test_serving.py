@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous.control.postgres import LOCK_CLASS
+from stateous.control.store.postgres import LOCK_CLASS
 from tests.control.serving import Launcher, Served, orders, write_graph
 from tests.control.support import fresh_schema
 from tests.control.test_serve_process import Load, check_answered, check_tokens_whole

@@ -13,10 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous.control import postgres
+from stateous.control.store import postgres
+from stateous.control.store.postgres.connection import Connection
 from stateous.control.errors import DatabaseBusy
-from stateous.control.migrations import LATEST, SchemaError
-from stateous.control.postgres import PostgresStore
+from stateous.control.store.migrations import LATEST, SchemaError
+from stateous.control.store.postgres import PostgresStore
 from stateous.control.store import Tx
 from stateous.model.wire import ReportBody
 from tests.control.conftest import build_engine, serving
@@ -246,7 +247,7 @@ def test_a_schema_upgrade_keeps_the_lock_limit_and_has_no_statement_limit(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[list[str]] = []
-    real = postgres.migrate
+    real = postgres.store.migrate
 
     def watched(tx: Any, *, dialect: str) -> str:
         seen.append(
@@ -254,7 +255,7 @@ def test_a_schema_upgrade_keeps_the_lock_limit_and_has_no_statement_limit(
         )
         return real(tx, dialect=dialect)
 
-    monkeypatch.setattr(postgres, "migrate", watched)
+    monkeypatch.setattr(postgres.store, "migrate", watched)
     store = PostgresStore(url)
     try:
         assert seen == [["0", "10s"]]
@@ -322,18 +323,19 @@ def answer_of_next_commit_lost(*, arrives: bool) -> Iterator[list[int]]:
     its session waits on in the transaction, as across a network cut, until the
     block ends. Yields the server process ids of the sessions it cut.
     """
-    original = postgres.Connection.run
+    original = Connection.end_transaction
     kept: list[int] = []
     cut: list[int] = []
 
-    def run(self: postgres.Connection, text: str) -> Any:
-        if not text.endswith("COMMIT") or cut:
-            return original(self, text)
+    def end_transaction(self: Connection) -> None:
+        if cut:
+            return original(self)
         cut.append(self.info.backend_pid)
         if arrives:
-            original(self, text)
-        else:
-            original(self, text.removesuffix("; COMMIT"))
+            original(self)
+        # Every statement before the COMMIT (and the COMMIT, when it arrives) is answered:
+        # the server has done its part, and only the last answer is lost.
+        self._pipeline.sync()  # type: ignore[union-attr]
         # The session's socket stays open here, and libpq's says goodbye to /dev/null:
         # the server sees no end of the session.
         kept.append(os.dup(self.pgconn.socket))
@@ -342,11 +344,11 @@ def answer_of_next_commit_lost(*, arrives: bool) -> Iterator[list[int]]:
         self.pgconn.finish()
         raise psycopg.OperationalError("server closed the connection unexpectedly")
 
-    postgres.Connection.run = run  # type: ignore[method-assign]
+    Connection.end_transaction = end_transaction  # type: ignore[method-assign]
     try:
         yield cut
     finally:
-        postgres.Connection.run = original  # type: ignore[method-assign]
+        Connection.end_transaction = original  # type: ignore[method-assign]
         for descriptor in kept:
             os.close(descriptor)
 

@@ -21,9 +21,9 @@ from typing import Any
 import apsw
 
 from stateous.control.errors import DatabaseBusy
-from stateous.control.migrations import migrate, upgrade_failed
-from stateous.control.sql import SqlTx
-from stateous.control.store import KeepAndRaise, Result, Tx
+from stateous.control.store.contract import KeepAndRaise, Result, Tx
+from stateous.control.store.migrations import migrate, upgrade_failed
+from stateous.control.store.sql import SqlTx
 
 log = logging.getLogger("stateous.control.store")
 

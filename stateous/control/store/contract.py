@@ -1,98 +1,24 @@
-"""The store interface: what the engine asks of a database, grouped by table.
+"""The store's interface: what the engine asks of a database, grouped by table.
 
-Nothing here decides: the engine does. A store runs each engine operation as one
-transaction (`write`) or one consistent read (`read`), and a `Tx` offers small
-verbs per table (tokens, ledger, tasks, timers, memory, claims, the control
-plane row). SQLite and Postgres each implement it; the engine never knows which.
+The package docstring (`stateous.control.store`) says what a store promises.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
+from stateous.control.store.rows import (
+    ClaimRow,
+    ControlRow,
+    Entry,
+    GrantReads,
+    TaskRow,
+    TimerRow,
+    TokenRow,
+)
+
 Result = TypeVar("Result")
-
-#: Task statuses in which the task still belongs to its visit.
-LIVE_TASK = ("queued", "claimed", "waiting")
-
-
-def to_iso(moment: float) -> str:
-    """Show a moment as the API does: ISO 8601 in UTC, to the second, with `Z`."""
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def to_column(moment: float) -> str:
-    """Write a moment into a text column: UTC, no zone, to the microsecond; sorts as text."""
-    return datetime.fromtimestamp(moment, UTC).isoformat(sep=" ", timespec="microseconds")[:26]
-
-
-def from_column(text: str) -> float:
-    """Read a moment back from a text column."""
-    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
-
-
-@dataclass(slots=True)
-class TokenRow:
-    token: str
-    state: str
-    status: str
-    visit: int
-    context: dict[str, Any]
-    entered_at: float
-    parent: str | None = None
-    workflow: str | None = None
-    #: How many times the token entered each state; `visit` is the entry of `state`.
-    visits: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class TaskRow:
-    id: int
-    token: str
-    state: str
-    visit: int
-    status: str
-    attempt: int
-    claimed_by: str | None
-    lease_until: float | None
-    queued_at: float
-
-
-@dataclass(slots=True)
-class TimerRow:
-    id: int
-    token: str
-    state: str
-    visit: int
-    event: str
-    payload: Any
-    set_at: float
-    due_at: float
-    status: str
-    kind: str
-
-
-@dataclass(slots=True)
-class Entry:
-    """One ledger row."""
-
-    token: str
-    seq: int
-    at: float
-    kind: str
-    key: str | None
-    data: dict[str, Any]
-
-
-@dataclass(slots=True)
-class ControlRow:
-    structure: str | None
-    checksum: str | None
-    serving: str | None
-    since: float | None
 
 
 class Tx(Protocol):
@@ -139,15 +65,13 @@ class Tx(Protocol):
     def due_timers(self, limit: int) -> list[int]: ...
 
     # memory
-    def grant_reads(
-        self, token: str, state: str
-    ) -> tuple[dict[str, Any] | None, dict[str, Any]]: ...
+    def grant_reads(self, token: str, state: str) -> GrantReads: ...
     def set_memory(self, token: str, state: str, key: str, value: Any) -> None: ...
     def delete_memory(self, token: str, state: str, key: str) -> None: ...
     def drop_memory(self, token: str) -> None: ...
 
     # claims
-    def last_claim(self, supervisor: str) -> tuple[str | None, int | None, int | None] | None: ...
+    def last_claim(self, supervisor: str) -> ClaimRow | None: ...
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None
     ) -> None: ...

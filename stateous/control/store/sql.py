@@ -11,30 +11,43 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from enum import StrEnum
 from functools import cache
 from typing import Any
 
 import msgspec
 
-from stateous.control.store import (
-    LIVE_TASK,
+from stateous.control.store.contract import KeepAndRaise, Result
+from stateous.control.store.rows import (
+    ClaimRow,
     ControlRow,
     Entry,
-    KeepAndRaise,
-    Result,
+    GrantReads,
     TaskRow,
     TimerRow,
     TokenRow,
     from_column,
     to_column,
 )
+from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus, TokenStatus
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
     return _encode(value).decode()
+
+
+def word(member: StrEnum) -> str:
+    """A word of the vocabulary as an SQL literal: a constant of a statement's text, so that
+    the conditions of partial indexes (`WHERE status = 'queued'`) match it."""
+    return f"'{member.value}'"
+
+
+def words(members: tuple[StrEnum, ...]) -> str:
+    """Words of the vocabulary as an SQL list of literals, such as `('queued', 'claimed')`."""
+    return f"({', '.join(map(word, members))})"
 
 
 def _time(value: str | None) -> float | None:
@@ -114,7 +127,8 @@ def counts_columns(token: str) -> tuple[str, str]:
     `token` names."""
     return (
         f"(SELECT max(seq) FROM ledger WHERE ledger.token = {token})",
-        f"(SELECT count(*) FROM timers WHERE timers.token = {token} AND status = 'pending')",
+        f"(SELECT count(*) FROM timers WHERE timers.token = {token} "
+        f"AND status = {word(TimerStatus.PENDING)})",
     )
 
 
@@ -125,12 +139,14 @@ STATE_COLUMNS = (
     *counts_columns("k.token"),
     *(f"t.{name}" for name in _TASK.split(", ")),
 )
-#: Where a row of `token_state_sql` has its last ledger number, and starts its live task.
-STATE_LAST = len(_TOKEN.split(", "))
-STATE_TASK = STATE_COLUMNS.index("t.id")
+#: Where a row of `token_state_sql` has its last ledger number, its number of pending
+#: timers, and its live task.
+_STATE_LAST = len(_TOKEN.split(", "))
+_STATE_TIMERS = _STATE_LAST + 1
+_STATE_TASK = STATE_COLUMNS.index("t.id")
 _STATE_TABLES = (
     "tokens k LEFT JOIN tasks t ON t.id = "
-    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {LIVE_TASK})"
+    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {words(LIVE_TASK)})"
 )
 
 
@@ -152,7 +168,8 @@ def next_queued_sql(states: int, lock: str, more: str = "") -> str:
     return (
         f"SELECT {_columns(_TASK, 't')}, {_columns(_TOKEN, 'k')}{more} FROM tasks t "
         "JOIN tokens k ON k.token = t.token "
-        f"WHERE t.status = 'queued' AND t.state IN ({marks}) AND k.status = 'active' "
+        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
+        f"AND k.status = {word(TokenStatus.ACTIVE)} "
         f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
     )
 
@@ -232,10 +249,10 @@ class SqlTx(ABC):
     def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
         """Remember a row of `token_state_sql`."""
         token = row[0]
-        self._next_seq.setdefault(token, (row[9] or 0) + 1)
-        self._timers.setdefault(token, row[10])
-        self._live[token] = None if row[11] is None else row[11:]
-        return self.keep(row[:9])
+        self._next_seq.setdefault(token, (row[_STATE_LAST] or 0) + 1)
+        self._timers.setdefault(token, row[_STATE_TIMERS])
+        self._live[token] = None if row[_STATE_TASK] is None else row[_STATE_TASK:]
+        return self.keep(row[:_STATE_LAST])
 
     # tokens
 
@@ -258,11 +275,11 @@ class SqlTx(ABC):
             row.state,
             row.status,
             row.visit,
-            _json(row.context),
+            json_text(row.context),
             to_column(row.entered_at),
             row.parent,
             row.workflow,
-            _json(row.visits),
+            json_text(row.visits),
         )
 
     def insert_token(self, row: TokenRow) -> None:
@@ -319,12 +336,12 @@ class SqlTx(ABC):
         seq = self._next_seq.get(token)
         if seq is not None:
             self._next_seq[token] = seq + 1
-            self._ledger.append((token, seq, self.stamp, kind, key, _json(data)))
+            self._ledger.append((token, seq, self.stamp, kind, key, json_text(data)))
             return
         self.change(
             f"INSERT INTO ledger ({_ENTRY}) "
             "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
-            (token, self.stamp, kind, key, _json(data), token),
+            (token, self.stamp, kind, key, json_text(data), token),
         )
 
     def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -342,7 +359,7 @@ class SqlTx(ABC):
     def event_counts(self, token: str) -> dict[str, int]:
         rows = self._entries(
             "SELECT data ->> 'event', count(*) FROM ledger "
-            "WHERE token = ? AND kind = 'event_accepted' GROUP BY 1",
+            f"WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} GROUP BY 1",
             (token,),
         )
         return {event: count for event, count in rows}
@@ -366,7 +383,7 @@ class SqlTx(ABC):
     def last_arrival(self) -> int:
         rows = self._entries(
             "SELECT max(CAST(data ->> 'arrival' AS INTEGER)) FROM ledger "
-            "WHERE kind = 'event_deferred'",
+            f"WHERE kind = {word(Kind.EVENT_DEFERRED)}",
             (),
         )
         return int(rows[0][0] or 0) if rows else 0
@@ -386,7 +403,7 @@ class SqlTx(ABC):
         return self.insert_row(
             "tasks",
             "token, state, visit, status, attempt, queued_at",
-            (token, state, visit, "queued", 0, self.stamp),
+            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp),
         )
 
     def task(self, task: int) -> TaskRow | None:
@@ -424,7 +441,7 @@ class SqlTx(ABC):
             known = self._live[token]
             return None if known is None else task_row(known)
         row = self.one(
-            f"SELECT {_TASK} FROM tasks WHERE token = ? AND status IN {LIVE_TASK} "
+            f"SELECT {_TASK} FROM tasks WHERE token = ? AND status IN {words(LIVE_TASK)} "
             "ORDER BY id DESC LIMIT 1",
             (token,),
         )
@@ -445,7 +462,7 @@ class SqlTx(ABC):
 
     def expired_leases(self, limit: int) -> list[int]:
         rows = self.execute(
-            "SELECT id FROM tasks WHERE status = 'claimed' AND lease_until <= ? "
+            f"SELECT id FROM tasks WHERE status = {word(TaskStatus.CLAIMED)} AND lease_until <= ? "
             "ORDER BY lease_until LIMIT ?",
             (self.stamp, limit),
         )
@@ -466,10 +483,10 @@ class SqlTx(ABC):
                 state,
                 visit,
                 event,
-                _json(payload),
+                json_text(payload),
                 self.stamp,
                 to_column(due_at),
-                "pending",
+                TimerStatus.PENDING,
                 kind,
             ),
         )
@@ -487,19 +504,22 @@ class SqlTx(ABC):
         if kind is None:
             self._timers[token] = 0
             self.change(
-                "UPDATE timers SET status = 'cancelled' WHERE token = ? AND status = 'pending'",
+                f"UPDATE timers SET status = {word(TimerStatus.CANCELLED)} "
+                f"WHERE token = ? AND status = {word(TimerStatus.PENDING)}",
                 (token,),
             )
         else:
             self.change(
-                "UPDATE timers SET status = 'cancelled' "
-                "WHERE token = ? AND status = 'pending' AND kind = ?",
+                f"UPDATE timers SET status = {word(TimerStatus.CANCELLED)} "
+                f"WHERE token = ? AND status = {word(TimerStatus.PENDING)} AND kind = ?",
                 (token, kind),
             )
 
     def shift_timers(self, token: str, seconds: float) -> None:
         rows = self.execute(
-            "SELECT id, due_at FROM timers WHERE token = ? AND status = 'pending'", (token,)
+            "SELECT id, due_at FROM timers "
+            f"WHERE token = ? AND status = {word(TimerStatus.PENDING)}",
+            (token,),
         )
         for ident, due_at in rows:
             moved = to_column(from_column(due_at) + seconds)
@@ -508,7 +528,8 @@ class SqlTx(ABC):
     def due_timers(self, limit: int) -> list[int]:
         rows = self.execute(
             "SELECT t.id FROM timers t JOIN tokens k ON k.token = t.token "
-            "WHERE t.status = 'pending' AND t.due_at <= ? AND k.status = 'active' "
+            f"WHERE t.status = {word(TimerStatus.PENDING)} AND t.due_at <= ? "
+            f"AND k.status = {word(TokenStatus.ACTIVE)} "
             "ORDER BY t.due_at, t.id LIMIT ?",
             (self.stamp, limit),
         )
@@ -516,14 +537,15 @@ class SqlTx(ABC):
 
     # memory
 
-    def grant_reads(self, token: str, state: str) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def grant_reads(self, token: str, state: str) -> GrantReads:
         """What a grant shows besides the token: the data of the event that brought the token
         into its state (its last `event_accepted`), and the memory of the state."""
         self.finish()
         accepted, memory = self.reads(
             [
                 (
-                    "SELECT data FROM ledger WHERE token = ? AND kind = 'event_accepted' "
+                    "SELECT data FROM ledger "
+                    f"WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} "
                     "ORDER BY seq DESC LIMIT 1",
                     (token,),
                 ),
@@ -533,15 +555,16 @@ class SqlTx(ABC):
                 ),
             ]
         )
-        return (_decode(accepted[0][0]) if accepted else None), {
-            key: _decode(value) for key, value in memory
-        }
+        return GrantReads(
+            _decode(accepted[0][0]) if accepted else None,
+            {key: _decode(value) for key, value in memory},
+        )
 
     def set_memory(self, token: str, state: str, key: str, value: Any) -> None:
         self.change(
             "INSERT INTO memory (token, state, key, value) VALUES (?, ?, ?, ?) "
             "ON CONFLICT (token, state, key) DO UPDATE SET value = excluded.value",
-            (token, state, key, _json(value)),
+            (token, state, key, json_text(value)),
         )
 
     def delete_memory(self, token: str, state: str, key: str) -> None:
@@ -554,11 +577,11 @@ class SqlTx(ABC):
 
     # claims
 
-    def last_claim(self, supervisor: str) -> tuple[str | None, int | None, int | None] | None:
+    def last_claim(self, supervisor: str) -> ClaimRow | None:
         row = self.one(
             "SELECT request, task_id, attempt FROM claims WHERE supervisor = ?", (supervisor,)
         )
-        return None if row is None else (row[0], row[1], row[2])
+        return None if row is None else ClaimRow(*row)
 
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None

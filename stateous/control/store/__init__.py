@@ -1,0 +1,129 @@
+"""The store: where the control plane keeps tokens, the ledger, tasks and timers.
+
+Nothing here decides: the engine does. The engine hands the store an operation, a
+function of one `Tx`, and the store promises:
+
+- **One transaction.** `write` runs the operation in one transaction and commits
+  everything it wrote (tokens, ledger rows, tasks, timers, memory) together or
+  nothing; it returns only once the commit is on disk, so an answer means the
+  change is kept. `read` runs it on one consistent snapshot and writes nothing.
+- **Run again, so pure.** An operation may run more than once: the Postgres store
+  runs it once more when it met another transaction (a deadlock, a unique key
+  taken at the same moment); SQLite runs it once. So an operation is a function
+  of its arguments and of what it reads through its `Tx`: it changes nothing
+  outside, and keeps nothing from one run for the next.
+- **Keep, then refuse.** An operation that raises `KeepAndRaise(error)` has what
+  it wrote so far committed, then `error` raised to the caller: a refused event
+  is recorded (`event_rejected`) and still answered as a refusal. Any other
+  exception rolls the whole operation back.
+- **Refusals of its own.** `DatabaseBusy` when the database cannot take the
+  request now (nothing was written; try again); on Postgres, `OutcomeUnknown`
+  when a COMMIT went unanswered and the database cannot say whether it kept it;
+  after `fence`, the error it was fenced with.
+- **One token at a time.** In a write, a token read is held until the commit:
+  SQLite has one writer; Postgres locks the token's row (the top token of its
+  family first), so each token moves one step at a time while others move beside.
+
+`Tx.now` is the transaction's time; every row it writes carries it. Rows come
+back typed (`rows.py`). The SQL is written once for both databases (`sql.py`);
+each backend adds only how statements reach its connection. A control plane
+holds its database by a `Lock` that lives as long as its process (`locks.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
+from stateous.control.store.locks import HoldLost, HoldRefused, Lock
+from stateous.control.store.rows import (
+    ClaimRow,
+    ControlRow,
+    Entry,
+    GrantReads,
+    TaskRow,
+    TimerRow,
+    TokenRow,
+    from_column,
+    to_column,
+    to_iso,
+)
+from stateous.model.errors import Failure
+
+#: The schemes of a Postgres URL.
+POSTGRES = ("postgresql://", "postgres://")
+
+__all__ = [
+    "POSTGRES",
+    "ClaimRow",
+    "ControlRow",
+    "Entry",
+    "GrantReads",
+    "HoldLost",
+    "HoldRefused",
+    "KeepAndRaise",
+    "Lock",
+    "Result",
+    "Store",
+    "StoreError",
+    "TaskRow",
+    "TimerRow",
+    "TokenRow",
+    "Tx",
+    "UnknownUrl",
+    "from_column",
+    "open_store",
+    "sqlite_path",
+    "to_column",
+    "to_iso",
+]
+
+
+class StoreError(Failure):
+    """A database cannot be opened; the message says why in one sentence."""
+
+
+class UnknownUrl(StoreError):
+    """A database URL names neither a SQLite file nor a Postgres database."""
+
+
+def sqlite_path(url: str) -> str:
+    """The file of a `sqlite:///path` URL (four slashes for an absolute path)."""
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return url[len("sqlite:///") :]
+    raise UnknownUrl(f"{url!r} is neither a sqlite:/// nor a postgresql:// URL")
+
+
+def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
+    """Take the serving lock of the database at `url`, then open its store, making or
+    upgrading its tables; Postgres gets up to `connections` connections."""
+    if url.startswith(POSTGRES):
+        try:
+            from stateous.control.store.postgres import AdvisoryLock, PostgresStore
+        except ModuleNotFoundError as ex:
+            if (ex.name or "").partition(".")[0] != "psycopg":
+                raise
+            raise StoreError(
+                "serving Postgres needs psycopg, which is missing; install stateous[postgres]"
+            ) from None
+        lock: Lock = AdvisoryLock(url)
+        lock.take()
+        opened = _opened(lock, lambda: PostgresStore(url, size=connections))
+    else:
+        from stateous.control.store.locks import FileLock
+        from stateous.control.store.sqlite import SqliteStore
+
+        path = sqlite_path(url)
+        lock = FileLock(path)
+        lock.take()
+        opened = _opened(lock, lambda: SqliteStore(path))
+    return lock, opened
+
+
+def _opened(lock: Lock, opener: Callable[[], Store]) -> Store:
+    """Open a store under its lock; give the lock back if the store cannot be opened."""
+    try:
+        return opener()
+    except BaseException:
+        lock.release()
+        raise

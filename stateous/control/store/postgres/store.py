@@ -1,0 +1,405 @@
+"""The Postgres store, through psycopg 3: many transactions at once, one token at a time.
+
+Each write runs in its own transaction on a pooled connection, and locks the
+rows of the tokens it reads (`FOR UPDATE`), so that each token moves one step at
+a time while other tokens move beside it; a claim skips tasks whose token another
+transaction holds. A transaction is sent in psycopg's pipeline mode: statements
+whose rows are not read go out without waiting, a read waits for its rows, and
+the COMMIT for everything; every value is bound by the driver, and every
+statement is prepared once per connection. A conflict with another transaction
+runs the operation once more; a limit that stops a request answers
+`database_busy`. This module keeps rows and takes locks; it decides nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from functools import cache
+from typing import Any
+
+import msgspec
+import psycopg
+from psycopg import errors
+from psycopg.pq import TransactionStatus
+
+from stateous.control.errors import DatabaseBusy
+from stateous.control.store.contract import KeepAndRaise, Result, Tx
+from stateous.control.store.migrations import migrate, upgrade_failed
+from stateous.control.store.postgres.connection import (
+    LOCK_MILLISECONDS,
+    STATEMENT_MILLISECONDS,
+    Connection,
+    Pool,
+    Unreachable,
+    connect,
+    first_line,
+)
+from stateous.control.store.postgres.lock import LOCK_CLASS
+from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
+from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
+from stateous.control.store.sql import (
+    TASK_BY_ID,
+    TIMER_BY_ID,
+    SqlTx,
+    counts_columns,
+    json_text,
+    next_queued_sql,
+    task_row,
+    timer_row,
+    token_row,
+    token_state_sql,
+)
+from stateous.model.vocabulary import Kind
+
+log = logging.getLogger("stateous.control.store")
+_decode = msgspec.json.decode
+
+#: How many ids of tasks or timers one trip to a sequence takes.
+ID_BLOCK = 64
+#: The second key of the advisory lock that numbers held events.
+ARRIVALS = 1
+#: The pause before a conflicting transaction runs once more, in seconds (random in between).
+RETRY_PAUSE = (0.02, 0.08)
+#: Conflicts with another transaction: the operation runs again once.
+CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
+BEGIN_WRITE = "BEGIN"
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+
+@cache
+def _placeholders(sql: str) -> str:
+    """Turn the shared SQL's `?` placeholders into psycopg's `%s`."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+@cache
+def _family_sql(token: str) -> str:
+    """Lock the top token of the family of the token that the SQL `token` names (its oldest
+    ancestor), then the token itself, in that order.
+
+    Each step up the family and each lock reads one row by its key, so the plan
+    that Postgres keeps cannot turn into a scan of every token, whatever the size
+    of the table when it was made.
+    """
+    return (
+        "WITH RECURSIVE up (token, parent) AS ("
+        f"SELECT token, parent FROM tokens WHERE token = {token} "
+        "UNION ALL SELECT up.parent, (SELECT t.parent FROM tokens t WHERE t.token = up.parent) "
+        "FROM up WHERE up.parent IS NOT NULL) "
+        "SELECT (SELECT token FROM tokens "
+        "WHERE token = (SELECT token FROM up WHERE parent IS NULL) FOR UPDATE), "
+        f"(SELECT token FROM tokens WHERE token = {token} FOR UPDATE)"
+    )
+
+
+@cache
+def _claim_sql(states: int) -> str:
+    """The oldest free queued task of `states` states with its token, locked, then what the
+    grant shows besides the token (the data of the event that brought the token into its
+    state, and the memory of the state), then the token's last ledger number and number of
+    pending timers, so that the claim knows the token's whole state.
+
+    Those reads run outside the locking query, so once, for the row it locked,
+    not for each row it passes over because another claim holds it.
+    """
+    locked = next_queued_sql(
+        states, " FOR UPDATE OF t, k SKIP LOCKED", ", t.token AS of_token, k.state AS of_state"
+    )
+    return (
+        "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
+        f"AND kind = '{Kind.EVENT_ACCEPTED}' ORDER BY seq DESC LIMIT 1), "
+        "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
+        "WHERE memory.token = q.of_token AND memory.state = q.of_state), "
+        f"{', '.join(counts_columns('q.of_token'))} FROM ({locked}) q"
+    )
+
+
+#: How a row of `_claim_sql` ends: the two columns that name the token and its state, the
+#: grant's two reads, and the token's two counts.
+_CLAIM_TAIL = 6
+
+
+class PostgresStore:
+    """A control plane's database on a Postgres server."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+        size: int = 10,
+        lock_timeout: int = LOCK_MILLISECONDS,
+        statement_timeout: int = STATEMENT_MILLISECONDS,
+    ) -> None:
+        self.clock = clock
+        self._fenced: Exception | None = None
+        self._ids = Ids()
+        self._pool = Pool(
+            lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
+            size,
+        )
+        try:
+            with self._pool.connection() as connection:
+                self._migrate(connection)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _migrate(self, connection: Connection) -> None:
+        """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
+        connection.execute("SET statement_timeout = 0")
+        try:
+            migrate(Statements(connection), dialect="postgres")
+        except psycopg.Error as ex:
+            raise upgrade_failed(first_line(ex)) from None
+        finally:
+            connection.execute("RESET statement_timeout")
+
+    def write(self, operation: Callable[[Tx], Result]) -> Result:
+        """Run `operation` in one transaction that locks the tokens it reads; once more when
+        it met another transaction."""
+        try:
+            return self._attempt(operation, BEGIN_WRITE, CONFLICTS)
+        except CONFLICTS as ex:
+            log.info("a transaction met another (%s); it runs once more", first_line(ex))
+        # Row locks are not queued fairly: let the other transaction finish first.
+        time.sleep(random.uniform(*RETRY_PAUSE))
+        try:
+            return self._attempt(operation, BEGIN_WRITE, CONFLICTS)
+        except CONFLICTS as ex:
+            raise DatabaseBusy(
+                f"the change met another transaction twice ({first_line(ex)}); try again"
+            ) from None
+
+    def read(self, operation: Callable[[Tx], Result]) -> Result:
+        """Run `operation` on one snapshot; it locks nothing."""
+        return self._attempt(operation, BEGIN_READ, ())
+
+    def fence(self, error: Exception) -> None:
+        """Refuse every later read and write with `error`: this store is no longer ours."""
+        self._fenced = error
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _attempt(
+        self,
+        operation: Callable[[Tx], Result],
+        begin: str,
+        conflicts: tuple[type[Exception], ...],
+    ) -> Result:
+        if self._fenced is not None:
+            raise self._fenced
+        try:
+            with self._pool.connection() as connection:
+                return self._transaction(connection, operation, begin)
+        except conflicts:
+            raise
+        except Unanswered as lost:
+            return settle(self._pool, lost)  # type: ignore[no-any-return]
+        except (psycopg.OperationalError, Unreachable) as ex:
+            raise DatabaseBusy(f"the database is busy ({first_line(ex)}); try again") from None
+
+    def _transaction(
+        self, connection: Connection, operation: Callable[[Tx], Result], begin: str
+    ) -> Result:
+        """Run one transaction in a pipeline and commit it; roll it back on any error."""
+        kept: Exception | None = None
+        result: Any = None
+        committing = False
+        tx = PostgresTx(connection, self.clock(), self._ids, writing=begin == BEGIN_WRITE)
+        try:
+            with connection.pipeline():
+                connection.execute(begin, prepare=False)
+                try:
+                    result = tx.run(operation)
+                except KeepAndRaise as ex:
+                    kept = ex.error
+                committing = True
+                connection.end_transaction()
+        except psycopg.OperationalError as ex:
+            # Whether the server kept what this COMMIT sent is not known; a change that
+            # leaves no ledger row is the same when sent again.
+            if committing and connection.broken and tx.first_entry is not None:
+                raise Unanswered(tx.first_entry, connection.session, result, kept) from ex
+            self._roll_back(connection)
+            raise
+        except BaseException:
+            self._roll_back(connection)
+            raise
+        if kept is not None:
+            raise kept
+        return result
+
+    @staticmethod
+    def _roll_back(connection: Connection) -> None:
+        if not connection.broken and connection.info.transaction_status != IDLE:
+            with suppress(psycopg.Error):
+                connection.execute("ROLLBACK", prepare=False)
+
+
+IDLE = TransactionStatus.IDLE
+
+
+class Ids:
+    """Ids for new tasks and timers, taken from each table's sequence a block at a time,
+    so that inserting a row need not wait for the database to number it.
+
+    One control plane serves a database, so its ids come from this one place, in
+    increasing order like the sequence's own. The rest of a block is skipped when
+    the process ends: a sequence has gaps anyway.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: dict[str, list[int]] = {}
+
+    def take(self, table: str, tx: PostgresTx) -> int:
+        with self._lock:
+            free = self._free.setdefault(table, [])
+            if free:
+                return free.pop()
+        # No lock is held while the transaction waits for the database.
+        rows = tx.execute(
+            "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
+            (table, ID_BLOCK),
+        )
+        with self._lock:
+            free += (row[0] for row in rows)
+            free.sort(reverse=True)
+            return free.pop()
+
+
+class Statements:
+    """Statements run one by one on an autocommit connection: the schema upgrade's."""
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cursor = self.connection.execute(_placeholders(sql), bindings, prepare=False)
+        return cursor.fetchall() if cursor.description is not None else []
+
+
+class PostgresTx(SqlTx):
+    """One transaction on a connection in pipeline mode.
+
+    In a write, reading a token locks it, and first the top token of its family:
+    every transaction on a family takes that one lock first, so a parent and its
+    children never wait for each other in opposite orders.
+    """
+
+    def __init__(self, connection: Connection, now: float, ids: Ids, *, writing: bool) -> None:
+        super().__init__(now)
+        self.connection = connection
+        self.ids = ids
+        self.writing = writing
+        if writing:
+            self.for_update = " FOR UPDATE"
+        #: The first ledger row of this transaction; it tells whether an unanswered COMMIT
+        #: was kept.
+        self.first_entry: FirstEntry | None = None
+        self._changes = connection.cursor()
+        #: What a claim read for its grant, by token and state.
+        self._grant_reads: dict[tuple[str, str], GrantReads] = {}
+
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.reads([(sql, bindings)])[0]
+
+    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
+        """Send a statement whose rows are not read; its errors come with the next answer."""
+        self._changes.execute(_placeholders(sql), bindings)
+
+    def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
+        """Send statements that return rows, then wait for all their rows, in one round trip."""
+        cursors = []
+        for sql, bindings in statements:
+            cursor = self.connection.cursor()
+            cursor.execute(_placeholders(sql), bindings)
+            cursors.append(cursor)
+        return [cursor.fetchall() for cursor in cursors]
+
+    def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
+        """Lock the family of the token that the SQL `token` names, then the token; keep
+        its state; answer the first row of `then`.
+
+        The statements cost one wait. The token's state is read by a statement
+        that runs after the locks are taken, so it is current.
+        """
+        statements = [(_family_sql(token), (key, key)), (token_state_sql(token), (key,))]
+        if then is not None:
+            statements.append((then, (key,)))
+        rows = self.reads(statements)
+        if rows[1]:
+            self.keep_state(rows[1][0])
+        return rows[2][0] if then is not None and rows[2] else None
+
+    def token(self, token: str) -> TokenRow | None:
+        if not self.writing:
+            return super().token(token)
+        if token not in self._rows:
+            self._lock("?", token)
+        row = self._rows.get(token)
+        return None if row is None else token_row(row)
+
+    def task(self, task: int) -> TaskRow | None:
+        if not self.writing:
+            return super().task(task)
+        row = self._lock("(SELECT token FROM tasks WHERE id = ?)", task, TASK_BY_ID)
+        return None if row is None else task_row(row)
+
+    def timer(self, timer: int) -> TimerRow | None:
+        if not self.writing:
+            return super().timer(timer)
+        row = self._lock("(SELECT token FROM timers WHERE id = ?)", timer, TIMER_BY_ID)
+        return None if row is None else timer_row(row)
+
+    def next_queued(self, states: list[str]) -> TaskRow | None:
+        """The oldest queued task of these states whose active token no one else holds.
+
+        The task and its token are both locked, skipping locked rows: a token that
+        another transaction holds is passed over, and so is a task that another
+        claim took after this statement began (its row is read again once locked,
+        no longer queued). The same statement reads what the grant shows: while
+        the task stays queued, its token has not moved and no routine writes the
+        memory of its state, so those reads are current too.
+        """
+        row = self.one(_claim_sql(len(states)), tuple(states))
+        if row is None:
+            return None
+        token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
+        self._grant_reads[(token, state)] = GrantReads(
+            None if accepted is None else _decode(accepted),
+            {} if memory is None else _decode(memory),
+        )
+        # A number read before the lock and old by now makes the claim's ledger row clash
+        # with another, so the claim runs again.
+        self._next_seq.setdefault(token, (last or 0) + 1)
+        self._timers.setdefault(token, timers)
+        return self.queued(row[:-_CLAIM_TAIL])
+
+    def grant_reads(self, token: str, state: str) -> GrantReads:
+        known = self._grant_reads.pop((token, state), None)
+        return known if known is not None else super().grant_reads(token, state)
+
+    def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
+        ident = self.ids.take(table, self)
+        marks = ", ".join("?" for _ in values)
+        self.change(f"INSERT INTO {table} (id, {columns}) VALUES (?, {marks})", (ident, *values))
+        return ident
+
+    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        if self.first_entry is None:
+            seq = self._next_seq.get(token)
+            self.first_entry = FirstEntry(token, seq, self.stamp, kind, json_text(data))
+        super().record(token, kind, data, key)
+
+    def last_arrival(self) -> int:
+        """The last arrival number; held events are numbered one transaction at a time."""
+        self.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, ARRIVALS))
+        return super().last_arrival()

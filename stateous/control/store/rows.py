@@ -1,0 +1,105 @@
+"""The rows that a store answers, typed: the engine reads fields by name, never by position.
+
+Times are seconds since the epoch (float) in the rows, and text in the columns
+(`to_column`, UTC to the microsecond, so that they sort as text on both databases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+def to_iso(moment: float) -> str:
+    """Show a moment as the API does: ISO 8601 in UTC, to the second, with `Z`."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def to_column(moment: float) -> str:
+    """Write a moment into a text column: UTC, no zone, to the microsecond; sorts as text."""
+    return datetime.fromtimestamp(moment, UTC).isoformat(sep=" ", timespec="microseconds")[:26]
+
+
+def from_column(text: str) -> float:
+    """Read a moment back from a text column."""
+    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+
+
+@dataclass(slots=True)
+class TokenRow:
+    token: str
+    state: str
+    status: str
+    visit: int
+    context: dict[str, Any]
+    entered_at: float
+    parent: str | None = None
+    workflow: str | None = None
+    #: How many times the token entered each state; `visit` is the entry of `state`.
+    visits: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TaskRow:
+    id: int
+    token: str
+    state: str
+    visit: int
+    status: str
+    attempt: int
+    claimed_by: str | None
+    lease_until: float | None
+    queued_at: float
+
+
+@dataclass(slots=True)
+class TimerRow:
+    id: int
+    token: str
+    state: str
+    visit: int
+    event: str
+    payload: Any
+    set_at: float
+    due_at: float
+    status: str
+    kind: str
+
+
+@dataclass(slots=True)
+class Entry:
+    """One ledger row."""
+
+    token: str
+    seq: int
+    at: float
+    kind: str
+    key: str | None
+    data: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ControlRow:
+    structure: str | None
+    checksum: str | None
+    serving: str | None
+    since: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRow:
+    """A supervisor's last claim: its request id, and the task and attempt it got."""
+
+    request: str | None
+    task: int | None
+    attempt: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GrantReads:
+    """What a grant shows besides the token: the event that brought the token into its
+    state (its `event_accepted` data, None for the first state), and the state's memory."""
+
+    accepted: dict[str, Any] | None
+    memory: dict[str, Any]
