@@ -57,7 +57,7 @@ def accepts_line(token: Data, graph: GraphFile) -> str:
     """Say which events the token's state accepts now: `accepts now: passed, failed`."""
     status = token["status"]
     if status not in LIVE:
-        return f"accepts now: no events; the token is {status}"
+        return "accepts now: no events; the token has ended"
     transitions = workflow_of(token, graph).transitions
     events = dict.fromkeys(
         move.on for move in transitions if move.source == token["state"] and move.on

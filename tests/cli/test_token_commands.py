@@ -188,7 +188,7 @@ def test_pause_fire_resume_cancel_fire_prints_what_the_docs_show(cli: Cli) -> No
     )
     assert cli.lines("show", "TICKET-3") == [
         "TICKET-3: testing, cancelled",
-        "accepts now: no events; the token is cancelled",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-3",
             "started",
@@ -235,7 +235,7 @@ def test_show_tells_the_story_of_a_token_that_a_supervisor_worked_on(cli: Cli) -
     )
     assert cli.lines("show", "TICKET-1") == [
         "TICKET-1: testing, completed",
-        "accepts now: no events; the token is completed",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-1",
             "started",
@@ -305,7 +305,7 @@ def test_show_has_a_sentence_for_each_kind_of_work_on_a_task(cli: Cli) -> None:
     cli.served.wait_history("TICKET-5", "completed")
     assert cli.lines("show", "TICKET-5") == [
         "TICKET-5: coding, completed",
-        "accepts now: no events; the token is completed",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-5",
             "started",
@@ -405,7 +405,7 @@ def test_show_says_which_events_the_token_accepts_now(cli: Cli) -> None:
         "accepts now: passed, failed (held until the token is resumed)"
     )
     cli.line("cancel", "TICKET-1")
-    assert cli.lines("show", "TICKET-1")[1] == "accepts now: no events; the token is cancelled"
+    assert cli.lines("show", "TICKET-1")[1] == "accepts now: no events; the token has ended"
 
 
 def test_show_without_an_id_lists_the_most_recently_moved_first(cli: Cli) -> None:
