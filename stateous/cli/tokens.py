@@ -111,8 +111,9 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
     if args.id is None:
         return [token_line(token) for token in client.tokens(limit=LISTED)]
     token = client.get(args.id)
-    lines = [token_line(token), accepts_line(token, served_graph(client))]
+    lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
+    lines.append(accepts_line(token, served_graph(client)))
     lines += history_lines(client.history(args.id))
     return lines
 

@@ -434,9 +434,9 @@ def test_show_of_a_parent_shows_its_children_and_their_start(parallel: Cli) -> N
     security, design = "PLAN-1.reviews.1.security-review", "PLAN-1.reviews.1.design-review"
     assert parallel.lines("show", "PLAN-1") == [
         "PLAN-1: reviews, active",
-        "accepts now: no events from outside; reviews moves on joined",
         f"  {design}: review, active",
         f"  {security}: review, active",
+        "accepts now: no events from outside; reviews moves on joined",
         *parallel.history(
             "PLAN-1",
             "started",
