@@ -1,37 +1,74 @@
-"""The lines of `stateous token show`: a token's line and a sentence for each ledger entry.
+"""The lines of `stateous token show`: a token's line, the events it accepts, its history.
 
-Each ledger kind reads as a short sentence, with times in the local zone of the
-person who runs the command. An entry of a kind this version does not know, or
-with fields it does not expect, still shows: its kind and its data as JSON. This
-module only formats what the control plane answered; it sends nothing.
+Each ledger kind reads as a short sentence, after the entry's date and time in
+UTC, so that a token that waits for days reads the same wherever it is shown.
+Which events a token accepts now comes from the served graph: the events of the
+transitions out of its state that can be fired from outside. An entry of a kind
+this version does not know, or with fields it does not expect, still shows: its
+kind and its data as JSON. This module only formats what the control plane
+answered; it sends nothing.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
+
+from stateous.model.graph_file import GraphFile, WorkflowSpec
+from stateous.model.names import BUILTIN_EVENTS
 
 #: How the graph file names START and END, and how a person reads them.
 SHOWN_NAMES = {"__start__": "START", "__end__": "END"}
+#: The statuses of a token that still takes events; every other status is an end.
+LIVE = ("active", "paused")
+#: The line between a token's lines and its history.
+HISTORY = "history (times in UTC):"
 
 Data = dict[str, Any]
 
 
 def token_line(token: Data) -> str:
     """Say where a token is: `TICKET-1: coding (visit 2), active`."""
-    visit = f" (visit {token['visit']})" if token["visit"] > 1 else ""
-    return f"{token['token']}: {state_name(token['state'])}{visit}, {token['status']}"
+    state, status = state_name(token["state"]), token["status"]
+    if token["visit"] > 1:
+        return f"{token['token']}: {state} (visit {token['visit']}), {status}"
+    return f"{token['token']}: {state}, {status}"
 
 
 def state_name(state: str) -> str:
     return SHOWN_NAMES.get(state, state)
 
 
-def local(moment: str, shape: str) -> str:
-    """Show an ISO 8601 moment of the API in the local zone."""
-    return datetime.fromisoformat(moment).astimezone().strftime(shape)
+def utc(moment: str) -> str:
+    """Show an ISO 8601 moment of the API as its date and time of day in UTC."""
+    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def workflow_of(token: Data, graph: GraphFile) -> WorkflowSpec:
+    """The workflow a token runs; a child's id, `<parent>.<state>.<visit>.<workflow>`, names it."""
+    if token.get("parent") is None:
+        return graph.workflow_spec(graph.workflow)
+    return graph.workflow_spec(token["token"].rsplit(".", 1)[1])
+
+
+def accepts_line(token: Data, graph: GraphFile) -> str:
+    """Say which events the token's state accepts now: `accepts now: passed, failed`."""
+    status = token["status"]
+    if status not in LIVE:
+        return "accepts now: no events; the token has ended"
+    transitions = workflow_of(token, graph).transitions
+    events = dict.fromkeys(
+        move.on for move in transitions if move.source == token["state"] and move.on
+    )
+    outside = ", ".join(event for event in events if event not in BUILTIN_EVENTS)
+    if not outside:
+        own = " or ".join(events)
+        return f"accepts now: no events from outside; {state_name(token['state'])} moves on {own}"
+    if status == "paused":
+        return f"accepts now: {outside} (held until the token is resumed)"
+    return f"accepts now: {outside}"
 
 
 def compact(value: Any) -> str:
@@ -45,13 +82,16 @@ def _started(data: Data) -> str:
 
 def _accepted(data: Data) -> str:
     payload = data.get("payload")
-    shown = f": {compact(payload)}" if payload else ""
-    return f"{data['event']} in {state_name(data['state'])}{shown}"
+    if payload:
+        return f"{data['event']} in {state_name(data['state'])}: {compact(payload)}"
+    return f"{data['event']} in {state_name(data['state'])}"
 
 
 def _entered(data: Data) -> str:
     visit = data.get("visit", 1)
-    return f"entered {data['state']}" + (f" (visit {visit})" if visit > 1 else "")
+    if visit > 1:
+        return f"entered {data['state']} (visit {visit})"
+    return f"entered {data['state']}"
 
 
 def _ended(reason_kind: str) -> Callable[[Data], str]:
@@ -60,10 +100,6 @@ def _ended(reason_kind: str) -> Callable[[Data], str]:
         return reason_kind if reason is None else f"{reason_kind}: {reason}"
 
     return sentence
-
-
-def _memory(verb: str) -> Callable[[Data], str]:
-    return lambda data: f"memory {verb}: {data['memory_key']} (in {data['state']})"
 
 
 SENTENCES: dict[str, Callable[[Data], str]] = {
@@ -79,9 +115,7 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
     "task_waiting": lambda data: f"task {data['task']} waits: the work goes on outside",
     "task_failed": lambda data: f"task {data['task']} failed: {data['error']}",
     "task_retrying": lambda data: f"task {data['task']} is tried again (attempt {data['attempt']})",
-    "timer_set": lambda data: (
-        f"timer set: {data['event']} at {local(data['due_at'], '%Y-%m-%d %H:%M:%S')}"
-    ),
+    "timer_set": lambda data: f"timer set: {data['event']} at {utc(data['due_at'])}",
     "timer_fired": lambda data: f"timer fired: {data['event']}",
     "event_rejected": lambda data: f"{data['event']} refused: {data['reason']}",
     "event_deferred": lambda data: f"{data['event']} held while paused",
@@ -93,8 +127,8 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
     "failed": _ended("failed"),
     "context_changed": lambda data: f"context changed: {', '.join(data['changes'])}",
     "note": lambda data: str(data["text"]),
-    "memory_set": _memory("set"),
-    "memory_deleted": _memory("deleted"),
+    "memory_set": lambda data: f"memory set: {data['memory_key']} (in {data['state']})",
+    "memory_deleted": lambda data: f"memory deleted: {data['memory_key']} (in {data['state']})",
     "branch_started": lambda data: f"branch {data['workflow']} started: {data['token']}",
 }
 
@@ -102,21 +136,22 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
 def sentence(kind: str, data: Data, *, resuming: bool = False) -> str:
     """Say what one ledger entry records; `resuming` when it follows a resume."""
     try:
+        if kind == "event_dropped" and resuming:
+            return f"{data['event']} dropped on resume: {data['reason']}"
         if kind == "event_dropped":
-            when = " on resume" if resuming else ""
-            return f"{data['event']} dropped{when}: {data['reason']}"
+            return f"{data['event']} dropped: {data['reason']}"
         return SENTENCES[kind](data)
     except (KeyError, TypeError):
         return f"{kind}: {compact(data)}" if data else kind
 
 
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:
-    """Yield one line per ledger entry: local time, `#seq`, and its sentence."""
+    """Yield the `HISTORY` line, then one line per entry: date and time in UTC, `#seq`, sentence."""
+    yield HISTORY
     resuming = False
     for entry in entries:
         kind, data = entry["kind"], entry.get("data") or {}
         if kind in ("paused", "resumed"):
             resuming = kind == "resumed"
-        yield f"{local(entry['at'], '%H:%M:%S')}  #{entry['seq']}  " + sentence(
-            kind, data, resuming=resuming
-        )
+        told = sentence(kind, data, resuming=resuming)
+        yield f"{utc(entry['at'])}  #{entry['seq']}  {told}"

@@ -3,27 +3,32 @@
 Each command sends its requests through one `Client` and prints what the control
 plane answered. It must stay quick to start: it imports only the client, the
 model, the standard library and the import-free `control.defaults`, never the
-server, the compiler or a database driver. A refusal or a silent control plane is one `error:` line.
+server, the compiler or a database driver. A refusal, or a control plane that is
+not there or stays silent past `--timeout`, is one `error:` line.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stateous.cli.errors import CommandError
-from stateous.cli.history import history_lines, token_line
+from stateous.cli.history import accepts_line, history_lines, token_line
 from stateous.control.defaults import DEFAULT_URL
 
 if TYPE_CHECKING:
     from stateous.client import Client
+    from stateous.model.graph_file import GraphFile
 
 #: The most tokens that `show` lists, and the most children it shows under a token.
 LISTED = 100
 CHILDREN = 1000
+#: How many seconds a command waits for the control plane to connect and to answer.
+TIMEOUT = 30.0
 
 
 def json_object(text: str | None, what: str) -> dict[str, Any] | None:
@@ -39,6 +44,17 @@ def json_object(text: str | None, what: str) -> dict[str, Any] | None:
     return value
 
 
+def seconds(text: str) -> float:
+    """Read `--timeout`: a number of seconds above 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds above 0")
+    return value
+
+
 def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Callable[..., int]:
     """Wrap a command: open a client, print the lines it returns, and word its failures."""
 
@@ -47,7 +63,7 @@ def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Calla
 
         url = args.url or os.environ.get("STATEOUS_URL") or DEFAULT_URL
         try:
-            with Client(url) as client:
+            with Client(url, timeout=args.timeout) as client:
                 lines = act(client, args)
         except Refused as ex:
             raise CommandError(
@@ -75,22 +91,29 @@ def fire(client: Client, args: argparse.Namespace) -> list[str]:
     return [token_line(answer)]
 
 
+def served_graph(client: Client) -> GraphFile:
+    """Read the graph file that the control plane serves."""
+    from stateous.model.graph_file import GraphFileError, load
+
+    try:
+        return load(json.dumps(client.workflow()))
+    except GraphFileError as ex:
+        raise CommandError(f"the control plane's workflow cannot be read: {ex}") from None
+
+
 def show(client: Client, args: argparse.Namespace) -> list[str]:
     if args.graph:
         if args.id is not None:
             raise CommandError("--graph draws the workflow; give it no token ID")
         from stateous.cli.graph import mermaid
-        from stateous.model.graph_file import GraphFileError, load
 
-        try:
-            graph = load(json.dumps(client.workflow()))
-        except GraphFileError as ex:
-            raise CommandError(f"the control plane's workflow cannot be drawn: {ex}") from None
-        return [mermaid(graph)]
+        return [mermaid(served_graph(client))]
     if args.id is None:
         return [token_line(token) for token in client.tokens(limit=LISTED)]
-    lines = [token_line(client.get(args.id))]
+    token = client.get(args.id)
+    lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
+    lines.append(accepts_line(token, served_graph(client)))
     lines += history_lines(client.history(args.id))
     return lines
 
@@ -111,6 +134,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--url",
         metavar="URL",
         help=f"the control plane's URL (default: $STATEOUS_URL, else {DEFAULT_URL})",
+    )
+    url.add_argument(
+        "--timeout",
+        type=seconds,
+        default=TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for the control plane to answer (default: {TIMEOUT:g})",
     )
     token = commands.add_parser(
         "token",

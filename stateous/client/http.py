@@ -43,12 +43,24 @@ def segment(value: str | int) -> str:
     return quote(str(value), safe="")
 
 
+def silent(url: str, seconds: float) -> str:
+    """Say that the control plane kept silent for the whole timeout."""
+    if seconds == 1:
+        return f"the control plane at {url} did not answer within 1 second"
+    shown = str(int(seconds)) if float(seconds).is_integer() else repr(float(seconds))
+    return f"the control plane at {url} did not answer within {shown} seconds"
+
+
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
 class Connection:
-    """A kept-alive connection to one control plane; not for several threads at once."""
+    """A kept-alive connection to one control plane; not for several threads at once.
+
+    `timeout` is how many seconds it waits to connect, and then for each part of
+    an answer; a control plane that stays silent longer raises `Unreachable`.
+    """
 
     def __init__(self, url: str, timeout: float = 30.0) -> None:
         parts = urlsplit(url)
@@ -94,6 +106,9 @@ class Connection:
                     raise Unreachable(
                         f"the control plane at {self.url} closed the connection"
                     ) from None
+            except TimeoutError:
+                self.close()
+                raise Unreachable(silent(self.url, self.timeout)) from None
             except (OSError, http.client.HTTPException) as ex:
                 self.close()
                 reason = (

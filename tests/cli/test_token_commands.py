@@ -1,28 +1,32 @@
 """`stateous token ...` run as real processes against a real `stateous serve` process.
 
 Each test serves a fresh database on a free port and runs the commands with
-`python -m stateous`, in the time zone of Kolkata (UTC+05:30), so that the local
-times of the history are tested too. The expected lines take each entry's number
-and moment from the API's own history; the sentences are written out in full.
+`python -m stateous`, in the time zone of Kolkata (UTC+05:30), so that a history
+shown in the local zone instead of UTC would be seen. The expected lines take each
+entry's number and moment from the API's own history; the sentences are written
+out in full.
 """
 
 from __future__ import annotations
 
 import socket
 import subprocess
-from datetime import datetime
+import time
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import msgspec
 import pytest
 
 from stateous import END, START, Workflow
+from tests.client.silent import silent_control_plane
 from tests.conftest import run_stateous
-from tests.control.serving import Launcher, Served, write_graph
+from tests.control.serving import Launcher, Served, timers, write_graph
 
 ZONE = "Asia/Kolkata"
+#: The line between a token's lines and its history.
+HISTORY = "history (times in UTC):"
 
 
 class Ticket(msgspec.Struct):
@@ -116,18 +120,18 @@ class Cli:
     def history(self, token: str, *sentences: str) -> list[str]:
         """The lines that `show` must print for the whole history, from the API's entries.
 
-        A sentence may hold `{due}`: the local due time of the timer that the entry set.
+        A sentence may hold `{due}`: the due time, in UTC, of the timer that the entry set.
         """
         entries = self.served.history(token)
         assert len(entries) == len(sentences), [entry["kind"] for entry in entries]
-        return self.last(token, *sentences)
+        return [HISTORY, *self.last(token, *sentences)]
 
     def last(self, token: str, *sentences: str) -> list[str]:
         """The lines that `show` must print for the last entries of the history."""
         entries = self.served.history(token)[-len(sentences) :]
         return [
-            f"{local(entry['at'], '%H:%M:%S')}  #{entry['seq']}  "
-            + text.replace("{due}", local(entry["data"].get("due_at", ""), "%Y-%m-%d %H:%M:%S"))
+            f"{utc(entry['at'])}  #{entry['seq']}  "
+            + text.replace("{due}", utc(entry["data"].get("due_at", "")))
             for entry, text in zip(entries, sentences, strict=True)
         ]
 
@@ -138,11 +142,11 @@ class Cli:
         self.served.ok("POST", f"/tasks/{task}/report", body)
 
 
-def local(moment: str, shape: str) -> str:
-    """Show an API moment in the tests' zone; an empty moment stays empty."""
+def utc(moment: str) -> str:
+    """Show an API moment as `show` does, date and time in UTC; an empty moment stays empty."""
     if not moment:
         return ""
-    return datetime.fromisoformat(moment).astimezone(ZoneInfo(ZONE)).strftime(shape)
+    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def serve(launcher: Launcher, folder: Path, flow: Workflow) -> Cli:
@@ -184,6 +188,7 @@ def test_pause_fire_resume_cancel_fire_prints_what_the_docs_show(cli: Cli) -> No
     )
     assert cli.lines("show", "TICKET-3") == [
         "TICKET-3: testing, cancelled",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-3",
             "started",
@@ -230,6 +235,7 @@ def test_show_tells_the_story_of_a_token_that_a_supervisor_worked_on(cli: Cli) -
     )
     assert cli.lines("show", "TICKET-1") == [
         "TICKET-1: testing, completed",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-1",
             "started",
@@ -299,6 +305,7 @@ def test_show_has_a_sentence_for_each_kind_of_work_on_a_task(cli: Cli) -> None:
     cli.served.wait_history("TICKET-5", "completed")
     assert cli.lines("show", "TICKET-5") == [
         "TICKET-5: coding, completed",
+        "accepts now: no events; the token has ended",
         *cli.history(
             "TICKET-5",
             "started",
@@ -366,6 +373,41 @@ def test_cancel_of_a_paused_token_drops_its_held_events(cli: Cli) -> None:
     )
 
 
+def test_show_of_a_token_that_waits_for_days_shows_dates_in_utc(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    waits = serve(launcher, tmp_path, timers("3d"))
+    waits.line("start", "JOB-1", '{"kind": "wait"}')
+    lines = waits.lines("show", "JOB-1")
+    assert lines == [
+        "JOB-1: waiting, active",
+        "accepts now: no events from outside; waiting moves on timeout",
+        *waits.history(
+            "JOB-1",
+            "started",
+            "__started__ in START",
+            "entered waiting",
+            "task 1 queued for waiting",
+            "timer set: timeout at {due}",
+        ),
+    ]
+    due = date.fromisoformat(lines[3][:10]) + timedelta(days=3)
+    assert f"timer set: timeout at {due.isoformat()} " in lines[-1]
+
+
+def test_show_says_which_events_the_token_accepts_now(cli: Cli) -> None:
+    cli.line("start", "TICKET-1", '{"repo": "acme/api"}')
+    assert cli.lines("show", "TICKET-1")[1] == "accepts now: done, stuck"
+    cli.line("fire", "TICKET-1", "done")
+    assert cli.lines("show", "TICKET-1")[1] == "accepts now: passed, failed"
+    cli.line("pause", "TICKET-1")
+    assert cli.lines("show", "TICKET-1")[1] == (
+        "accepts now: passed, failed (held until the token is resumed)"
+    )
+    cli.line("cancel", "TICKET-1")
+    assert cli.lines("show", "TICKET-1")[1] == "accepts now: no events; the token has ended"
+
+
 def test_show_without_an_id_lists_the_most_recently_moved_first(cli: Cli) -> None:
     assert cli.lines("show") == []
     for token in ("TICKET-1", "TICKET-2", "TICKET-3"):
@@ -394,6 +436,7 @@ def test_show_of_a_parent_shows_its_children_and_their_start(parallel: Cli) -> N
         "PLAN-1: reviews, active",
         f"  {design}: review, active",
         f"  {security}: review, active",
+        "accepts now: no events from outside; reviews moves on joined",
         *parallel.history(
             "PLAN-1",
             "started",
@@ -409,6 +452,7 @@ def test_show_of_a_parent_shows_its_children_and_their_start(parallel: Cli) -> N
     ]
     assert parallel.lines("show", security) == [
         f"{security}: review, active",
+        "accepts now: approved",
         *parallel.history(
             security,
             "started as a branch of PLAN-1",
@@ -502,6 +546,20 @@ def test_a_control_plane_that_cannot_be_reached_is_one_line(tmp_path: Path) -> N
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == f"error: cannot reach the control plane at {url} (Connection refused)\n"
+
+
+def test_a_control_plane_that_never_answers_stops_the_command_after_its_timeout(
+    tmp_path: Path,
+) -> None:
+    with silent_control_plane() as url:
+        began = time.monotonic()
+        result = run_stateous(
+            "token", "show", "TICKET-1", "--url", url, "--timeout", "0.5", cwd=tmp_path
+        )
+        waited = time.monotonic() - began
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"error: the control plane at {url} did not answer within 0.5 seconds\n"
+    assert waited < 10
 
 
 def test_a_url_that_is_not_http_is_refused(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ process, through the same app and waitress, over a real port.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from stateous.client.client import BUSY_RETRIES
 from stateous.control.engine import Engine
 from stateous.control.errors import DatabaseBusy
 from stateous.model.graph_file import checksum
+from tests.client.silent import silent_control_plane
 from tests.control.conftest import Served as ServedEngine
 from tests.control.conftest import build_engine, serving
 from tests.control.serving import Launcher, Served, orders, write_graph
@@ -167,6 +169,16 @@ def test_a_silent_control_plane_raises_unreachable(tmp_path: Path) -> None:
     with Client(url) as client, pytest.raises(Unreachable) as silent:
         client.health()
     assert str(silent.value) == f"cannot reach the control plane at {url} (Connection refused)"
+
+
+def test_a_control_plane_that_never_answers_raises_unreachable_after_the_timeout() -> None:
+    with silent_control_plane() as url, Client(url, timeout=0.5) as client:
+        began = time.monotonic()
+        with pytest.raises(Unreachable) as silent:
+            client.get("ORDER-1")
+        waited = time.monotonic() - began
+    assert str(silent.value) == f"the control plane at {url} did not answer within 0.5 seconds"
+    assert 0.5 <= waited < 5
 
 
 def test_a_url_that_is_not_http_raises_client_error() -> None:
