@@ -104,3 +104,57 @@ def test_the_rules_catch_forbidden_imports() -> None:
     assert violations("stateous.compiler.load", {"stateous.control.store"}) != []
     assert violations("stateous.client.client", {"apsw"}) == ["apsw"]
     assert violations("stateous.cli.main", {"stateous.control", "stateous.compiler"}) == []
+
+
+#: Inside `control`: which of its modules may import the drivers and the web stack.
+DRIVERS = {"apsw", "psycopg"}
+WEB = {"falcon", "waitress"}
+STORE = "stateous.control.store"
+WEB_MODULES = {"stateous.control.api", "stateous.control.serve"}
+#: The largest module a newcomer should have to read whole, in lines.
+MODULE_LINES = 600
+
+
+def control_violations(name: str, imported: set[str]) -> list[str]:
+    """List the imports of a module of `control` that break the rules of its rooms: only
+    the store speaks to the drivers, only the API and `serve` to the web stack, and the
+    engine's side reaches the store through its package, never a backend."""
+    tops = {module.split(".")[0]: module for module in imported}
+    found = []
+    in_store = name == STORE or name.startswith(STORE + ".")
+    if not in_store:
+        found += [tops[top] for top in DRIVERS & set(tops)]
+        found += [
+            module
+            for module in imported
+            if module.startswith(STORE + ".")
+            and module.split(".")[3] in ("sqlite", "postgres", "sql")
+        ]
+    if name not in WEB_MODULES:
+        found += [tops[top] for top in WEB & set(tops)]
+    return sorted(found)
+
+
+CONTROL = [path for path in modules() if module_name(path).startswith("stateous.control")]
+
+
+@pytest.mark.parametrize("path", CONTROL, ids=lambda path: module_name(path))
+def test_each_room_of_the_control_plane_imports_only_what_it_may(path: Path) -> None:
+    name = module_name(path)
+    assert control_violations(name, imports_of(path)) == [], f"{name} breaks the rules"
+
+
+def test_the_rules_of_the_control_plane_catch_forbidden_imports() -> None:
+    assert control_violations("stateous.control.engine", {"apsw"}) == ["apsw"]
+    assert control_violations("stateous.control.engine", {"falcon"}) == ["falcon"]
+    assert control_violations("stateous.control.moves", {"psycopg.errors"}) == ["psycopg.errors"]
+    assert control_violations("stateous.control.engine", {f"{STORE}.sqlite"}) != []
+    assert control_violations("stateous.control.serve", {"waitress", STORE}) == []
+    assert control_violations(f"{STORE}.sqlite", {"apsw"}) == []
+    assert control_violations(f"{STORE}.postgres.store", {"psycopg", "falcon"}) == ["falcon"]
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda path: module_name(path))
+def test_no_module_is_longer_than_a_newcomer_reads_whole(path: Path) -> None:
+    lines = len(path.read_text().splitlines())
+    assert lines <= MODULE_LINES, f"{module_name(path)} has {lines} lines"
