@@ -454,7 +454,7 @@ def test_the_demo_of_the_pyz_suggests_commands_of_the_pyz(
 
 def test_the_build_says_on_stderr_what_it_fetches_and_what_it_wrote(tmp_path: Path) -> None:
     """A first build on a slow network shows each step; a second one says the cache served it."""
-    version = "%d.%d" % sys.version_info[:2]
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     command = [sys.executable, str(ROOT / "build_zipapp.py"), "--out", "stateous.pyz"]
     command += ["--python", version]
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
