@@ -6,8 +6,9 @@ compiled extensions (apsw, msgspec, and psycopg's binary with `--with-postgres`)
 whole under `_native/<tag>/`, once per targeted CPython, and listed with their hashes in
 `_native/manifest.json`; `stateous/_zipapp.py`, written as the zip's `__main__.py`, unpacks the
 running interpreter's set on first run. Wheels come from `pip download` and are kept in a user
-cache folder by name, so a rebuild asks nothing of the network. It imports only the standard
-library and never installs anything.
+cache folder by name, so a rebuild asks nothing of the network. Each step says on stderr what
+it fetches or takes from the cache, so that a first build on a slow network does not look hung.
+It imports only the standard library and never installs anything.
 """
 
 from __future__ import annotations
@@ -73,17 +74,28 @@ def platform_tags() -> list[str]:
     return list(tags.platform_tags())
 
 
-def download(pins: dict[str, str], folder: Path, options: list[str]) -> list[Path]:
-    """Return the wheels of pins in folder, downloading with pip only those not there yet."""
+def say(line: str) -> None:
+    """Print one line of progress on stderr, at once, so that a slow step does not look hung."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def download(pins: dict[str, str], folder: Path, options: list[str], what: str) -> list[Path]:
+    """Return the wheels of pins in folder, downloading with pip only those not there yet.
+
+    `what` names the wheels in the progress line, e.g. `wheels for CPython 3.12`.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     missing = [f"{name}=={version}" for name, version in pins.items()]
     missing = [pin for pin in missing if cached_wheel(folder, *pin.split("==")) is None]
     if missing:
+        say(f"fetching {what}: {', '.join(pin.split('==')[0] for pin in missing)} ...")
         command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps"]
         command += ["--only-binary=:all:", "--dest", str(folder), *options, *missing]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             raise BuildError(f"pip could not download {', '.join(missing)}:\n{done.stderr}")
+    else:
+        say(f"{what} from the cache: {', '.join(pins)}")
     wheels = [cached_wheel(folder, name, version) for name, version in pins.items()]
     absent = [name for name, wheel in zip(pins, wheels, strict=True) if wheel is None]
     if absent:
@@ -97,13 +109,13 @@ def compiled_wheels(pins: dict[str, str], python: str, platform: str) -> list[Pa
     options = ["--python-version", python, "--implementation", "cp", "--abi", tag]
     for name in platform_tags():
         options += ["--platform", name]
-    return download(pins, wheel_cache() / platform / tag, options)
+    return download(pins, wheel_cache() / platform / tag, options, f"wheels for CPython {python}")
 
 
 def pure_wheels(pins: dict[str, str]) -> list[Path]:
     """Return the pure-Python wheels of pins."""
     options = ["--implementation", "py", "--abi", "none", "--platform", "any"]
-    return download(pins, wheel_cache() / "pure", options)
+    return download(pins, wheel_cache() / "pure", options, "pure-Python wheels")
 
 
 def wheel_members(wheel: Path) -> Iterator[tuple[str, bytes]]:
@@ -202,6 +214,14 @@ def build(out: Path, pythons: list[str], with_postgres: bool) -> Path:
     return out
 
 
+def shown(path: Path) -> str:
+    """Show a path relative to the current folder when it is inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def native(name: str) -> bool:
     """Tell whether a wheel member is a compiled extension."""
     return name.endswith(EXTENSIONS) or ".so." in name
@@ -231,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     except BuildError as ex:
         print(f"error: {ex}", file=sys.stderr)
         return 1
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    say(f"wrote {shown(out)} ({out.stat().st_size / 2**20:.1f} MiB)")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from stateous.cli.errors import CommandError
 from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
 from stateous.control.defaults import DEFAULT_URL
+from stateous.model.invocation import invoked_as
 
 if TYPE_CHECKING:
     from stateous.model.graph_file import GraphFile
@@ -87,7 +88,7 @@ def run_init_supervisor(args: argparse.Namespace) -> int:
     except OSError as ex:
         raise CommandError(f"cannot write in {shown(folder)}: {ex.strerror or ex}") from None
     print()
-    print(f"Write the routines, then run: stateous supervise {shown(folder)}")
+    print(f"Write the routines, then run: {invoked_as()} supervise {shown(folder)}")
     return 0
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from stateous.cli.errors import CommandError
 from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
+from stateous.model.invocation import invoked_as
 from stateous.model.names import name_problem
 
 
@@ -53,9 +54,10 @@ def run_init_workflow(args: argparse.Namespace) -> int:
     write_graph(graph, out)
     print(f"wrote    {shown(out)}")
     print()
+    command = invoked_as()
     print("Next steps:")
-    print(f"  stateous serve {shown(out)}")
-    print(f"  stateous init supervisor {shown(folder / 'flow.py')} {name}-supervisor")
+    print(f"  {command} serve {shown(out)}")
+    print(f"  {command} init supervisor {shown(folder / 'flow.py')} {name}-supervisor")
     return 0
 
 

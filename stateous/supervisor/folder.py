@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from stateous.model.errors import Failure
+from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
 from stateous.supervisor.routine import StateRef, routine_state
 
@@ -53,7 +54,8 @@ def read_settings(folder: Path) -> Settings:
         raw = msgspec.yaml.decode(path.read_bytes())
     except FileNotFoundError:
         raise FolderError(
-            f"{path} does not exist; make the folder with: stateous init supervisor SOURCE {folder}"
+            f"{path} does not exist; make the folder with: "
+            f"{invoked_as()} init supervisor SOURCE {folder}"
         ) from None
     except (OSError, msgspec.DecodeError) as ex:
         reason = " ".join(str(ex).split())
@@ -113,7 +115,7 @@ def load_routines(folder: Path) -> Routines:
     if not (folder / CONTRACT).is_file():
         raise FolderError(
             f"{folder / CONTRACT} does not exist; write it with: "
-            f"stateous init supervisor SOURCE {folder}"
+            f"{invoked_as()} init supervisor SOURCE {folder}"
         )
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))

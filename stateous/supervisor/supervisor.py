@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stateous.client.http import Connection, Refused, Unreachable
+from stateous.model.invocation import invoked_as
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -313,7 +314,7 @@ class Supervisor:
                 raise FolderError(
                     f"{contract} is for another version of the workflow "
                     f"({self.routines.checksum}; the control plane serves {answer['checksum']}): "
-                    f"run `stateous init supervisor {self.url} {self.folder}` again"
+                    f"run `{invoked_as()} init supervisor {self.url} {self.folder}` again"
                 )
             return True
         return False

@@ -17,7 +17,7 @@ from tests.conftest import ROOT
 from tests.control.serving import Launcher, orders, write_graph
 
 SDLC = ROOT / "examples" / "sdlc"
-NEXT = "Write the routines, then run: stateous supervise sdlc-supervisor"
+NEXT = "Write the routines, then run: python -m stateous supervise sdlc-supervisor"
 
 
 def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -99,7 +99,7 @@ def test_a_second_run_keeps_what_exists_and_writes_the_new_state(stateous, tmp_p
         "kept     shop/pyproject.toml",
         "kept     shop/.gitignore",
         "",
-        "Write the routines, then run: stateous supervise shop",
+        "Write the routines, then run: python -m stateous supervise shop",
     ]
     assert (tmp_path / "shop" / "draft.py").read_text() == "# mine now\n"
     assert "rework" in (tmp_path / "shop" / "contract.py").read_text()
@@ -206,3 +206,29 @@ def test_a_bad_source_says_why_in_one_line_and_writes_nothing(
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
     assert not (tmp_path / "sv").exists()
+
+
+def test_supervise_without_settings_names_the_init_command_as_it_was_started(
+    stateous, tmp_path: Path
+) -> None:
+    (tmp_path / "box").mkdir()
+    done = stateous("supervise", "box")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "error: box/stateous.yaml does not exist; make the folder with: "
+        "python -m stateous init supervisor SOURCE box\n"
+    )
+
+
+def test_supervise_without_a_contract_names_the_init_command_as_it_was_started(
+    stateous, tmp_path: Path
+) -> None:
+    (tmp_path / "box").mkdir()
+    (tmp_path / "box" / "stateous.yaml").write_text('url: "http://127.0.0.1:8080"\n')
+    done = stateous("supervise", "box")
+    assert (done.returncode, done.stdout) == (1, "")
+    folder = tmp_path.resolve() / "box"
+    assert done.stderr == (
+        f"error: {folder / 'contract.py'} does not exist; write it with: "
+        f"python -m stateous init supervisor SOURCE {folder}\n"
+    )

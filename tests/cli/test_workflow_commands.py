@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT, run_stateous
 
@@ -37,8 +41,8 @@ def test_init_workflow_writes_a_starter_that_compiles(stateous, tmp_path: Path) 
         "wrote    orders/build/orders.json\n"
         "\n"
         "Next steps:\n"
-        "  stateous serve orders/build/orders.json\n"
-        "  stateous init supervisor orders/flow.py orders-supervisor\n"
+        "  python -m stateous serve orders/build/orders.json\n"
+        "  python -m stateous init supervisor orders/flow.py orders-supervisor\n"
     )
     graph = json.loads((tmp_path / "orders" / "build" / "orders.json").read_text())
     assert graph["workflow"] == "orders"
@@ -50,6 +54,56 @@ def test_init_workflow_writes_a_starter_that_compiles(stateous, tmp_path: Path) 
         "when": "payload.approved == true",
     }
     assert "msgspec" in (tmp_path / "orders" / "schemas.py").read_text()
+
+
+#: What pip writes as the `stateous` command of an installed package.
+ENTRY_POINT = """#!{python}
+import re
+import sys
+from stateous.cli.main import main
+if __name__ == "__main__":
+    sys.argv[0] = re.sub(r"(-script\\.pyw|\\.exe)?$", "", sys.argv[0])
+    sys.exit(main())
+"""
+
+
+def installed(folder: Path) -> list[str]:
+    """Write an entry point as pip does into folder/bin; return the command that runs it."""
+    command = folder / "bin" / "stateous"
+    command.parent.mkdir()
+    command.write_text(ENTRY_POINT.format(python=sys.executable))
+    command.chmod(0o755)
+    return [str(command)]
+
+
+@pytest.mark.parametrize(
+    ("start", "words"),
+    [
+        (lambda tmp_path: [sys.executable, "-m", "stateous"], "python -m stateous"),
+        (
+            lambda tmp_path: [sys.executable, str(ROOT / "stateous.py")],
+            f"python3 {ROOT}/stateous.py",
+        ),
+        (installed, "stateous"),
+    ],
+    ids=["python -m stateous", "stateous.py in a checkout", "the installed command"],
+)
+def test_the_next_steps_name_the_command_as_it_was_started(
+    tmp_path: Path, start, words: str
+) -> None:
+    done = subprocess.run(
+        [*start(tmp_path), "init", "workflow", "orders"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        f"  {words} serve orders/build/orders.json",
+        f"  {words} init supervisor orders/flow.py orders-supervisor",
+    ]
 
 
 def test_the_starter_passes_ruff(stateous, tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ does with it:
   page's folder, so that a page can show a routine and then run it.
 
 Each page runs in a fresh temporary folder that holds a copy of `examples/`,
-with `stateous` on PATH (a shim that runs `python -m stateous` from this
+with `stateous` on PATH (a script like the one pip installs, which runs this
 checkout). Each page gets a free port: `8080` in a runnable block is replaced
 with it, `stateous serve` without `--listen` listens on it, STATEOUS_URL names
 it, and the printed port reads as 8080 again before it is compared. Blocks
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shlex
 import shutil
 import signal
 import socket
@@ -153,6 +152,8 @@ class Runner:
         self.folder = folder
         self.port = free_port()
         self.background: list[tuple[subprocess.Popen[bytes], Path]] = []
+        #: What each run block printed, in order, as the docs show it.
+        self.printed: list[str] = []
         self.env = {
             **os.environ,
             "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -170,7 +171,8 @@ class Runner:
         lines = []
         for line in block.text.replace("8080", str(self.port)).splitlines():
             if re.search(r"\bstateous serve\b", line) and "--listen" not in line:
-                line = f"{line.rstrip()} --listen 127.0.0.1:{self.port}"
+                command, comment = re.match(r"([^#]*?)\s*(#.*)?$", line).groups()
+                line = f"{command} --listen 127.0.0.1:{self.port}  {comment or ''}".rstrip()
             lines.append(line)
         return "\n".join(lines) + "\n"
 
@@ -203,6 +205,7 @@ class Runner:
                 if not pattern.fullmatch(output):
                     problem = "the printed lines differ from the doc's"
             if problem is None:
+                self.printed.append(output)
                 return
             if time.monotonic() >= deadline:
                 wanted = "" if expected is None else f"\n--- the doc shows:\n{expected.text}"
@@ -278,30 +281,65 @@ class Runner:
 
 
 AUTO_BACKGROUND = {"stateous serve": "serving on", "stateous supervise": " serves "}
+HEREDOC = re.compile(r"^cat > \S+ <<'(\w+)'$")
+
+
+def commands_of(text: str) -> list[str]:
+    """Split a shell block into its commands: one per line, a here-document with its lines."""
+    commands: list[str] = []
+    lines = iter(text.splitlines())
+    for line in lines:
+        command = line.split("#", 1)[0].strip()
+        heredoc = HEREDOC.match(command)
+        if heredoc:
+            body = [line]
+            for inner in lines:
+                body.append(inner)
+                if inner == heredoc.group(1):
+                    break
+            commands.append("\n".join(body))
+        elif command:
+            commands.append(line.rstrip())
+    return commands
 
 
 def readme_blocks(page: Page) -> None:
-    """Mark README.md's unmarked shell blocks that are nothing but `stateous` commands.
+    """Mark README.md's unmarked shell blocks that hold only `stateous` commands and files.
 
-    README.md is written by others without markers: such a block runs line by
-    line, `stateous serve` and `stateous supervise` in the background. Blocks
-    that need the network or another host (a pyz build, pip) stay unmarked.
+    README.md carries no markers: a block whose commands are all `stateous ...` or
+    `cat > FILE <<'EOF'` here-documents runs command by command, `stateous serve`
+    and `stateous supervise` in the background, as in terminals of their own. A
+    `text` block right after such a block is what its last command prints; that
+    command runs again until it does (a supervisor moves the token meanwhile).
+    Blocks that need the network or another host (a pyz build, pip) stay unmarked.
     """
     items: list[Block | str] = []
+    last_run: Block | None = None
     for item in page.items:
-        if not isinstance(item, Block) or item.mark or item.language not in ("bash", "sh"):
+        follows, last_run = last_run, None
+        if not isinstance(item, Block) or item.mark is not None:
             items.append(item)
             continue
-        commands = [line.split("#", 1)[0].strip() for line in item.text.splitlines()]
-        commands = [command for command in commands if command]
-        if not commands or not all(command.startswith("stateous ") for command in commands):
+        if item.language == "text" and follows is not None:
+            follows.mark = "run retry"
+            item.mark = "output"
+        commands = commands_of(item.text) if item.language in ("bash", "sh") else []
+        if not commands or not all(map(readme_command, commands)):
             items.append(item)
             continue
         for command in commands:
             until = next((v for k, v in AUTO_BACKGROUND.items() if command.startswith(k)), None)
-            mark = f'background until="{until}"' if until else "run"
-            items.append(Block(item.language, command + "\n", item.line, mark))
+            block = Block(item.language, command + "\n", item.line, "run")
+            if until:
+                block.mark = f'background until="{until}"'
+            items.append(block)
+        last_run = block if block.verb == "run" else None
     page.items = items
+
+
+def readme_command(command: str) -> bool:
+    """Whether README.md's runner runs this command: `stateous ...`, or a file it writes."""
+    return command.startswith("stateous ") or HEREDOC.match(command.split("\n", 1)[0]) is not None
 
 
 def runnable(page: Page) -> bool:
@@ -313,13 +351,15 @@ def runnable(page: Page) -> bool:
 
 @pytest.fixture(scope="module")
 def bin_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with a `stateous` shim that runs this checkout."""
+    """A folder with a `stateous` command that runs this checkout, as an installed one would."""
     folder = tmp_path_factory.mktemp("bin")
     shim = folder / "stateous"
     shim.write_text(
-        "#!/bin/sh\n"
-        f"PYTHONPATH={shlex.quote(str(ROOT))} exec {shlex.quote(sys.executable)} "
-        '-m stateous "$@"\n',
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from stateous.cli.main import main\n"
+        "sys.exit(main())\n",
         encoding="utf-8",
     )
     shim.chmod(0o755)
@@ -347,7 +387,9 @@ def test_markers_are_well_formed(path: Path) -> None:
             assert item.argument, f"{where}: a file marker names a path"
 
 
-RUNNABLE = [path for path in PAGES if runnable(parse(path))]
+README = ROOT / "README.md"
+#: The pages that run as they stand; README.md runs in its own test below.
+RUNNABLE = [path for path in PAGES if path != README and runnable(parse(path))]
 
 
 @pytest.mark.parametrize("path", RUNNABLE, ids=lambda path: str(path.relative_to(ROOT)))
@@ -359,6 +401,21 @@ def test_shell_examples_run(path: Path, tmp_path: Path, bin_folder: Path) -> Non
         ignore=shutil.ignore_patterns("__pycache__", ".stateous", "*.db"),
     )
     Runner(parse(path), tmp_path, bin_folder).run_page()
+
+
+def test_the_readme_quick_start_ends_with_a_completed_token_that_token_show_shows(
+    tmp_path: Path, bin_folder: Path
+) -> None:
+    """Run README.md's quick start word for word in an empty folder, with real processes."""
+    page = parse(README)
+    ran = [item for item in page.items if isinstance(item, Block) and item.verb == "run"]
+    last = ran[-1].text.split()
+    assert last[:3] == ["stateous", "token", "show"], "the quick start ends with token show"
+    runner = Runner(page, tmp_path, bin_folder)
+    runner.run_page()
+    shown = runner.printed[-1].splitlines()
+    assert shown[0] == f"{last[3]}: review, completed"
+    assert shown[-1].endswith("  completed")
 
 
 def test_some_pages_run() -> None:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from importlib.resources import files
 from pathlib import Path
+from queue import Empty, Queue
+
+import pytest
 
 from stateous.compiler.starter import render
 from tests.conftest import ROOT, run_stateous
@@ -27,8 +35,8 @@ def test_demo_runs_the_orders_to_the_end_and_shows_a_history(tmp_path: Path) -> 
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("demo: 10 orders in stateous-demo/, served on http://127.0.0.1:")
-    assert "10/10 tokens ended" in lines
-    assert "    10 completed in review" in lines
+    assert "10 of 10 orders ended" in lines
+    assert any(re.fullmatch(r"10 of 10 orders completed in \d+\.\d s", line) for line in lines)
     assert "The history of ORDER-5 (the review sent it back once):" in lines
     assert "ORDER-5: review (visit 2), completed" in lines
     assert any(
@@ -36,7 +44,129 @@ def test_demo_runs_the_orders_to_the_end_and_shows_a_history(tmp_path: Path) -> 
         for line in lines
     )
     assert "Traceback" not in result.stderr
-    assert result.stderr.rstrip().endswith("stopped")
+
+
+def test_demo_that_stops_by_itself_says_nothing_of_ctrl_c_and_names_its_url_once(
+    tmp_path: Path,
+) -> None:
+    address = free_address()
+    result = run_stateous("demo", "--listen", address, "--tokens", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    printed = result.stdout + result.stderr
+    assert "Ctrl-C" not in printed
+    assert printed.count(f"http://{address}") == 1
+
+
+def test_the_demo_history_hides_the_entries_that_only_the_engine_writes_at_start(
+    tmp_path: Path,
+) -> None:
+    result = run_stateous("demo", "--listen", free_address(), "--tokens", "5", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    history = result.stdout.split("ORDER-5: review (visit 2), completed\n", 1)[1]
+    sentences = [line.split("  ", 2)[2] for line in history.split("\n\n", 1)[0].splitlines()]
+    assert sentences[:2] == ["started", "entered draft"]
+    assert not any("__started__" in sentence for sentence in sentences)
+    assert sentences[-1] == "completed"
+
+
+def lines_until(
+    process: subprocess.Popen[str], done: Callable[[list[str]], bool], timeout: float = 60
+) -> list[str]:
+    """Read the process's output lines until `done(lines)` holds; fail if it takes too long."""
+    queue: Queue[str | None] = Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            queue.put(line.rstrip("\n"))
+        queue.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not done(seen):
+        try:
+            line = queue.get(timeout=max(0.0, deadline - time.monotonic()))
+        except Empty:
+            pytest.fail(f"the process printed nothing more within {timeout} s: {seen}")
+        if line is None:
+            pytest.fail(f"the process ended first: {seen}")
+        seen.append(line)
+    return seen
+
+
+def suggested(output: str, heading: str) -> list[str]:
+    """The commands printed after the heading, as the shell would read them."""
+    return output.split(f"\n{heading}\n", 1)[1].splitlines()
+
+
+def shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run one printed command line in bash, with the checkout's `python` and `stateous`."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=cwd,
+        env=PRINTED_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+#: Where a printed `python -m stateous` finds this checkout, as a user's `python` would.
+PRINTED_ENV = {
+    **os.environ,
+    "PYTHONPATH": str(ROOT),
+    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+}
+
+
+def test_demo_ends_with_three_commands_that_work_as_printed(tmp_path: Path) -> None:
+    result = run_stateous("demo", "--listen", free_address(), "--tokens", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "\nTry next:\n" in result.stdout
+    tried = suggested(result.stdout, "Try next:")
+    assert len(tried) == 3
+    assert tried[0].startswith("  python -m stateous demo --keep --tokens 3 --listen ")
+    keep = subprocess.Popen(
+        ["bash", "-c", "exec " + tried[0]],
+        cwd=tmp_path,
+        env=PRINTED_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines_until(
+            keep, lambda seen: any(line.startswith("The control plane keeps") for line in seen)
+        )
+        keep.send_signal(signal.SIGINT)
+        assert keep.wait(timeout=30) == 0
+    finally:
+        if keep.poll() is None:
+            keep.kill()
+    for command in tried[1:]:
+        done = shell(command, tmp_path)
+        assert done.returncode == 0, (command, done.stderr)
+
+
+def test_demo_serves_on_a_free_port_when_8080_is_taken(tmp_path: Path) -> None:
+    """Hold 127.0.0.1:8080 for the run; when another program listens there, it is taken anyway."""
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past a TIME_WAIT
+        try:
+            taken.bind(("127.0.0.1", 8080))
+            taken.listen()
+        except OSError:
+            pass
+        result = run_stateous("demo", "--tokens", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    served = re.fullmatch(
+        r"demo: 3 orders in stateous-demo/, served on (http://127\.0\.0\.1:(\d+))", first
+    )
+    assert served is not None, first
+    assert served[2] != "8080"
+    assert (result.stdout + result.stderr).count(served[1]) == 1
 
 
 def test_demo_runs_again_in_its_own_folder(tmp_path: Path) -> None:
@@ -69,7 +199,7 @@ def test_demo_names_a_port_in_use_and_the_option_to_choose_another(tmp_path: Pat
     )
 
 
-def test_demo_with_keep_serves_on_and_prints_what_to_try(tmp_path: Path) -> None:
+def test_demo_with_keep_serves_on_and_its_three_commands_work_as_printed(tmp_path: Path) -> None:
     address = free_address()
     process = subprocess.Popen(
         [sys.executable, "-m", "stateous", "demo", "--keep", "--tokens", "2", "--listen", address],
@@ -79,14 +209,23 @@ def test_demo_with_keep_serves_on_and_prints_what_to_try(tmp_path: Path) -> None
         stderr=subprocess.PIPE,
         text=True,
     )
+    heading = (
+        f"The control plane keeps serving on http://{address} (Ctrl-C stops). "
+        "Try, in another terminal:"
+    )
     try:
-        seen = []
-        assert process.stdout is not None
-        for line in process.stdout:
-            seen.append(line.rstrip("\n"))
-            if line.startswith("  stateous token show --graph"):
-                break
-        assert f"The control plane keeps serving on http://{address} (Ctrl-C stops). Try:" in seen
+        seen = lines_until(process, lambda seen: len(seen) > 3 and seen[-4] == heading)
+        tried = seen[-3:]
+        assert [line.split("#")[0].strip() for line in tried] == [
+            'python -m stateous token start ORDER-3 \'{"title": "order 3 (rework)"}\''
+            f" --url http://{address}",
+            f"python -m stateous token show ORDER-3 --url http://{address}",
+            f"python -m stateous token show --graph --url http://{address}",
+        ]
+        for command in tried:
+            done = shell(command, tmp_path)
+            assert done.returncode == 0, (command, done.stderr)
+        assert done.stdout.startswith("stateDiagram-v2")
         shown = run_stateous("token", "show", "ORDER-1", "--url", f"http://{address}", cwd=tmp_path)
         assert shown.stdout.startswith("ORDER-1: review, completed\n")
         process.send_signal(signal.SIGINT)

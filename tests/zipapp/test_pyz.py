@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -153,6 +154,13 @@ def wait_for_url(process: subprocess.Popen[str], log: Path, timeout: float = 30.
         assert process.poll() is None, f"serve ended early: {log.read_text()}"
         time.sleep(0.05)
     raise AssertionError(f"serve printed no URL within {timeout} s: {log.read_text()}")
+
+
+def free_address() -> str:
+    """Return a loopback address whose port is free now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{probe.getsockname()[1]}"
 
 
 def token_status(url: str, token: str) -> str:
@@ -403,3 +411,70 @@ def test_a_pyz_with_postgres_loads_psycopg_from_the_zip(
     assert done.stderr.startswith("error: cannot connect to the database"), done.stderr
     (folder,) = cache_folders(cache)
     assert (folder / "psycopg_binary").is_dir()
+
+
+def test_the_hints_of_the_pyz_name_the_pyz(pyz: Path, folders: tuple[Path, Path]) -> None:
+    work, cache = folders
+    words = f"python3 {pyz}"
+    done = run(sys.executable, pyz, "init", "workflow", "orders", cwd=work, cache=cache)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-2:] == [
+        f"  {words} serve orders/build/orders.json",
+        f"  {words} init supervisor orders/flow.py orders-supervisor",
+    ]
+    done = run(
+        sys.executable, pyz, "init", "supervisor", "orders/flow.py", "box", cwd=work, cache=cache
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == f"Write the routines, then run: {words} supervise box"
+    (work / "empty").mkdir()
+    done = run(sys.executable, pyz, "supervise", "empty", cwd=work, cache=cache)
+    assert done.stderr == (
+        "error: empty/stateous.yaml does not exist; make the folder with: "
+        f"{words} init supervisor SOURCE empty\n"
+    )
+
+
+def test_the_demo_of_the_pyz_suggests_commands_of_the_pyz(
+    pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    address = free_address()
+    done = run(
+        sys.executable, pyz, "demo", "--tokens", "2", "--listen", address, cwd=work, cache=cache
+    )
+    assert done.returncode == 0, done.stderr
+    tried = done.stdout.split("\nTry next:\n", 1)[1].splitlines()
+    assert [line.split("#")[0].strip() for line in tried] == [
+        f"python3 {pyz} demo --keep --tokens 2 --listen {address}",
+        f"python3 {pyz} init workflow orders",
+        f"python3 {pyz} init supervisor orders/flow.py orders-supervisor",
+    ]
+
+
+def test_the_build_says_on_stderr_what_it_fetches_and_what_it_wrote(tmp_path: Path) -> None:
+    """A first build on a slow network shows each step; a second one says the cache served it."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    command = [sys.executable, str(ROOT / "build_zipapp.py"), "--out", "stateous.pyz"]
+    command += ["--python", version]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    outputs = []
+    for _ in range(2):
+        done = subprocess.run(
+            command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+        )
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+        outputs.append(done.stderr.splitlines())
+    first, second = outputs
+    assert first[:-1] == [
+        "fetching pure-Python wheels: falcon, waitress, platformdirs ...",
+        f"fetching wheels for CPython {version}: PyYAML ...",
+        f"fetching wheels for CPython {version}: apsw, msgspec ...",
+    ]
+    assert second[:-1] == [
+        "pure-Python wheels from the cache: falcon, waitress, platformdirs",
+        f"wheels for CPython {version} from the cache: PyYAML",
+        f"wheels for CPython {version} from the cache: apsw, msgspec",
+    ]
+    size = (tmp_path / "stateous.pyz").stat().st_size / 2**20
+    assert first[-1] == second[-1] == f"wrote stateous.pyz ({size:.1f} MiB)"
