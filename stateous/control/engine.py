@@ -8,13 +8,12 @@ calls it, the store keeps what it decides.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from stateous.control import checks
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
-    InvalidArgument,
     InvalidContext,
     InvalidPayload,
     InvalidTokenId,
@@ -23,13 +22,10 @@ from stateous.control.errors import (
     TokenNotActive,
     TokenNotFound,
 )
-from stateous.control.graph import Flow, Graph, Route
+from stateous.control.graph import Graph, Route
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
-from stateous.control.validation import Invalid
-from stateous.model.durations import parse_duration
-from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED, plain_text
-from stateous.model.names import NAME_LIMIT as NAME_LENGTH
+from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
     WORKED_ON,
@@ -49,17 +45,6 @@ from stateous.model.wire import (
     TokenView,
 )
 
-TOKEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
-KEY_LIMIT = 256
-NAME_LIMIT = 256
-NOTE_LIMIT = 500
-MEMORY_KEY_LIMIT = 128
-BATCH_LIMIT = 1000
-#: The longest name that a claim can list: `<workflow>/<state>`.
-CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
-LIST_LIMIT = 1000
-
 
 def view(token: TokenRow) -> TokenView:
     """Show a token as the API does."""
@@ -72,26 +57,6 @@ def view(token: TokenRow) -> TokenView:
         entered_at=to_iso(token.entered_at),
         parent=token.parent,
     )
-
-
-def _check_key(key: str | None) -> None:
-    if key is not None and not plain_text(key, KEY_LIMIT):
-        raise InvalidPayload(
-            f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
-        )
-
-
-def _check_name(supervisor: object) -> str:
-    if not isinstance(supervisor, str) or not plain_text(supervisor, NAME_LIMIT):
-        raise InvalidArgument(
-            f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
-        )
-    return supervisor
-
-
-def _check_attempt(attempt: int | None) -> None:
-    if attempt is not None and attempt < 1:
-        raise InvalidArgument(f"an attempt is a whole number from 1; {attempt} is not")
 
 
 def _lease_words(seconds: float) -> str:
@@ -144,37 +109,16 @@ class Engine:
     def list_tokens(
         self, status: str | None = None, parent: str | None = None, limit: str | int | None = None
     ) -> list[TokenView]:
-        if status is not None and status not in set(TokenStatus):
-            raise InvalidArgument(f"status must be one of {', '.join(TokenStatus)}")
-        try:
-            count = 100 if limit is None else int(limit)
-        except ValueError:
-            count = 0
-        if not 1 <= count <= LIST_LIMIT:
-            raise InvalidArgument(f"limit must be a whole number from 1 to {LIST_LIMIT}")
+        count = checks.listing(status, limit)
         rows = self.store.read(lambda tx: tx.tokens(status, parent, count))
         return [view(row) for row in rows]
 
     # starting and firing
 
-    def _context(self, flow: Flow, context: Any) -> dict[str, Any]:
-        if context is None:
-            context = {}
-        if not isinstance(context, dict):
-            raise InvalidContext("the context must be a JSON object")
-        try:
-            return flow.context_check(context, "context")  # type: ignore[no-any-return]
-        except Invalid as ex:
-            raise InvalidContext(f"the context does not fit the model: {ex}") from None
-
     def start(self, token: str, context: dict[str, Any] | None = None) -> tuple[TokenView, bool]:
         """Start a token, or answer the one that exists with this id."""
-        if not isinstance(token, str) or not TOKEN_ID.match(token):
-            raise InvalidTokenId(
-                f"{token!r} is not a token id: a letter or a digit, then up to 127 letters, "
-                "digits, '.', '_' or '-'"
-            )
-        checked = self._context(self.graph.top, context)
+        checks.token_id(token)
+        checked = checks.context(self.graph.top, context)
 
         def operation(tx: Tx) -> tuple[TokenView, bool]:
             existing = tx.token_any_case(token)
@@ -200,24 +144,11 @@ class Engine:
 
         return self.store.write(operation)
 
-    def _payload(self, flow: Flow, event: str, payload: Any) -> Any:
-        if payload is not None and not isinstance(payload, dict):
-            raise InvalidPayload("a payload must be a JSON object")
-        check = flow.payload_checks.get(event)
-        if check is None:
-            if payload:
-                raise InvalidPayload(f"{event!r} has no payload")
-            return None
-        try:
-            return check(payload or {}, "payload")
-        except Invalid as ex:
-            raise InvalidPayload(f"the payload of {event!r} does not fit its model: {ex}") from None
-
     def fire(
         self, token: str, event: str, payload: dict[str, Any] | None = None, key: str | None = None
     ) -> TokenView | Duplicate:
         """Fire an event from outside; a repeated idempotency key changes nothing."""
-        _check_key(key)
+        checks.idempotency_key(key)
         if payload is not None and not isinstance(payload, dict):
             raise InvalidPayload("a payload must be a JSON object")
 
@@ -235,7 +166,7 @@ class Engine:
                 self.moves.refuse(tx, row, event, reason)
             if not flow.has_event(event):
                 self.moves.refuse(tx, row, event, f"workflow {flow.name!r} has no event {event!r}")
-            checked = self._payload(flow, event, payload)
+            checked = checks.payload(flow, event, payload)
             self.moves.route(tx, row, Arrival(event, checked, key=key), Unrouted.REFUSE)
             return view(row)
 
@@ -344,15 +275,9 @@ class Engine:
 
     def claim(self, supervisor: str, states: list[str], request: str | None = None) -> Grant | None:
         """Give the oldest queued task of these states to a supervisor, or None."""
-        _check_name(supervisor)
-        if not isinstance(states, list) or len(states) > BATCH_LIMIT:
-            raise InvalidArgument(f"a claim names at most {BATCH_LIMIT} states")
-        if any(len(name) > CLAIM_NAME_LIMIT for name in states):
-            raise InvalidArgument(
-                f"a state's name in a claim has at most {CLAIM_NAME_LIMIT} characters"
-            )
-        if request is not None and not REQUEST_ID.match(request):
-            raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
+        checks.supervisor_name(supervisor)
+        checks.claimed_states(states)
+        checks.request_id(request)
 
         def operation(tx: Tx) -> Grant | None:
             if request is not None:
@@ -410,9 +335,8 @@ class Engine:
 
     def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
         """Renew the leases of the tasks a supervisor still holds; name the others lost."""
-        _check_name(supervisor)
-        if not isinstance(tasks, list) or len(tasks) > BATCH_LIMIT:
-            raise InvalidArgument(f"a heartbeat names at most {BATCH_LIMIT} tasks")
+        checks.supervisor_name(supervisor)
+        checks.heartbeat_tasks(tasks)
 
         def operation(tx: Tx) -> list[int]:
             lost = []
@@ -471,23 +395,19 @@ class Engine:
 
     def note(self, task: int, text: str, attempt: int | None = None) -> None:
         """Add one line of a routine's progress to the token's history."""
-        if not isinstance(text, str) or not 1 <= len(text.strip()) <= NOTE_LIMIT:
-            raise InvalidPayload(f"a note has 1 to {NOTE_LIMIT} characters")
-        _check_attempt(attempt)
+        kept = checks.note_text(text)
+        checks.attempt(attempt)
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)
-            tx.record(token.token, Kind.NOTE, {"task": row.id, "text": text.strip()})
+            tx.record(token.token, Kind.NOTE, {"task": row.id, "text": kept})
 
         self.store.write(operation)
 
     def memory(self, task: int, key: str, value: Any, attempt: int | None = None) -> None:
         """Save or delete one key of a routine's memory, at once."""
-        if not isinstance(key, str) or not plain_text(key, MEMORY_KEY_LIMIT):
-            raise InvalidPayload(
-                f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
-            )
-        _check_attempt(attempt)
+        checks.memory_key(key)
+        checks.attempt(attempt)
 
         def operation(tx: Tx) -> None:
             row, token = self._held_task(tx, task, attempt, None)
@@ -501,24 +421,11 @@ class Engine:
 
         self.store.write(operation)
 
-    def _schedules(self, flow: Flow, schedules: list[Any]) -> list[dict[str, Any]]:
-        checked = []
-        for schedule in schedules:
-            if schedule.event in BUILTIN_EVENTS or schedule.event not in flow.spec.events:
-                raise InvalidPayload(f"a timer cannot fire {schedule.event!r}")
-            try:
-                seconds = parse_duration(schedule.after)
-            except ValueError as ex:
-                raise InvalidPayload(f"a timer of {schedule.event!r}: {ex}") from None
-            payload = self._payload(flow, schedule.event, schedule.payload)
-            checked.append({"event": schedule.event, "payload": payload, "after": seconds})
-        return checked
-
     def report(self, task: int, body: ReportBody) -> TokenView:
         """Take the outcome of a task: an event, waiting, or a failed attempt."""
         if body.supervisor is not None:
-            _check_name(body.supervisor)
-        _check_attempt(body.attempt)
+            checks.supervisor_name(body.supervisor)
+        checks.attempt(body.attempt)
 
         def operation(tx: Tx) -> TokenView:
             row, token = self._held_task(
@@ -529,8 +436,8 @@ class Engine:
                 return view(token)
             flow = self.moves.flow(token)
             changes = body.context or {}
-            merged = self._context(flow, {**token.context, **changes}) if changes else None
-            schedules = self._schedules(flow, body.schedules)
+            merged = checks.context(flow, {**token.context, **changes}) if changes else None
+            schedules = checks.schedules(flow, body.schedules)
             if body.kind == "waiting":
                 self.moves.keep_outcome(tx, token, changes, merged, schedules)
                 row.status, row.lease_until = TaskStatus.WAITING, None
@@ -542,7 +449,7 @@ class Engine:
                 self.moves.refuse(tx, token, event, f"{token.state!r} cannot emit {event!r}")
             arrival = Arrival(
                 event,
-                self._payload(flow, event, body.payload),
+                checks.payload(flow, event, body.payload),
                 task=row,
                 changes=changes,
                 context=merged,

@@ -11,12 +11,31 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from enum import StrEnum
-from functools import cache
 from typing import Any
 
-import msgspec
-
+from stateous.control.store.columns import (
+    ENTRY_COLUMNS,
+    INSERT_TOKEN,
+    LEDGER_BATCH,
+    STATE_LAST,
+    STATE_TASK,
+    STATE_TIMERS,
+    TASK_BY_ID,
+    TASK_COLUMNS,
+    TIMER_BY_ID,
+    TOKEN_COLUMNS,
+    decode,
+    entry_row,
+    json_text,
+    next_queued_sql,
+    task_row,
+    time_or_none,
+    timer_row,
+    token_row,
+    token_state_sql,
+    word,
+    words,
+)
 from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.rows import (
     ClaimRow,
@@ -30,148 +49,6 @@ from stateous.control.store.rows import (
     to_column,
 )
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus, TokenStatus
-
-_encode = msgspec.json.encode
-_decode = msgspec.json.decode
-
-
-def json_text(value: Any) -> str:
-    return _encode(value).decode()
-
-
-def word(member: StrEnum) -> str:
-    """A word of the vocabulary as an SQL literal: a constant of a statement's text, so that
-    the conditions of partial indexes (`WHERE status = 'queued'`) match it."""
-    return f"'{member.value}'"
-
-
-def words(members: tuple[StrEnum, ...]) -> str:
-    """Words of the vocabulary as an SQL list of literals, such as `('queued', 'claimed')`."""
-    return f"({', '.join(map(word, members))})"
-
-
-def _time(value: str | None) -> float | None:
-    return None if value is None else from_column(value)
-
-
-def token_row(row: tuple[Any, ...]) -> TokenRow:
-    token, state, status, visit, context, entered_at, parent, workflow, visits = row[:9]
-    return TokenRow(
-        token,
-        state,
-        status,
-        visit,
-        _decode(context),
-        from_column(entered_at),
-        parent,
-        workflow,
-        _decode(visits),
-    )
-
-
-def task_row(row: tuple[Any, ...]) -> TaskRow:
-    ident, token, state, visit, status, attempt, claimed_by, lease_until, queued_at = row
-    return TaskRow(
-        ident,
-        token,
-        state,
-        visit,
-        status,
-        attempt,
-        claimed_by,
-        _time(lease_until),
-        from_column(queued_at),
-    )
-
-
-def timer_row(row: tuple[Any, ...]) -> TimerRow:
-    ident, token, state, visit, event, payload, set_at, due_at, status, kind = row
-    return TimerRow(
-        ident,
-        token,
-        state,
-        visit,
-        event,
-        _decode(payload),
-        from_column(set_at),
-        from_column(due_at),
-        status,
-        kind,
-    )
-
-
-def _entry(row: tuple[Any, ...]) -> Entry:
-    token, seq, at, kind, key, data = row
-    return Entry(token, seq, from_column(at), kind, key, _decode(data))
-
-
-_TOKEN = "token, state, status, visit, context, entered_at, parent, workflow, visits"
-_TASK = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
-_ENTRY = "token, seq, at, kind, key, data"
-TASK_BY_ID = f"SELECT {_TASK} FROM tasks WHERE id = ?"
-TIMER_BY_ID = (
-    "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
-    "FROM timers WHERE id = ?"
-)
-INSERT_TOKEN = f"INSERT INTO tokens ({_TOKEN}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-#: The most ledger rows that one INSERT carries.
-LEDGER_BATCH = 100
-
-
-def _columns(names: str, table: str) -> str:
-    return ", ".join(f"{table}.{name}" for name in names.split(", "))
-
-
-def counts_columns(token: str) -> tuple[str, str]:
-    """The last ledger number and the number of pending timers of the token that the SQL
-    `token` names."""
-    return (
-        f"(SELECT max(seq) FROM ledger WHERE ledger.token = {token})",
-        f"(SELECT count(*) FROM timers WHERE timers.token = {token} "
-        f"AND status = {word(TimerStatus.PENDING)})",
-    )
-
-
-#: What `token_state_sql` reads: the token's columns, its last ledger number, its number of
-#: pending timers, then its live task's columns (empty when it has none).
-STATE_COLUMNS = (
-    *(f"k.{name}" for name in _TOKEN.split(", ")),
-    *counts_columns("k.token"),
-    *(f"t.{name}" for name in _TASK.split(", ")),
-)
-#: Where a row of `token_state_sql` has its last ledger number, its number of pending
-#: timers, and its live task.
-_STATE_LAST = len(_TOKEN.split(", "))
-_STATE_TIMERS = _STATE_LAST + 1
-_STATE_TASK = STATE_COLUMNS.index("t.id")
-_STATE_TABLES = (
-    "tokens k LEFT JOIN tasks t ON t.id = "
-    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {words(LIVE_TASK)})"
-)
-
-
-@cache
-def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
-    """One row: the `columns` (by default `STATE_COLUMNS`) of the token that the SQL `token`
-    names.
-
-    A move needs them all, so they come back together.
-    """
-    return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
-
-
-@cache
-def next_queued_sql(states: int, lock: str, more: str = "") -> str:
-    """The oldest queued task of `states` states whose token is active, with the token's row
-    and the columns `more`, then `lock`."""
-    marks = ", ".join("?" for _ in range(states))
-    return (
-        f"SELECT {_columns(_TASK, 't')}, {_columns(_TOKEN, 'k')}{more} FROM tasks t "
-        "JOIN tokens k ON k.token = t.token "
-        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
-        f"AND k.status = {word(TokenStatus.ACTIVE)} "
-        f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
-    )
 
 
 class SqlTx(ABC):
@@ -237,7 +114,7 @@ class SqlTx(ABC):
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
             marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in batch)
             self.change(
-                f"INSERT INTO ledger ({_ENTRY}) VALUES {marks}",
+                f"INSERT INTO ledger ({ENTRY_COLUMNS}) VALUES {marks}",
                 tuple(value for row in batch for value in row),
             )
 
@@ -249,10 +126,10 @@ class SqlTx(ABC):
     def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
         """Remember a row of `token_state_sql`."""
         token = row[0]
-        self._next_seq.setdefault(token, (row[_STATE_LAST] or 0) + 1)
-        self._timers.setdefault(token, row[_STATE_TIMERS])
-        self._live[token] = None if row[_STATE_TASK] is None else row[_STATE_TASK:]
-        return self.keep(row[:_STATE_LAST])
+        self._next_seq.setdefault(token, (row[STATE_LAST] or 0) + 1)
+        self._timers.setdefault(token, row[STATE_TIMERS])
+        self._live[token] = None if row[STATE_TASK] is None else row[STATE_TASK:]
+        return self.keep(row[:STATE_LAST])
 
     # tokens
 
@@ -265,7 +142,8 @@ class SqlTx(ABC):
 
     def token_any_case(self, token: str) -> TokenRow | None:
         row = self.one(
-            f"SELECT {_TOKEN} FROM tokens WHERE lower(token) = lower(?){self.for_update}", (token,)
+            f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE lower(token) = lower(?){self.for_update}",
+            (token,),
         )
         return None if row is None else self.keep(row)
 
@@ -301,7 +179,7 @@ class SqlTx(ABC):
 
     def children(self, parent: str) -> list[TokenRow]:
         rows = self.execute(
-            f"SELECT {_TOKEN} FROM tokens WHERE parent = ? ORDER BY rowid{self.for_update}",
+            f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE parent = ? ORDER BY rowid{self.for_update}",
             (parent,),
         )
         return [self.keep(row) for row in rows]
@@ -316,7 +194,7 @@ class SqlTx(ABC):
             bindings.append(parent)
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = self.execute(
-            f"SELECT {_TOKEN} FROM tokens {clause} ORDER BY moved_at DESC, token LIMIT ?",
+            f"SELECT {TOKEN_COLUMNS} FROM tokens {clause} ORDER BY moved_at DESC, token LIMIT ?",
             (*bindings, limit),
         )
         return [token_row(row) for row in rows]
@@ -339,7 +217,7 @@ class SqlTx(ABC):
             self._ledger.append((token, seq, self.stamp, kind, key, json_text(data)))
             return
         self.change(
-            f"INSERT INTO ledger ({_ENTRY}) "
+            f"INSERT INTO ledger ({ENTRY_COLUMNS}) "
             "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
             (token, self.stamp, kind, key, json_text(data), token),
         )
@@ -353,8 +231,10 @@ class SqlTx(ABC):
         return bool(self._entries("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)))
 
     def history(self, token: str) -> list[Entry]:
-        rows = self._entries(f"SELECT {_ENTRY} FROM ledger WHERE token = ? ORDER BY seq", (token,))
-        return [_entry(row) for row in rows]
+        rows = self._entries(
+            f"SELECT {ENTRY_COLUMNS} FROM ledger WHERE token = ? ORDER BY seq", (token,)
+        )
+        return [entry_row(row) for row in rows]
 
     def event_counts(self, token: str) -> dict[str, int]:
         rows = self._entries(
@@ -367,18 +247,19 @@ class SqlTx(ABC):
     def last_entry(self, token: str, kinds: tuple[str, ...]) -> Entry | None:
         marks = ", ".join("?" for _ in kinds)
         rows = self._entries(
-            f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND kind IN ({marks}) "
+            f"SELECT {ENTRY_COLUMNS} FROM ledger WHERE token = ? AND kind IN ({marks}) "
             "ORDER BY seq DESC LIMIT 1",
             (token, *kinds),
         )
-        return _entry(rows[0]) if rows else None
+        return entry_row(rows[0]) if rows else None
 
     def entries_after(self, token: str, seq: int, kind: str) -> list[Entry]:
         rows = self._entries(
-            f"SELECT {_ENTRY} FROM ledger WHERE token = ? AND seq > ? AND kind = ? ORDER BY seq",
+            f"SELECT {ENTRY_COLUMNS} FROM ledger "
+            "WHERE token = ? AND seq > ? AND kind = ? ORDER BY seq",
             (token, seq, kind),
         )
-        return [_entry(row) for row in rows]
+        return [entry_row(row) for row in rows]
 
     def last_arrival(self) -> int:
         rows = self._entries(
@@ -441,7 +322,7 @@ class SqlTx(ABC):
             known = self._live[token]
             return None if known is None else task_row(known)
         row = self.one(
-            f"SELECT {_TASK} FROM tasks WHERE token = ? AND status IN {words(LIVE_TASK)} "
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE token = ? AND status IN {words(LIVE_TASK)} "
             "ORDER BY id DESC LIMIT 1",
             (token,),
         )
@@ -556,8 +437,8 @@ class SqlTx(ABC):
             ]
         )
         return GrantReads(
-            _decode(accepted[0][0]) if accepted else None,
-            {key: _decode(value) for key, value in memory},
+            decode(accepted[0][0]) if accepted else None,
+            {key: decode(value) for key, value in memory},
         )
 
     def set_memory(self, token: str, state: str, key: str, value: Any) -> None:
@@ -599,7 +480,7 @@ class SqlTx(ABC):
         row = self.one("SELECT structure, checksum, serving, since FROM control_plane WHERE id = 1")
         if row is None:
             return None
-        return ControlRow(row[0], row[1], row[2], _time(row[3]))
+        return ControlRow(row[0], row[1], row[2], time_or_none(row[3]))
 
     def put_control(self, row: ControlRow) -> None:
         self.change(

@@ -28,6 +28,17 @@ from psycopg import errors
 from psycopg.pq import TransactionStatus
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.store.columns import (
+    TASK_BY_ID,
+    TIMER_BY_ID,
+    counts_columns,
+    json_text,
+    next_queued_sql,
+    task_row,
+    timer_row,
+    token_row,
+    token_state_sql,
+)
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.postgres.connection import (
@@ -42,18 +53,7 @@ from stateous.control.store.postgres.connection import (
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
-from stateous.control.store.sql import (
-    TASK_BY_ID,
-    TIMER_BY_ID,
-    SqlTx,
-    counts_columns,
-    json_text,
-    next_queued_sql,
-    task_row,
-    timer_row,
-    token_row,
-    token_state_sql,
-)
+from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import Kind
 
 log = logging.getLogger("stateous.control.store")

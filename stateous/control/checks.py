@@ -1,0 +1,157 @@
+"""What the values of a request must be, checked before any transaction begins.
+
+Ids, names, keys, texts, attempts and limits follow the documented patterns;
+contexts, payloads and timers follow the graph's models. Each check either
+answers the value as the engine keeps it (a model's defaults filled in) or raises
+the refusal with its code. Nothing here reads or writes the database.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from stateous.control.errors import InvalidArgument, InvalidContext, InvalidPayload, InvalidTokenId
+from stateous.control.graph import Flow
+from stateous.control.validation import Invalid
+from stateous.model.durations import parse_duration
+from stateous.model.names import BUILTIN_EVENTS, plain_text
+from stateous.model.names import NAME_LIMIT as NAME_LENGTH
+from stateous.model.vocabulary import TokenStatus
+from stateous.model.wire import Schedule
+
+TOKEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
+REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
+KEY_LIMIT = 256
+NAME_LIMIT = 256
+NOTE_LIMIT = 500
+MEMORY_KEY_LIMIT = 128
+BATCH_LIMIT = 1000
+#: The longest name that a claim can list: `<workflow>/<state>`.
+CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
+LIST_LIMIT = 1000
+LIST_DEFAULT = 100
+
+
+def token_id(token: object) -> str:
+    if not isinstance(token, str) or not TOKEN_ID.match(token):
+        raise InvalidTokenId(
+            f"{token!r} is not a token id: a letter or a digit, then up to 127 letters, "
+            "digits, '.', '_' or '-'"
+        )
+    return token
+
+
+def idempotency_key(key: str | None) -> None:
+    if key is not None and not plain_text(key, KEY_LIMIT):
+        raise InvalidPayload(
+            f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
+        )
+
+
+def supervisor_name(supervisor: object) -> str:
+    if not isinstance(supervisor, str) or not plain_text(supervisor, NAME_LIMIT):
+        raise InvalidArgument(
+            f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
+        )
+    return supervisor
+
+
+def attempt(number: int | None) -> None:
+    if number is not None and number < 1:
+        raise InvalidArgument(f"an attempt is a whole number from 1; {number} is not")
+
+
+def claimed_states(states: object) -> None:
+    """A claim names at most `BATCH_LIMIT` states; a name the graph does not have is no
+    refusal (it matches no task), but one longer than any state's name can be is."""
+    if not isinstance(states, list) or len(states) > BATCH_LIMIT:
+        raise InvalidArgument(f"a claim names at most {BATCH_LIMIT} states")
+    if any(len(name) > CLAIM_NAME_LIMIT for name in states):
+        raise InvalidArgument(
+            f"a state's name in a claim has at most {CLAIM_NAME_LIMIT} characters"
+        )
+
+
+def request_id(request: str | None) -> None:
+    if request is not None and not REQUEST_ID.match(request):
+        raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
+
+
+def heartbeat_tasks(tasks: object) -> None:
+    if not isinstance(tasks, list) or len(tasks) > BATCH_LIMIT:
+        raise InvalidArgument(f"a heartbeat names at most {BATCH_LIMIT} tasks")
+
+
+def note_text(text: object) -> str:
+    """A note as the history keeps it: without the spaces at its two ends."""
+    if not isinstance(text, str) or not 1 <= len(text.strip()) <= NOTE_LIMIT:
+        raise InvalidPayload(f"a note has 1 to {NOTE_LIMIT} characters")
+    return text.strip()
+
+
+def memory_key(key: object) -> None:
+    if not isinstance(key, str) or not plain_text(key, MEMORY_KEY_LIMIT):
+        raise InvalidPayload(
+            f"a memory key has 1 to {MEMORY_KEY_LIMIT} characters and no control characters"
+        )
+
+
+def listing(status: str | None, limit: str | int | None) -> int:
+    """Check a listing's status filter, and answer its limit."""
+    if status is not None and status not in set(TokenStatus):
+        raise InvalidArgument(f"status must be one of {', '.join(TokenStatus)}")
+    try:
+        count = LIST_DEFAULT if limit is None else int(limit)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= LIST_LIMIT:
+        raise InvalidArgument(f"limit must be a whole number from 1 to {LIST_LIMIT}")
+    return count
+
+
+def context(flow: Flow, given: Any) -> dict[str, Any]:
+    """The context as the token keeps it: checked against the model, its defaults filled."""
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise InvalidContext("the context must be a JSON object")
+    try:
+        return flow.context_check(given, "context")  # type: ignore[no-any-return]
+    except Invalid as ex:
+        raise InvalidContext(f"the context does not fit the model: {ex}") from None
+
+
+def payload(flow: Flow, event: str, given: Any) -> Any:
+    """The payload of `event` as the ledger keeps it: checked against the event's model."""
+    if given is not None and not isinstance(given, dict):
+        raise InvalidPayload("a payload must be a JSON object")
+    check = flow.payload_checks.get(event)
+    if check is None:
+        if given:
+            raise InvalidPayload(f"{event!r} has no payload")
+        return None
+    try:
+        return check(given or {}, "payload")
+    except Invalid as ex:
+        raise InvalidPayload(f"the payload of {event!r} does not fit its model: {ex}") from None
+
+
+def schedules(flow: Flow, given: list[Schedule]) -> list[dict[str, Any]]:
+    """The timers a report sets, each with its payload checked and its delay in seconds."""
+    checked = []
+    for schedule in given:
+        if schedule.event in BUILTIN_EVENTS or schedule.event not in flow.spec.events:
+            raise InvalidPayload(f"a timer cannot fire {schedule.event!r}")
+        try:
+            seconds = parse_duration(schedule.after)
+        except ValueError as ex:
+            raise InvalidPayload(f"a timer of {schedule.event!r}: {ex}") from None
+        checked.append(
+            {
+                "event": schedule.event,
+                "payload": payload(flow, schedule.event, schedule.payload),
+                "after": seconds,
+            }
+        )
+    return checked

@@ -1,0 +1,162 @@
+"""The columns of each table as the shared SQL names them, the statements built from them,
+and how a row of them becomes a typed row.
+
+Statements are built from these names and from words of the vocabulary (constants
+of the text, so that the conditions of partial indexes match them); every value
+a statement carries is a parameter.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import cache
+from typing import Any
+
+import msgspec
+
+from stateous.control.store.rows import Entry, TaskRow, TimerRow, TokenRow, from_column
+from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerStatus, TokenStatus
+
+_encode = msgspec.json.encode
+decode = msgspec.json.decode
+
+
+def json_text(value: Any) -> str:
+    return _encode(value).decode()
+
+
+def word(member: StrEnum) -> str:
+    """A word of the vocabulary as an SQL literal: a constant of a statement's text, so that
+    the conditions of partial indexes (`WHERE status = 'queued'`) match it."""
+    return f"'{member.value}'"
+
+
+def words(members: tuple[StrEnum, ...]) -> str:
+    """Words of the vocabulary as an SQL list of literals, such as `('queued', 'claimed')`."""
+    return f"({', '.join(map(word, members))})"
+
+
+def time_or_none(value: str | None) -> float | None:
+    return None if value is None else from_column(value)
+
+
+def token_row(row: tuple[Any, ...]) -> TokenRow:
+    token, state, status, visit, context, entered_at, parent, workflow, visits = row[:9]
+    return TokenRow(
+        token,
+        state,
+        status,
+        visit,
+        decode(context),
+        from_column(entered_at),
+        parent,
+        workflow,
+        decode(visits),
+    )
+
+
+def task_row(row: tuple[Any, ...]) -> TaskRow:
+    ident, token, state, visit, status, attempt, claimed_by, lease_until, queued_at = row
+    return TaskRow(
+        ident,
+        token,
+        state,
+        visit,
+        status,
+        attempt,
+        claimed_by,
+        time_or_none(lease_until),
+        from_column(queued_at),
+    )
+
+
+def timer_row(row: tuple[Any, ...]) -> TimerRow:
+    ident, token, state, visit, event, payload, set_at, due_at, status, kind = row
+    return TimerRow(
+        ident,
+        token,
+        state,
+        visit,
+        event,
+        decode(payload),
+        from_column(set_at),
+        from_column(due_at),
+        status,
+        kind,
+    )
+
+
+def entry_row(row: tuple[Any, ...]) -> Entry:
+    token, seq, at, kind, key, data = row
+    return Entry(token, seq, from_column(at), kind, key, decode(data))
+
+
+TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workflow, visits"
+TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
+ENTRY_COLUMNS = "token, seq, at, kind, key, data"
+TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
+TIMER_BY_ID = (
+    "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
+    "FROM timers WHERE id = ?"
+)
+INSERT_TOKEN = (
+    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+#: The most ledger rows that one INSERT carries.
+LEDGER_BATCH = 100
+
+
+def _columns(names: str, table: str) -> str:
+    return ", ".join(f"{table}.{name}" for name in names.split(", "))
+
+
+def counts_columns(token: str) -> tuple[str, str]:
+    """The last ledger number and the number of pending timers of the token that the SQL
+    `token` names."""
+    return (
+        f"(SELECT max(seq) FROM ledger WHERE ledger.token = {token})",
+        f"(SELECT count(*) FROM timers WHERE timers.token = {token} "
+        f"AND status = {word(TimerStatus.PENDING)})",
+    )
+
+
+#: What `token_state_sql` reads: the token's columns, its last ledger number, its number of
+#: pending timers, then its live task's columns (empty when it has none).
+STATE_COLUMNS = (
+    *(f"k.{name}" for name in TOKEN_COLUMNS.split(", ")),
+    *counts_columns("k.token"),
+    *(f"t.{name}" for name in TASK_COLUMNS.split(", ")),
+)
+#: Where a row of `token_state_sql` has its last ledger number, its number of pending
+#: timers, and its live task.
+STATE_LAST = len(TOKEN_COLUMNS.split(", "))
+STATE_TIMERS = STATE_LAST + 1
+STATE_TASK = STATE_COLUMNS.index("t.id")
+_STATE_TABLES = (
+    "tokens k LEFT JOIN tasks t ON t.id = "
+    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {words(LIVE_TASK)})"
+)
+
+
+@cache
+def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
+    """One row: the `columns` (by default `STATE_COLUMNS`) of the token that the SQL `token`
+    names.
+
+    A move needs them all, so they come back together.
+    """
+    return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
+
+
+@cache
+def next_queued_sql(states: int, lock: str, more: str = "") -> str:
+    """The oldest queued task of `states` states whose token is active, with the token's row
+    and the columns `more`, then `lock`."""
+    marks = ", ".join("?" for _ in range(states))
+    return (
+        f"SELECT {_columns(TASK_COLUMNS, 't')}, {_columns(TOKEN_COLUMNS, 'k')}{more} FROM tasks t "
+        "JOIN tokens k ON k.token = t.token "
+        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
+        f"AND k.status = {word(TokenStatus.ACTIVE)} "
+        f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
+    )
