@@ -29,6 +29,7 @@ from stateous.cli.errors import CommandError
 from stateous.control.defaults import DEFAULT_LISTEN, DEFAULT_URL
 from stateous.model.invocation import invoked_as
 from stateous.model.names import STARTED
+from stateous.model.vocabulary import LIVE_TOKEN, Kind
 
 if TYPE_CHECKING:
     from stateous.control.serve import ControlPlane
@@ -110,7 +111,7 @@ class PlaneLines(io.TextIOBase):
 def is_start_entry(entry: dict) -> bool:
     """Whether a ledger entry is the engine's own move out of START, which nobody fires."""
     data = entry.get("data") or {}
-    return entry["kind"] == "event_accepted" and data.get("event") == STARTED
+    return entry["kind"] == Kind.EVENT_ACCEPTED and data.get("event") == STARTED
 
 
 def suggestions(commands: list[tuple[str, str]]) -> list[str]:
@@ -222,7 +223,7 @@ class Driver(threading.Thread):
             ended = [
                 (item["status"], item["state"])
                 for item in listed
-                if item["status"] not in ("active", "paused")
+                if item["status"] not in LIVE_TOKEN
             ]
             if live:
                 filled = 30 * len(ended) // self.tokens

@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stateous.model.graph_file import GraphFile, WorkflowSpec
-from stateous.model.names import BUILTIN_EVENTS
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
+from stateous.model.vocabulary import LIVE_TOKEN, Kind, TokenStatus
 
 #: How the graph file names START and END, and how a person reads them.
-SHOWN_NAMES = {"__start__": "START", "__end__": "END"}
-#: The statuses of a token that still takes events; every other status is an end.
-LIVE = ("active", "paused")
+SHOWN_NAMES = {START_NAME: "START", END_NAME: "END"}
 #: The line between a token's lines and its history.
 HISTORY = "history (times in UTC):"
 
@@ -56,7 +55,7 @@ def workflow_of(token: Data, graph: GraphFile) -> WorkflowSpec:
 def accepts_line(token: Data, graph: GraphFile) -> str:
     """Say which events the token's state accepts now: `accepts now: passed, failed`."""
     status = token["status"]
-    if status not in LIVE:
+    if status not in LIVE_TOKEN:
         return "accepts now: no events; the token has ended"
     transitions = workflow_of(token, graph).transitions
     events = dict.fromkeys(
@@ -66,7 +65,7 @@ def accepts_line(token: Data, graph: GraphFile) -> str:
     if not outside:
         own = " or ".join(events)
         return f"accepts now: no events from outside; {state_name(token['state'])} moves on {own}"
-    if status == "paused":
+    if status == TokenStatus.PAUSED:
         return f"accepts now: {outside} (held until the token is resumed)"
     return f"accepts now: {outside}"
 
@@ -102,44 +101,45 @@ def _ended(reason_kind: str) -> Callable[[Data], str]:
     return sentence
 
 
-SENTENCES: dict[str, Callable[[Data], str]] = {
-    "started": _started,
-    "event_accepted": _accepted,
-    "entered": _entered,
-    "task_queued": lambda data: f"task {data['task']} queued for {data['state']}",
-    "task_claimed": lambda data: (
+SENTENCES: dict[Kind, Callable[[Data], str]] = {
+    Kind.STARTED: _started,
+    Kind.EVENT_ACCEPTED: _accepted,
+    Kind.ENTERED: _entered,
+    Kind.TASK_QUEUED: lambda data: f"task {data['task']} queued for {data['state']}",
+    Kind.TASK_CLAIMED: lambda data: (
         f"{data['supervisor']} took task {data['task']} (attempt {data['attempt']})"
     ),
-    "task_done": lambda data: f"task {data['task']} done",
-    "task_cancelled": lambda data: f"task {data['task']} cancelled",
-    "task_waiting": lambda data: f"task {data['task']} waits: the work goes on outside",
-    "task_failed": lambda data: f"task {data['task']} failed: {data['error']}",
-    "task_retrying": lambda data: f"task {data['task']} is tried again (attempt {data['attempt']})",
-    "timer_set": lambda data: f"timer set: {data['event']} at {utc(data['due_at'])}",
-    "timer_fired": lambda data: f"timer fired: {data['event']}",
-    "event_rejected": lambda data: f"{data['event']} refused: {data['reason']}",
-    "event_deferred": lambda data: f"{data['event']} held while paused",
-    "event_replayed": lambda data: f"{data['event']} applied on resume",
-    "paused": lambda data: "paused",
-    "resumed": lambda data: "resumed",
-    "cancelled": _ended("cancelled"),
-    "completed": _ended("completed"),
-    "failed": _ended("failed"),
-    "context_changed": lambda data: f"context changed: {', '.join(data['changes'])}",
-    "note": lambda data: str(data["text"]),
-    "memory_set": lambda data: f"memory set: {data['memory_key']} (in {data['state']})",
-    "memory_deleted": lambda data: f"memory deleted: {data['memory_key']} (in {data['state']})",
-    "branch_started": lambda data: f"branch {data['workflow']} started: {data['token']}",
+    Kind.TASK_DONE: lambda data: f"task {data['task']} done",
+    Kind.TASK_CANCELLED: lambda data: f"task {data['task']} cancelled",
+    Kind.TASK_WAITING: lambda data: f"task {data['task']} waits: the work goes on outside",
+    Kind.TASK_FAILED: lambda data: f"task {data['task']} failed: {data['error']}",
+    Kind.TASK_RETRYING: lambda data: (
+        f"task {data['task']} is tried again (attempt {data['attempt']})"
+    ),
+    Kind.TIMER_SET: lambda data: f"timer set: {data['event']} at {utc(data['due_at'])}",
+    Kind.TIMER_FIRED: lambda data: f"timer fired: {data['event']}",
+    Kind.EVENT_REJECTED: lambda data: f"{data['event']} refused: {data['reason']}",
+    Kind.EVENT_DEFERRED: lambda data: f"{data['event']} held while paused",
+    Kind.EVENT_REPLAYED: lambda data: f"{data['event']} applied on resume",
+    Kind.PAUSED: lambda data: "paused",
+    Kind.RESUMED: lambda data: "resumed",
+    Kind.CANCELLED: _ended("cancelled"),
+    Kind.COMPLETED: _ended("completed"),
+    Kind.FAILED: _ended("failed"),
+    Kind.CONTEXT_CHANGED: lambda data: f"context changed: {', '.join(data['changes'])}",
+    Kind.NOTE: lambda data: str(data["text"]),
+    Kind.MEMORY_SET: lambda data: f"memory set: {data['memory_key']} (in {data['state']})",
+    Kind.MEMORY_DELETED: lambda data: f"memory deleted: {data['memory_key']} (in {data['state']})",
+    Kind.BRANCH_STARTED: lambda data: f"branch {data['workflow']} started: {data['token']}",
+    Kind.EVENT_DROPPED: lambda data: f"{data['event']} dropped: {data['reason']}",
 }
 
 
 def sentence(kind: str, data: Data, *, resuming: bool = False) -> str:
     """Say what one ledger entry records; `resuming` when it follows a resume."""
     try:
-        if kind == "event_dropped" and resuming:
+        if kind == Kind.EVENT_DROPPED and resuming:
             return f"{data['event']} dropped on resume: {data['reason']}"
-        if kind == "event_dropped":
-            return f"{data['event']} dropped: {data['reason']}"
         return SENTENCES[kind](data)
     except (KeyError, TypeError):
         return f"{kind}: {compact(data)}" if data else kind
@@ -151,7 +151,7 @@ def history_lines(entries: Iterable[Data]) -> Iterator[str]:
     resuming = False
     for entry in entries:
         kind, data = entry["kind"], entry.get("data") or {}
-        if kind in ("paused", "resumed"):
-            resuming = kind == "resumed"
+        if kind in (Kind.PAUSED, Kind.RESUMED):
+            resuming = kind == Kind.RESUMED
         told = sentence(kind, data, resuming=resuming)
         yield f"{utc(entry['at'])}  #{entry['seq']}  {told}"

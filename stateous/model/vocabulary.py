@@ -1,8 +1,9 @@
 """The words of the domain: token and task statuses, timers, and the kinds of ledger entries.
 
 Each word is written here once. The engine decides with these, the stores keep
-them, the schema's CHECK lists are made from them, and the history reads them
-back as sentences; tests check that each of those agrees with this module.
+them, and the history reads them back as sentences; the schema's CHECK lists
+and index conditions, written in the migrations' SQL files, and the history's
+sentences are checked against this module by tests.
 Every member is a `str`, so it goes to JSON, SQL and logs as its plain value.
 """
 

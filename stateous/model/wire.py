@@ -11,8 +11,6 @@ from typing import Any, Literal
 
 import msgspec
 
-TOKEN_STATUSES = ("active", "paused", "completed", "failed", "cancelled")
-
 
 class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A token as the API shows it; `parent` only on a child token."""

@@ -575,3 +575,10 @@ def test_the_url_comes_from_stateous_url_else_the_default(cli: Cli) -> None:
     assert default.returncode == 1
     assert default.stderr.startswith("error: ")
     assert "http://127.0.0.1:8080" in default.stderr
+
+
+def test_every_ledger_kind_reads_as_a_sentence_of_its_own() -> None:
+    from stateous.cli.history import SENTENCES
+    from stateous.model.vocabulary import Kind
+
+    assert set(SENTENCES) == set(Kind)
