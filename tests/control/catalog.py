@@ -66,8 +66,9 @@ def _sqlite_table(run: Run, name: str, sql: str) -> dict[str, Any]:
 
 
 def _sqlite_index(run: Run, name: str, listed: list[Any]) -> dict[str, Any]:
-    [(sql,)] = run(f"SELECT sql FROM sqlite_master WHERE type = 'index' AND name = '{name}'")
-    definition = one_line(sql) if sql else None
+    # The key of a WITHOUT ROWID table, and an index made for a constraint, have no SQL.
+    made = run(f"SELECT sql FROM sqlite_master WHERE type = 'index' AND name = '{name}'")
+    definition = one_line(made[0][0]) if made and made[0][0] else None
     return {
         "listed": listed,
         "keys": run(f"SELECT * FROM pragma_index_xinfo('{name}') ORDER BY seqno"),
@@ -103,9 +104,7 @@ def _postgres_table(run: Run, name: str, schema: str) -> dict[str, Any]:
         ),
         "constraints": constraints,
         "checks": sorted(
-            definition.removeprefix("CHECK ")
-            for _, kind, definition in constraints
-            if kind == "c"
+            definition.removeprefix("CHECK ") for _, kind, definition in constraints if kind == "c"
         ),
         "indexes": {
             index: _postgres_index(definition.replace(f" {schema}.", " "))

@@ -23,8 +23,8 @@ from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
-from stateous.control.store.sqlite import SqliteStore
 from stateous.control.store import Store
+from stateous.control.store.sqlite import SqliteStore
 from stateous.model.graph_file import GraphFile, dump
 
 #: The Postgres server of the tests; CI sets it, and fails when the server is down.

@@ -15,7 +15,9 @@ def test_a_postgres_url_without_psycopg_says_to_install_the_extra(
     url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)
-    for name in [name for name in sys.modules if name.startswith("stateous.control.store.postgres")]:
+    for name in [
+        name for name in sys.modules if name.startswith("stateous.control.store.postgres")
+    ]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.delattr(stateous.control.store, "postgres", raising=False)
     with pytest.raises(StoreError, match=r"install stateous\[postgres\]"):

@@ -13,12 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous.control.store import postgres
-from stateous.control.store.postgres.connection import Connection
 from stateous.control.errors import DatabaseBusy
+from stateous.control.store import Tx, postgres
 from stateous.control.store.migrations import LATEST, SchemaError
 from stateous.control.store.postgres import PostgresStore
-from stateous.control.store import Tx
+from stateous.control.store.postgres.connection import Connection
 from stateous.model.wire import ReportBody
 from tests.control.conftest import build_engine, serving
 from tests.control.support import Backend, Plane, fan_out, one_step, orders, plane_for
