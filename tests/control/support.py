@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,29 @@ class Backend:
     def db(self) -> str:
         """The database as `serve --db` takes it."""
         return f"sqlite:///{self.url}" if self.name == "sqlite" else self.url
+
+
+#: Runs one statement on a connection of the test's own and returns its rows.
+Run = Callable[[str], list[tuple[Any, ...]]]
+
+
+@contextmanager
+def connected(backend: Backend) -> Iterator[Run]:
+    """A connection to the backend's database outside the store, each statement on its own."""
+    if backend.name == "sqlite":
+        import apsw
+
+        with closing(apsw.Connection(backend.url)) as connection:
+            yield lambda statement: connection.execute(statement).fetchall()
+        return
+    import psycopg
+
+    def run(statement: str) -> list[tuple[Any, ...]]:
+        cursor = connection.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+    with psycopg.connect(backend.url, autocommit=True) as connection:
+        yield run
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import closing
 from subprocess import CompletedProcess
 from typing import Any
 
@@ -11,25 +10,15 @@ import pytest
 
 from stateous.control.store.migrations import LATEST
 from tests.control.conftest import write_graph
-from tests.control.support import Backend, orders, plane_for
+from tests.control.support import Backend, connected, orders, plane_for
 
 
 def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
     """Run statements on the backend's database outside the store; return the last one's rows."""
     rows: list[tuple[Any, ...]] = []
-    if backend.name == "sqlite":
-        import apsw
-
-        with closing(apsw.Connection(backend.url)) as connection:
-            for statement in statements:
-                rows = connection.execute(statement).fetchall()
-        return rows
-    import psycopg
-
-    with psycopg.connect(backend.url, autocommit=True) as connection:
+    with connected(backend) as run:
         for statement in statements:
-            cursor = connection.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
+            rows = run(statement)
     return rows
 
 

@@ -528,12 +528,12 @@ def test_every_ledger_kind_is_in_the_reference() -> None:
 
 
 def test_every_table_and_column_is_in_the_reference() -> None:
-    from stateous.control.store.migrations import MIGRATIONS
+    from stateous.control.store.migrations import VERSIONS, statements
 
     text = read("data.md")
     missing = []
-    for _, statements in MIGRATIONS:
-        for statement in statements["sqlite"]:
+    for version in VERSIONS:
+        for statement in statements("sqlite", version):
             table = re.match(r"\s*CREATE TABLE (\w+) \((.*)\)", statement, re.S)
             if table is None:
                 continue
@@ -543,7 +543,7 @@ def test_every_table_and_column_is_in_the_reference() -> None:
             for column in re.findall(r"^\s*(\w+) [A-Z]", body, re.M):
                 if column not in ("PRIMARY", "CHECK") and f"`{column}`" not in text:
                     missing.append(f"{name}.{column}")
-        for statement in statements["sqlite"]:
+        for statement in statements("sqlite", version):
             added = re.match(r"ALTER TABLE (\w+) ADD COLUMN (\w+)", statement)
             if added is not None and f"`{added.group(2)}`" not in text:
                 missing.append(".".join(added.groups()))

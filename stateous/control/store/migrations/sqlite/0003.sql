@@ -1,0 +1,3 @@
+-- Version 0003 has no SQLite statements: its one change narrows an index of
+-- Postgres, for the plans that Postgres keeps of prepared statements (see
+-- postgres/0003.sql). SQLite's index of due timers stays as 0001 made it.

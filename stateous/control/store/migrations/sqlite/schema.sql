@@ -1,0 +1,92 @@
+-- The latest schema, whole: a new database is made from this file in one step and
+-- recorded at the latest version. It must make what 0001.sql and the migrations after
+-- it make, column order included (tests/control/test_schema.py compares the two
+-- databases); a new migration changes this file too.
+
+-- `visits` counts the entries of the token into each state (0002); it comes last, as
+-- 0002 added it.
+CREATE TABLE tokens (
+    token TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN
+        ('active', 'paused', 'completed', 'failed', 'cancelled')),
+    visit INTEGER NOT NULL,
+    context TEXT NOT NULL,
+    entered_at TEXT NOT NULL,
+    parent TEXT,
+    workflow TEXT,
+    moved_at TEXT NOT NULL,
+    visits TEXT NOT NULL DEFAULT '{}'
+);
+CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
+CREATE INDEX tokens_moved ON tokens (moved_at);
+CREATE INDEX tokens_status_moved ON tokens (status, moved_at);
+CREATE INDEX tokens_parent ON tokens (parent) WHERE parent IS NOT NULL;
+
+CREATE TABLE ledger (
+    token TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT,
+    data TEXT NOT NULL,
+    PRIMARY KEY (token, seq)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL;
+CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred';
+
+-- `tasks_live` finds a token's task without reading its ended ones (0002).
+CREATE TABLE tasks (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    token TEXT NOT NULL,
+    state TEXT NOT NULL,
+    visit INTEGER NOT NULL,
+    status TEXT NOT NULL CHECK (status IN
+        ('queued', 'claimed', 'waiting', 'done', 'failed', 'cancelled')),
+    attempt INTEGER NOT NULL,
+    claimed_by TEXT,
+    lease_until TEXT,
+    queued_at TEXT NOT NULL
+);
+CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
+CREATE INDEX tasks_live ON tasks (token, id)
+    WHERE status IN ('queued', 'claimed', 'waiting');
+
+CREATE TABLE timers (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    token TEXT NOT NULL,
+    state TEXT NOT NULL,
+    visit INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    payload TEXT,
+    set_at TEXT NOT NULL,
+    due_at TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'cancelled')),
+    kind TEXT NOT NULL CHECK (kind IN ('timeout', 'timer'))
+);
+CREATE INDEX timers_due ON timers (due_at, id) WHERE status = 'pending';
+CREATE INDEX timers_token ON timers (token) WHERE status = 'pending';
+
+CREATE TABLE memory (
+    token TEXT NOT NULL,
+    state TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (token, state, key)
+) WITHOUT ROWID;
+
+CREATE TABLE claims (
+    supervisor TEXT PRIMARY KEY,
+    request TEXT,
+    task_id INTEGER,
+    attempt INTEGER
+);
+
+CREATE TABLE control_plane (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    structure TEXT,
+    checksum TEXT,
+    serving TEXT,
+    since TEXT
+);
