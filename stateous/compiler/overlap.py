@@ -17,6 +17,7 @@ from itertools import pairwise
 from typing import Any
 
 from stateous.compiler.fields import Domain
+from stateous.model.guard_eval import evaluate
 from stateous.model.guards import (
     And,
     Compare,
@@ -30,7 +31,6 @@ from stateous.model.guards import (
     PayloadRef,
     Ref,
     Truth,
-    evaluate,
 )
 
 #: More conjunctions than this and the proof gives up.

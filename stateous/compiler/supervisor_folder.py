@@ -17,7 +17,8 @@ from pathlib import Path
 from string import Template
 
 from stateous._version import __version__
-from stateous.compiler.contract import LINE_LIMIT, Contract, Names, Scope, contract, identifier
+from stateous.compiler.contract import Contract, Scope, contract
+from stateous.compiler.python_source import LINE_LIMIT, Names, identifier
 from stateous.compiler.starter import uv_sources
 from stateous.model.graph_file import GraphFile
 

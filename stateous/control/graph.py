@@ -19,7 +19,8 @@ from stateous.control.validation import Validator, compile_schema
 from stateous.model import graph_file
 from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
-from stateous.model.guards import Guard, evaluate, parse
+from stateous.model.guard_eval import evaluate
+from stateous.model.guards import Guard, parse
 from stateous.model.names import BUILTIN_EVENTS
 
 

@@ -2,25 +2,34 @@
 
 The schemas are the ones msgspec and pydantic v2 emit; each is compiled once into
 nested closures, which check a value and return a copy of it with defaults filled.
-It never mutates its input, never imports a third-party validator, and never
-walks the schema again once compiled; unknown keywords are ignored.
+This module follows `$ref`s and compiles the keywords that combine schemas (const,
+enum, allOf, anyOf, oneOf, not, a list of types); `validation_types` holds the
+check of each single JSON type. It never mutates its input, never imports a
+third-party validator, and never walks the schema again once compiled; unknown
+keywords are ignored.
 """
 
 from __future__ import annotations
 
-import copy
 import json
-import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from stateous.control.validation_types import (
+    MISSING,
+    Check,
+    Fail,
+    accept,
+    freeze,
+    show,
+    type_check,
+)
+
 __all__ = ["Invalid", "Validator", "compile_schema"]
 
 Validator = Callable[[Any, str], Any]
-_Check = Callable[[Any], Any]
 
-_MISSING = object()
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _STRING = ("minLength", "maxLength", "pattern")
@@ -66,15 +75,6 @@ class Invalid(ValueError):
         self.reason = reason
 
 
-class _Fail(Exception):
-    """Carry a failure up the closures; each container adds its key on the way out."""
-
-    def __init__(self, parts: list[str | int], reason: str) -> None:
-        super().__init__(reason)
-        self.parts = parts
-        self.reason = reason
-
-
 def compile_schema(schema: Mapping[str, Any]) -> Validator:
     """Compile a JSON Schema into a function that checks a value and fills its defaults."""
     check = _Compiler(schema).compile(schema)
@@ -82,7 +82,7 @@ def compile_schema(schema: Mapping[str, Any]) -> Validator:
     def validate(value: Any, root: str) -> Any:
         try:
             return check(value)
-        except _Fail as ex:
+        except Fail as ex:
             raise Invalid(_render(root, ex.parts), ex.reason) from None
 
     return validate
@@ -99,12 +99,6 @@ def _render(root: str, parts: list[str | int]) -> str:
         else:
             text.append(f"[{json.dumps(part)}]")
     return "".join(text)
-
-
-def _show(value: Any) -> str:
-    """Return a short repr of a value for a message."""
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _kind(value: Any) -> str | None:
@@ -136,53 +130,19 @@ def _names(kinds: Iterable[str]) -> str:
     return ", ".join(words[:-1]) + " or " + words[-1]
 
 
-def _freeze(value: Any) -> Any:
-    """Return a hashable key equal for JSON-equal values (1 == 1.0, but True != 1)."""
-    if isinstance(value, bool):
-        return ("bool", value)
-    if isinstance(value, list):
-        return ("list", tuple(_freeze(item) for item in value))
-    if isinstance(value, dict):
-        return ("dict", frozenset((key, _freeze(item)) for key, item in value.items()))
-    return value
-
-
 def _one_of_values(values: list[Any]) -> str:
     """Name allowed values: "'a'" or "one of 'a', 'b'"."""
     if len(values) == 1:
-        return _show(values[0])
-    shown = ", ".join(_show(value) for value in values[:10])
+        return show(values[0])
+    shown = ", ".join(show(value) for value in values[:10])
     return f"one of {shown}{', ...' if len(values) > 10 else ''}"
 
 
-def _clone(value: Any) -> Any:
-    """Deep-copy a JSON value; a tuple becomes a list, as it would in JSON."""
-    if isinstance(value, list | tuple):
-        return [_clone(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _clone(item) for key, item in value.items()}
-    if isinstance(value, str | int | float | type(None)):
-        return value
-    return copy.deepcopy(value)
-
-
-def _accept(value: Any) -> Any:
-    return value
-
-
 def _reject(value: Any) -> Any:
-    raise _Fail([], "is not allowed")
+    raise Fail([], "is not allowed")
 
 
-def _items(count: int) -> str:
-    return f"{count} item" if count == 1 else f"{count} items"
-
-
-def _characters(count: int) -> str:
-    return f"{count} character" if count == 1 else f"{count} characters"
-
-
-def _chain(steps: list[_Check]) -> _Check:
+def _chain(steps: list[Check]) -> Check:
     """Run checks one after the other, each on the value the last one returned."""
     if len(steps) == 2:
         first, second = steps
@@ -205,8 +165,8 @@ class _Compiler:
 
     def __init__(self, root: Mapping[str, Any] | bool) -> None:
         self.root = root
-        self.refs: dict[str, _Check] = {}
-        self.pending: dict[str, list[_Check | None]] = {}
+        self.refs: dict[str, Check] = {}
+        self.pending: dict[str, list[Check | None]] = {}
 
     # -- references ---------------------------------------------------------
 
@@ -238,7 +198,7 @@ class _Compiler:
             and self.root.get("title") == name
         )
 
-    def ref(self, ref: str) -> _Check:
+    def ref(self, ref: str) -> Check:
         """Compile a `$ref` once; a ref met again while compiling gets a forwarder."""
         if ref in self.refs:
             return self.refs[ref]
@@ -249,7 +209,7 @@ class _Compiler:
                 return waiting[0](value)  # type: ignore[misc]
 
             return forward
-        cell: list[_Check | None] = [None]
+        cell: list[Check | None] = [None]
         self.pending[ref] = cell
         try:
             check = self.compile(self.resolve(ref))
@@ -292,15 +252,15 @@ class _Compiler:
 
     # -- schemas ------------------------------------------------------------
 
-    def compile(self, schema: Any) -> _Check:
+    def compile(self, schema: Any) -> Check:
         """Compile one schema into a check that returns the value with defaults filled."""
         if schema is True:
-            return _accept
+            return accept
         if schema is False:
             return _reject
         if not isinstance(schema, Mapping):
-            raise ValueError(f"a schema must be an object or a boolean, got {_show(schema)}")
-        steps: list[_Check] = []
+            raise ValueError(f"a schema must be an object or a boolean, got {show(schema)}")
+        steps: list[Check] = []
         if "const" in schema:
             steps.append(self.const(schema["const"]))
         if isinstance(schema.get("enum"), list):
@@ -318,21 +278,21 @@ class _Compiler:
         if "not" in schema:
             steps.append(self.negate(schema["not"]))
         if not steps:
-            return _accept
+            return accept
         return steps[0] if len(steps) == 1 else _chain(steps)
 
-    def const(self, expected: Any) -> _Check:
-        key = _freeze(expected)
+    def const(self, expected: Any) -> Check:
+        key = freeze(expected)
 
         def check(value: Any) -> Any:
-            if _freeze(value) != key:
-                raise _Fail([], f"expected {_show(expected)}, got {_show(value)}")
+            if freeze(value) != key:
+                raise Fail([], f"expected {show(expected)}, got {show(value)}")
             return value
 
         return check
 
-    def enum(self, values: list[Any]) -> _Check:
-        keys = {_freeze(value) for value in values}
+    def enum(self, values: list[Any]) -> Check:
+        keys = {freeze(value) for value in values}
         strings = {value for value in values if isinstance(value, str)}
         allowed = _one_of_values(values)
 
@@ -340,25 +300,25 @@ class _Compiler:
             if type(value) is str:
                 if value in strings:
                     return value
-            elif _freeze(value) in keys:
+            elif freeze(value) in keys:
                 return value
-            raise _Fail([], f"expected {allowed}, got {_show(value)}")
+            raise Fail([], f"expected {allowed}, got {show(value)}")
 
         return check
 
-    def negate(self, schema: Any) -> _Check:
+    def negate(self, schema: Any) -> Check:
         inner = self.compile(schema)
 
         def check(value: Any) -> Any:
             try:
                 inner(value)
-            except _Fail:
+            except Fail:
                 return value
-            raise _Fail([], "must not match the excluded shape")
+            raise Fail([], "must not match the excluded shape")
 
         return check
 
-    def union(self, schemas: list[Any], discriminator: Any) -> _Check:
+    def union(self, schemas: list[Any], discriminator: Any) -> Check:
         """Compile anyOf/oneOf: the discriminator picks the branch, or the first match wins."""
         branches = [self.compile(branch) for branch in schemas]
         if isinstance(discriminator, Mapping) and isinstance(
@@ -372,25 +332,25 @@ class _Compiler:
         expected = _names(frozenset().union(*kinds)) if known else ""  # type: ignore[arg-type]
 
         def check(value: Any) -> Any:
-            failures: list[_Fail] = []
+            failures: list[Fail] = []
             for branch in branches:
                 try:
                     return branch(value)
-                except _Fail as ex:
+                except Fail as ex:
                     failures.append(ex)
             fitting = [index for index, kind in enumerate(kinds) if _fits(value, kind)]
             if len(fitting) == 1:
                 raise failures[fitting[0]]
             if not fitting and known:
-                raise _Fail([], f"expected {expected}, got {_show(value)}")
-            raise _Fail([], "matches none of the allowed shapes")
+                raise Fail([], f"expected {expected}, got {show(value)}")
+            raise Fail([], "matches none of the allowed shapes")
 
         return check
 
-    def tagged(self, schemas: list[Any], discriminator: Mapping[str, Any]) -> _Check | None:
+    def tagged(self, schemas: list[Any], discriminator: Mapping[str, Any]) -> Check | None:
         """Compile a discriminated union, or return None when its tags cannot be found."""
         field = discriminator["propertyName"]
-        choices: dict[str, _Check] = {}
+        choices: dict[str, Check] = {}
         mapping = discriminator.get("mapping")
         if isinstance(mapping, Mapping) and mapping:
             for tag, ref in mapping.items():
@@ -411,33 +371,33 @@ class _Compiler:
 
         def check(value: Any) -> Any:
             if not isinstance(value, dict):
-                raise _Fail([], f"expected an object, got {_show(value)}")
-            tag = value.get(field, _MISSING)
-            if tag is _MISSING:
-                raise _Fail([field], "is required")
+                raise Fail([], f"expected an object, got {show(value)}")
+            tag = value.get(field, MISSING)
+            if tag is MISSING:
+                raise Fail([field], "is required")
             key = tag if isinstance(tag, str) else str(tag) if type(tag) is int else None
             branch = choices.get(key) if key is not None else None
             if branch is None:
-                raise _Fail([field], f"expected {allowed}, got {_show(tag)}")
+                raise Fail([field], f"expected {allowed}, got {show(tag)}")
             return branch(value)
 
         return check
 
     # -- types --------------------------------------------------------------
 
-    def typed(self, schema: Mapping[str, Any]) -> _Check | None:
+    def typed(self, schema: Mapping[str, Any]) -> Check | None:
         """Compile `type` with the keywords of each type; without `type`, they apply by kind."""
         declared = schema.get("type")
         if declared is None:
-            table: dict[str, _Check] = {}
+            table: dict[str, Check] = {}
             if any(word in schema for word in _NUMERIC):
-                table["integer"] = table["number"] = self.number(schema, integer=False)
+                table["integer"] = table["number"] = self.one_type(schema, "number")
             if any(word in schema for word in _STRING):
-                table["string"] = self.string(schema)
+                table["string"] = self.one_type(schema, "string")
             if any(word in schema for word in _ARRAY):
-                table["array"] = self.array(schema)
+                table["array"] = self.one_type(schema, "array")
             if any(word in schema for word in _OBJECT):
-                table["object"] = self.object(schema)
+                table["object"] = self.one_type(schema, "object")
             if not table:
                 return None
 
@@ -460,254 +420,11 @@ class _Compiler:
         def any_type(value: Any) -> Any:
             check = table.get(_kind(value))  # type: ignore[arg-type]
             if check is None:
-                raise _Fail([], f"expected {expected}, got {_show(value)}")
+                raise Fail([], f"expected {expected}, got {show(value)}")
             return check(value)
 
         return any_type
 
-    def one_type(self, schema: Mapping[str, Any], name: str) -> _Check:
-        if name == "integer":
-            return self.number(schema, integer=True)
-        if name == "number":
-            return self.number(schema, integer=False)
-        if name == "string":
-            return self.string(schema)
-        if name == "array":
-            return self.array(schema)
-        if name == "object":
-            return self.object(schema)
-        if name == "boolean":
-
-            def boolean(value: Any) -> Any:
-                if value is True or value is False:
-                    return value
-                raise _Fail([], f"expected a boolean, got {_show(value)}")
-
-            return boolean
-        if name == "null":
-
-            def null(value: Any) -> Any:
-                if value is None:
-                    return value
-                raise _Fail([], f"expected null, got {_show(value)}")
-
-            return null
-        return _accept
-
-    def number(self, schema: Mapping[str, Any], *, integer: bool) -> _Check:
-        limits = self.limits(schema)
-        expected = "an integer" if integer else "a number"
-
-        def check(value: Any) -> Any:
-            if type(value) is not int and (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or (integer and isinstance(value, float) and not value.is_integer())
-            ):
-                raise _Fail([], f"expected {expected}, got {_show(value)}")
-            for limit in limits:
-                limit(value)
-            return value
-
-        return check
-
-    def limits(self, schema: Mapping[str, Any]) -> list[Callable[[Any], None]]:
-        """Compile the numeric bounds of a schema."""
-        limits: list[Callable[[Any], None]] = []
-
-        def bound(word: str, passes: Callable[[Any, Any], bool], phrase: str) -> None:
-            edge = schema.get(word)
-            if isinstance(edge, int | float) and not isinstance(edge, bool):
-
-                def limit(value: Any) -> None:
-                    if not passes(value, edge):
-                        raise _Fail([], f"must be {phrase} {_show(edge)}, got {_show(value)}")
-
-                limits.append(limit)
-
-        bound("minimum", lambda value, edge: value >= edge, "at least")
-        bound("maximum", lambda value, edge: value <= edge, "at most")
-        bound("exclusiveMinimum", lambda value, edge: value > edge, "greater than")
-        bound("exclusiveMaximum", lambda value, edge: value < edge, "less than")
-        bound("multipleOf", _is_multiple, "a multiple of")
-        return limits
-
-    def string(self, schema: Mapping[str, Any]) -> _Check:
-        shortest = schema.get("minLength")
-        longest = schema.get("maxLength")
-        pattern = schema.get("pattern")
-        regex = re.compile(pattern) if isinstance(pattern, str) else None
-        plain = shortest is None and longest is None and regex is None
-
-        def check(value: Any) -> Any:
-            if not isinstance(value, str):
-                raise _Fail([], f"expected a string, got {_show(value)}")
-            if plain:
-                return value
-            if shortest is not None and len(value) < shortest:
-                reason = f"must be at least {_characters(shortest)} long, got {_show(value)}"
-                raise _Fail([], reason)
-            if longest is not None and len(value) > longest:
-                reason = f"must be at most {_characters(longest)} long, got {_show(value)}"
-                raise _Fail([], reason)
-            if regex is not None and regex.search(value) is None:
-                raise _Fail([], f"must match {pattern!r}, got {_show(value)}")
-            return value
-
-        return check
-
-    def array(self, schema: Mapping[str, Any]) -> _Check:
-        fewest = schema.get("minItems")
-        most = schema.get("maxItems")
-        unique = schema.get("uniqueItems") is True
-        rest = schema.get("items")
-        if isinstance(rest, list):  # the older tuple form: items as a list, then additionalItems
-            prefix = [self.compile(item) for item in rest]
-            rest = schema.get("additionalItems")
-        else:
-            prefix = [self.compile(item) for item in schema.get("prefixItems", ())]
-        rest_check = None if rest is None or rest is True or rest is False else self.compile(rest)
-        closed = rest is False
-
-        def each(value: list[Any]) -> list[Any]:
-            if not prefix:
-                if rest_check is None:
-                    if closed and value:
-                        raise _Fail([0], "is not allowed (the array must be empty)")
-                    return list(value)
-                done: list[Any] = []
-                try:
-                    for item in value:
-                        done.append(rest_check(item))
-                except _Fail as ex:
-                    ex.parts.append(len(done))
-                    raise
-                return done
-            out = []
-            for index, item in enumerate(value):
-                check = prefix[index] if index < len(prefix) else rest_check
-                if check is None:
-                    if closed:
-                        reason = f"is not allowed (the array has at most {_items(len(prefix))})"
-                        raise _Fail([index], reason)
-                    out.append(item)
-                    continue
-                try:
-                    out.append(check(item))
-                except _Fail as ex:
-                    ex.parts.append(index)
-                    raise
-            return out
-
-        def check(value: Any) -> Any:
-            if not isinstance(value, list):
-                raise _Fail([], f"expected an array, got {_show(value)}")
-            count = len(value)
-            if fewest is not None and count < fewest:
-                raise _Fail([], f"must have at least {_items(fewest)}, got {count}")
-            if most is not None and count > most:
-                raise _Fail([], f"must have at most {_items(most)}, got {count}")
-            if unique:
-                seen: set[Any] = set()
-                for item in value:
-                    key = _freeze(item)
-                    if key in seen:
-                        raise _Fail([], f"must not repeat items, got {_show(item)} twice")
-                    seen.add(key)
-            return each(value)
-
-        return check
-
-    def object(self, schema: Mapping[str, Any]) -> _Check:
-        required = [name for name in schema.get("required", ()) if isinstance(name, str)]
-        properties: Mapping[str, Any] = schema.get("properties", {})
-        fields = tuple(
-            (
-                name,
-                self.compile(sub),
-                name in required,
-                isinstance(sub, Mapping) and "default" in sub,
-                sub.get("default") if isinstance(sub, Mapping) else None,
-                isinstance(sub, Mapping) and isinstance(sub.get("default"), list | tuple | dict),
-            )
-            for name, sub in properties.items()
-        )
-        known = frozenset(properties)
-        unlisted = [name for name in required if name not in known]
-        patterns = [
-            (re.compile(pattern), self.compile(sub))
-            for pattern, sub in schema.get("patternProperties", {}).items()
-        ]
-        extra = schema.get("additionalProperties", True)
-        closed = extra is False
-        extra_check = None if extra is True or extra is False else self.compile(extra)
-        fewest = schema.get("minProperties")
-        most = schema.get("maxProperties")
-
-        def extras(value: dict[Any, Any], out: dict[Any, Any]) -> None:
-            for key, item in value.items():
-                if not isinstance(key, str):
-                    raise _Fail([], f"expected an object with string keys, got key {_show(key)}")
-                matched = False
-                for regex, sub in patterns:
-                    if regex.search(key):
-                        matched = True
-                        try:
-                            out[key] = sub(out.get(key, item))
-                        except _Fail as ex:
-                            ex.parts.append(key)
-                            raise
-                if matched or key in known:
-                    continue
-                if closed:
-                    raise _Fail([key], "is not allowed (the model has no such field)")
-                if extra_check is None:
-                    out[key] = item
-                    continue
-                try:
-                    out[key] = extra_check(item)
-                except _Fail as ex:
-                    ex.parts.append(key)
-                    raise
-
-        def check(value: Any) -> Any:
-            if not isinstance(value, dict):
-                raise _Fail([], f"expected an object, got {_show(value)}")
-            out = {}
-            present = 0
-            for name, sub, needed, has_default, default, mutable in fields:
-                item = value.get(name, _MISSING)
-                if item is not _MISSING:
-                    present += 1
-                    try:
-                        out[name] = sub(item)
-                    except _Fail as ex:
-                        ex.parts.append(name)
-                        raise
-                elif needed:
-                    raise _Fail([name], "is required")
-                elif has_default:
-                    out[name] = _clone(default) if mutable else default
-            for name in unlisted:
-                if name not in value:
-                    raise _Fail([name], "is required")
-            if present != len(value) or patterns:
-                extras(value, out)
-            count = len(value)
-            if fewest is not None and count < fewest:
-                raise _Fail([], f"must have at least {fewest} fields, got {count}")
-            if most is not None and count > most:
-                raise _Fail([], f"must have at most {most} fields, got {count}")
-            return out
-
-        return check
-
-
-def _is_multiple(value: int | float, step: int | float) -> bool:
-    """Tell whether a number is a whole multiple of a step, allowing float rounding."""
-    if isinstance(value, int) and isinstance(step, int):
-        return value % step == 0
-    if not math.isfinite(value) or step == 0:
-        return False
-    quotient = value / step
-    return abs(quotient - round(quotient)) <= 1e-9 * max(1.0, abs(quotient))
+    def one_type(self, schema: Mapping[str, Any], name: str) -> Check:
+        """The check of one JSON type, with its sub-schemas compiled in this document."""
+        return type_check(schema, name, self.compile)

@@ -1,14 +1,14 @@
 """The guard language: the small conditions in `when=` that route an event.
 
-A guard is parsed by hand (tokens, then recursive descent) into a tree of frozen
-nodes, and evaluated by walking that tree over JSON values. It must never hand
-guard text to Python's eval, compile or ast, and evaluation must never raise on
-data: a value of the wrong kind makes a comparison false. Only `parse` raises.
+This module reads a guard: it is parsed by hand (tokens, then recursive descent)
+into a tree of frozen nodes, with what the guard reads listed for the compiler.
+`guard_eval` decides a parsed guard over a token's data. It must never hand guard
+text to Python's eval, compile or ast; `parse` is the only function that raises.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -523,108 +523,3 @@ def _show(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
     return repr(value)
-
-
-def evaluate(
-    guard: Guard,
-    *,
-    ctx: Mapping[str, Any] | None,
-    payload: Any,
-    counts: Mapping[str, int],
-    branches: Sequence[Mapping[str, Any]] | None = None,
-) -> bool:
-    """Decide whether the guard holds for this data; never raise on odd data.
-
-    branches.all(...) over no entries is true and branches.any(...) is false, as
-    with Python's all() and any().
-    """
-    scope = _Scope(ctx, payload, counts, branches, None)
-    return scope.value(guard.root) is True
-
-
-@dataclass(frozen=True, slots=True)
-class _Scope:
-    ctx: Any
-    payload: Any
-    counts: Any
-    branches: Any
-    entry: Any
-
-    def value(self, node: Node) -> Any:
-        match node:
-            case Literal(value=value):
-                return value
-            case CtxRef(path=path):
-                return _dig(self.ctx, path)
-            case PayloadRef(path=path):
-                return _dig(self.payload, path)
-            case CountRef(event=event):
-                return self.counts.get(event, 0) if isinstance(self.counts, Mapping) else 0
-            case BranchRef(path=path):
-                return _dig(self.entry, path)
-            case Compare(op=op, left=left, right=right):
-                return _compare(op, self.value(left), self.value(right))
-            case Not(operand=operand):
-                return self.value(operand) is not True
-            case And(items=items):
-                return all(self.value(item) is True for item in items)
-            case Or(items=items):
-                return any(self.value(item) is True for item in items)
-            case Truth(operand=operand):
-                return self.value(operand) is True
-            case Branches(quantifier=quantifier, body=body):
-                entries = self.branches if isinstance(self.branches, list | tuple) else ()
-                results = (
-                    _Scope(self.ctx, self.payload, self.counts, None, entry).value(body) is True
-                    for entry in entries
-                )
-                return all(results) if quantifier == "all" else any(results)
-
-
-def _dig(value: Any, path: tuple[str, ...]) -> Any:
-    for key in path:
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return value
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _json_equal(left: Any, right: Any) -> bool:
-    """Compare two JSON values as JSON does: true is not 1, but 1 is 1.0."""
-    if isinstance(left, bool) or isinstance(right, bool):
-        return isinstance(left, bool) and isinstance(right, bool) and left == right
-    if _is_number(left) and _is_number(right):
-        return left == right
-    if isinstance(left, str) and isinstance(right, str):
-        return left == right
-    if isinstance(left, list | tuple) and isinstance(right, list | tuple):
-        return len(left) == len(right) and all(map(_json_equal, left, right))
-    if isinstance(left, Mapping) and isinstance(right, Mapping):
-        return left.keys() == right.keys() and all(
-            _json_equal(left[key], right[key]) for key in left
-        )
-    return left is None and right is None
-
-
-def _compare(op: str, left: Any, right: Any) -> bool:
-    if op == "==":
-        return _json_equal(left, right)
-    if op == "!=":
-        return not _json_equal(left, right)
-    if op in ("in", "not in"):
-        if not isinstance(right, list | tuple):
-            return False
-        found = any(_json_equal(left, item) for item in right)
-        return found if op == "in" else not found
-    both_numbers = _is_number(left) and _is_number(right)
-    if not (both_numbers or (isinstance(left, str) and isinstance(right, str))):
-        return False
-    if op == "<":
-        return left < right
-    if op == "<=":
-        return left <= right
-    if op == ">":
-        return left > right
-    return left >= right

@@ -19,7 +19,8 @@ import pytest
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_flow, compile_workflow
-from stateous.compiler.contract import contract, identifier
+from stateous.compiler.contract import contract
+from stateous.compiler.python_source import identifier
 from stateous.model.graph_file import GraphFile, checksum
 from tests.conftest import ROOT
 

@@ -12,7 +12,8 @@ import pytest
 
 from stateous.compiler.fields import Domain, domain_of, field_schema
 from stateous.compiler.overlap import MAX_TERMS, Overlap, Unprovable, check_pair
-from stateous.model.guards import CountRef, CtxRef, PayloadRef, Ref, evaluate, parse
+from stateous.model.guard_eval import evaluate
+from stateous.model.guards import CountRef, CtxRef, PayloadRef, Ref, parse
 
 
 class Address(msgspec.Struct):

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from stateous.model.guard_eval import evaluate
 from stateous.model.guards import (
     And,
     Branches,
@@ -20,7 +21,6 @@ from stateous.model.guards import (
     Or,
     PayloadRef,
     Truth,
-    evaluate,
     parse,
 )
 
