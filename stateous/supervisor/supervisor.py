@@ -23,6 +23,7 @@ from typing import Any
 
 from stateous.client.http import Connection, Refused, Unreachable
 from stateous.model.invocation import invoked_as
+from stateous.model.names import STARTED
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -379,7 +380,7 @@ class Supervisor:
     async def _work(self, running: Running) -> None:
         grant = running.grant
         state, routine = self.routines.by_state[grant["state"]]
-        entered = grant.get("entered_by") or {"name": "__started__"}
+        entered = grant.get("entered_by") or {"name": STARTED}
         ctx: Context[Any] = Context(
             token=grant["token"],
             task=grant["task"],

@@ -18,6 +18,7 @@ from stateous.control.store import Tx, postgres
 from stateous.control.store.migrations import LATEST, SchemaError
 from stateous.control.store.postgres import PostgresStore
 from stateous.control.store.postgres.connection import Connection
+from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.model.wire import ReportBody
 from tests.control.conftest import build_engine, serving
 from tests.control.support import Backend, Plane, fan_out, one_step, orders, plane_for
@@ -204,8 +205,7 @@ def test_a_statement_stopped_by_the_statement_limit_answers_database_busy(
 
 def test_every_connection_carries_the_time_limits(plane: Plane) -> None:
     def limits(tx: Tx) -> list[str]:
-        connection = tx.connection  # type: ignore[attr-defined]
-        return [connection.execute(f"SHOW {name}").fetchone()[0] for name in LIMITS]
+        return [tx.execute(f"SHOW {name}")[0][0] for name in LIMITS]  # type: ignore[attr-defined]
 
     assert plane.store.read(limits) == SHOWN
     assert plane.store.write(limits) == SHOWN
@@ -258,8 +258,8 @@ def test_a_schema_upgrade_keeps_the_lock_limit_and_has_no_statement_limit(
     store = PostgresStore(url)
     try:
         assert seen == [["0", "10s"]]
-        shown = store.read(lambda tx: tx.connection.execute("SHOW statement_timeout").fetchone())  # type: ignore[attr-defined]
-        assert shown == ("30s",)
+        shown = store.read(lambda tx: tx.execute("SHOW statement_timeout"))  # type: ignore[attr-defined]
+        assert shown == [("30s",)]
     finally:
         store.close()
 
@@ -326,15 +326,15 @@ def answer_of_next_commit_lost(*, arrives: bool) -> Iterator[list[int]]:
     kept: list[int] = []
     cut: list[int] = []
 
-    def end_transaction(self: Connection) -> None:
+    def end_transaction(self: Connection, pipeline: Pipeline) -> None:
         if cut:
-            return original(self)
+            return original(self, pipeline)
         cut.append(self.info.backend_pid)
         if arrives:
-            original(self)
+            pipeline.send("COMMIT", ())
         # Every statement before the COMMIT (and the COMMIT, when it arrives) is answered:
         # the server has done its part, and only the last answer is lost.
-        self._pipeline.sync()  # type: ignore[union-attr]
+        pipeline.sync()
         # The session's socket stays open here, and libpq's says goodbye to /dev/null:
         # the server sees no end of the session.
         kept.append(os.dup(self.pgconn.socket))

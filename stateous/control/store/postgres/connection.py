@@ -19,6 +19,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.string import TextLoader
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.store.postgres.pipeline import Pipeline, Prepared
 from stateous.model.errors import Failure
 
 CONNECT_SECONDS = 10
@@ -31,8 +32,6 @@ KEEPALIVES = {
     "keepalives_interval": 10,
     "keepalives_count": 3,
 }
-#: How many statements a connection keeps prepared; the shared SQL has fewer shapes.
-PREPARED = 500
 
 
 class Unreachable(Failure):
@@ -51,10 +50,16 @@ class Connection(psycopg.Connection[Any]):
     #: process with the same id; `connect` reads them.
     session: tuple[int, Any] = (0, None)
 
-    def end_transaction(self) -> None:
-        """Send the COMMIT of the transaction in the pipeline; its answer, and every answer
-        before it, arrive as the pipeline ends."""
-        self.execute("COMMIT", prepare=False)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: The statements that this connection's transactions have prepared.
+        self.prepared_statements = Prepared()
+
+    def end_transaction(self, pipeline: Pipeline) -> None:
+        """Commit the transaction in `pipeline`: send the COMMIT, and wait for its answer
+        and every answer before it."""
+        pipeline.send("COMMIT", ())
+        pipeline.sync()
 
 
 def connect(
@@ -63,8 +68,7 @@ def connect(
     lock_timeout: int = LOCK_MILLISECONDS,
     statement_timeout: int = STATEMENT_MILLISECONDS,
 ) -> Connection:
-    """Open an autocommit connection with the time limits; every statement it runs is
-    prepared once, and JSON columns come back as text."""
+    """Open an autocommit connection with the time limits; JSON columns come back as text."""
     try:
         given = conninfo_to_dict(url).get("options")
     except psycopg.ProgrammingError as ex:
@@ -85,7 +89,6 @@ def connect(
         connection = Connection.connect(
             url,
             autocommit=True,
-            prepare_threshold=0,
             connect_timeout=CONNECT_SECONDS,
             client_encoding="utf8",
             options=f"{given} {options}" if given else options,
@@ -93,7 +96,6 @@ def connect(
         )
     except psycopg.OperationalError as ex:
         raise Unreachable(f"cannot connect to the database: {first_line(ex)}") from None
-    connection.prepared_max = PREPARED
     connection.adapters.register_loader("json", TextLoader)
     row = connection.execute(
         "SELECT pg_backend_pid(), backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"

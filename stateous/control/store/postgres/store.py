@@ -3,10 +3,10 @@
 Each write runs in its own transaction on a pooled connection, and locks the
 rows of the tokens it reads (`FOR UPDATE`), so that each token moves one step at
 a time while other tokens move beside it; a claim skips tasks whose token another
-transaction holds. A transaction is sent in psycopg's pipeline mode: statements
-whose rows are not read go out without waiting, a read waits for its rows, and
-the COMMIT for everything; every value is bound by the driver, and every
-statement is prepared once per connection. A conflict with another transaction
+transaction holds. A transaction is sent in libpq's pipeline mode
+(`pipeline.py`): statements whose rows are not read go out without waiting, a
+read waits for its rows, and the COMMIT for everything; every value is a bound
+parameter, and every statement is prepared once per connection. A conflict with another transaction
 runs the operation once more; a limit that stops a request answers
 `database_busy`. This module keeps rows and takes locks; it decides nothing.
 """
@@ -25,7 +25,6 @@ from typing import Any
 import msgspec
 import psycopg
 from psycopg import errors
-from psycopg.pq import TransactionStatus
 
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store.columns import (
@@ -51,6 +50,7 @@ from stateous.control.store.postgres.connection import (
     first_line,
 )
 from stateous.control.store.postgres.lock import LOCK_CLASS
+from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
 from stateous.control.store.sql import SqlTx
@@ -75,6 +75,16 @@ BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 def _placeholders(sql: str) -> str:
     """Turn the shared SQL's `?` placeholders into psycopg's `%s`."""
     return sql.replace("%", "%%").replace("?", "%s")
+
+
+@cache
+def _numbered(sql: str) -> str:
+    """Turn the shared SQL's `?` placeholders into the `$1`, `$2`... of a prepared statement."""
+    pieces = sql.split("?")
+    return "".join(
+        f"{piece}${index}" if index < len(pieces) else piece
+        for index, piece in enumerate(pieces, 1)
+    )
 
 
 @cache
@@ -212,38 +222,39 @@ class PostgresStore:
         kept: Exception | None = None
         result: Any = None
         committing = False
-        tx = PostgresTx(connection, self.clock(), self._ids, writing=begin == BEGIN_WRITE)
+        pipeline = Pipeline(connection)
+        tx = PostgresTx(pipeline, self.clock(), self._ids, writing=begin == BEGIN_WRITE)
         try:
-            with connection.pipeline():
-                connection.execute(begin, prepare=False)
-                try:
-                    result = tx.run(operation)
-                except KeepAndRaise as ex:
-                    kept = ex.error
-                committing = True
-                connection.end_transaction()
+            pipeline.send(begin, ())
+            try:
+                result = tx.run(operation)
+            except KeepAndRaise as ex:
+                kept = ex.error
+            committing = True
+            connection.end_transaction(pipeline)
         except psycopg.OperationalError as ex:
             # Whether the server kept what this COMMIT sent is not known; a change that
             # leaves no ledger row is the same when sent again.
             if committing and connection.broken and tx.first_entry is not None:
                 raise Unanswered(tx.first_entry, connection.session, result, kept) from ex
-            self._roll_back(connection)
+            self._roll_back(pipeline)
             raise
         except BaseException:
-            self._roll_back(connection)
+            self._roll_back(pipeline)
             raise
+        finally:
+            pipeline.close()
         if kept is not None:
             raise kept
         return result
 
     @staticmethod
-    def _roll_back(connection: Connection) -> None:
-        if not connection.broken and connection.info.transaction_status != IDLE:
+    def _roll_back(pipeline: Pipeline) -> None:
+        """End a transaction that failed: roll it back, after whatever it sent last."""
+        if not pipeline.connection.broken:
             with suppress(psycopg.Error):
-                connection.execute("ROLLBACK", prepare=False)
-
-
-IDLE = TransactionStatus.IDLE
+                pipeline.send("ROLLBACK", ())
+                pipeline.sync()
 
 
 class Ids:
@@ -294,9 +305,10 @@ class PostgresTx(SqlTx):
     children never wait for each other in opposite orders.
     """
 
-    def __init__(self, connection: Connection, now: float, ids: Ids, *, writing: bool) -> None:
+    def __init__(self, pipeline: Pipeline, now: float, ids: Ids, *, writing: bool) -> None:
         super().__init__(now)
-        self.connection = connection
+        self.pipeline = pipeline
+        self.connection = pipeline.connection
         self.ids = ids
         self.writing = writing
         if writing:
@@ -304,7 +316,6 @@ class PostgresTx(SqlTx):
         #: The first ledger row of this transaction; it tells whether an unanswered COMMIT
         #: was kept.
         self.first_entry: FirstEntry | None = None
-        self._changes = connection.cursor()
         #: What a claim read for its grant, by token and state.
         self._grant_reads: dict[tuple[str, str], GrantReads] = {}
 
@@ -313,16 +324,13 @@ class PostgresTx(SqlTx):
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         """Send a statement whose rows are not read; its errors come with the next answer."""
-        self._changes.execute(_placeholders(sql), bindings)
+        self.pipeline.send(_numbered(sql), bindings)
 
     def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
         """Send statements that return rows, then wait for all their rows, in one round trip."""
-        cursors = []
         for sql, bindings in statements:
-            cursor = self.connection.cursor()
-            cursor.execute(_placeholders(sql), bindings)
-            cursors.append(cursor)
-        return [cursor.fetchall() for cursor in cursors]
+            self.pipeline.send(_numbered(sql), bindings, rows=True)
+        return self.pipeline.sync()
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
