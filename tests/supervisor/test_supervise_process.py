@@ -202,11 +202,19 @@ def test_a_report_waits_in_the_outbox_while_the_control_plane_is_down_and_lands_
     ]
 
 
-def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_start(
-    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
-) -> None:
+def stopped_while_down(
+    launcher: Launcher,
+    supervisors: Supervisors,
+    graph: Path,
+    db: Path,
+    folder: Path,
+    routine: str,
+) -> tuple[Served, Any]:
+    """Serve, start ORDER-1 under a supervisor whose `routine` waits for a gate, kill the
+    control plane, stop the supervisor, open the gate; answer the control plane that was
+    killed and the supervisor, which has ended with exit code 0."""
     first = launcher.serve(graph, db, "--lease", "1m")
-    folder = write_folder(tmp_path / "box-1", first.url, graph, GATED, APPROVE)
+    write_folder(folder, first.url, graph, routine, APPROVE)
     supervisor = supervisors.serving(folder)
     start_token(first, "ORDER-1")
     wait_until((folder / "started").exists, "the routine started")
@@ -219,6 +227,14 @@ def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_st
     (folder / "gate").touch()
 
     assert supervisor.wait() == 0
+    return first, supervisor
+
+
+def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_start(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "box-1"
+    first, supervisor = stopped_while_down(launcher, supervisors, graph, db, folder, GATED)
     assert supervisor.log[-1] == (
         "task 1 of ORDER-1: the control plane cannot be reached; the report stays in the "
         "outbox for the next start"
@@ -238,7 +254,6 @@ def test_a_stop_while_the_control_plane_is_down_keeps_the_report_for_the_next_st
 def test_a_memory_write_kept_at_a_stop_while_the_control_plane_is_down_is_named_so(
     launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
 ) -> None:
-    first = launcher.serve(graph, db, "--lease", "1m")
     remembers = """
     @on_state(states.draft)
     def draft(ctx: ItemContext) -> events.submitted:
@@ -248,19 +263,8 @@ def test_a_memory_write_kept_at_a_stop_while_the_control_plane_is_down_is_named_
         ctx.memory["session"] = "abc"
         return events.submitted
     """
-    folder = write_folder(tmp_path / "box-1", first.url, graph, remembers, APPROVE)
-    supervisor = supervisors.serving(folder)
-    start_token(first, "ORDER-1")
-    wait_until((folder / "started").exists, "the routine started")
-    assert first.kill() == -signal.SIGKILL
-    supervisor.send(signal.SIGTERM)
-    supervisor.wait_log(
-        "stopping: no new tasks; waiting for 1 routine(s) (signal again to stop now)"
-    )
-
-    (folder / "gate").touch()
-
-    assert supervisor.wait() == 0
+    folder = tmp_path / "box-1"
+    _, supervisor = stopped_while_down(launcher, supervisors, graph, db, folder, remembers)
     assert supervisor.log[-1] == (
         "task 1 of ORDER-1: the control plane cannot be reached; the memory write stays in "
         "the outbox for the next start"
