@@ -68,6 +68,7 @@ WORK = Rule(frozenset({Role.OPERATOR, Role.SUPERVISOR}))
 RULES: dict[tuple[str, str], Rule | None] = {
     ("GET", "/health"): None,
     ("GET", "/workflow"): WORK,
+    ("GET", "/openapi.json"): WORK,
     ("GET", "/tokens"): OPERATOR,
     ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
     ("GET", "/tokens/{token}"): OPERATOR,

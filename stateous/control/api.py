@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import falcon
 import msgspec
 
+from stateous.control import openapi
 from stateous.control.access import (
     RULES,
     SIGNATURES,
@@ -233,6 +234,13 @@ class WorkflowFile(Resource):
         resp.data = self.engine.workflow_json()
 
 
+class OpenApi(Resource):
+    """`/openapi.json`: the API described, for tools."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.data = _encode(openapi.document())
+
+
 class Tokens(Resource):
     """`/tokens`: start a token, or list tokens."""
 
@@ -364,6 +372,7 @@ def create_app(
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     app.add_route("/health", Health(engine, warning))
     app.add_route("/workflow", WorkflowFile(engine))
+    app.add_route("/openapi.json", OpenApi(engine))
     app.add_route("/tokens", tokens)
     app.add_route("/tokens/{token}", token)
     app.add_route("/tokens/{token}/history", token, suffix="history")

@@ -114,6 +114,7 @@ def test_every_route_of_the_api_has_a_rule_and_every_rule_a_route() -> None:
 REQUESTS = {
     ("GET", "/health"): ("/health", None),
     ("GET", "/workflow"): ("/workflow", None),
+    ("GET", "/openapi.json"): ("/openapi.json", None),
     ("GET", "/tokens"): ("/tokens", None),
     ("POST", "/tokens"): ("/tokens", {"token": "NEW-1", "context": {"title": "t"}}),
     ("GET", "/tokens/{token}"): ("/tokens/ORDER-1", None),
@@ -134,6 +135,7 @@ MAY = {
     "box": {
         ("GET", "/health"),
         ("GET", "/workflow"),
+        ("GET", "/openapi.json"),
         ("POST", "/tasks/claim"),
         ("POST", "/tasks/heartbeat"),
         ("POST", "/tasks/{task}/report"),

@@ -1,0 +1,162 @@
+"""The OpenAPI document of the HTTP API, served at `GET /openapi.json`.
+
+It is made from the same things the API is made of: the route table of
+`access.RULES` (which `tests/control/test_openapi.py` holds equal to the app's
+routes), the `wire` Structs of every body and answer (their JSON Schemas through
+msgspec), and the documented refusal codes. So a tool can read the API, and a
+fuzzer can be pointed at it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import msgspec
+
+from stateous._version import __version__
+from stateous.model import wire
+from stateous.model.vocabulary import TokenStatus
+
+REF = "#/components/schemas/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One route's method: what it is for, its body, its answers by status."""
+
+    summary: str
+    body: type[msgspec.Struct] | None = None
+    #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
+    answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
+    refusals: tuple[int, ...] = (401, 403, 404, 409, 422)
+
+
+TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
+TASK_PARAM = {"name": "task", "in": "path", "required": True, "schema": {"type": "string"}}
+EVENT_PARAM = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
+LISTING = [
+    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
+    {"name": "parent", "in": "query", "schema": {"type": "string"}},
+    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+]
+KEY = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+}
+STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
+WORK = (401, 403, 404, 409, 422)
+#: Every route of the API, by method and path template, as `access.RULES` names them.
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("GET", "/health"): Operation(
+        "the served workflow and its checksum", answers=((200, wire.Health),), refusals=()
+    ),
+    ("GET", "/workflow"): Operation(
+        "the graph file", answers=((200, dict[str, Any]),), refusals=(401, 403)
+    ),
+    ("GET", "/openapi.json"): Operation(
+        "this document", answers=((200, dict[str, Any]),), refusals=(401, 403)
+    ),
+    ("GET", "/tokens"): Operation(
+        "tokens, the most recently moved first",
+        answers=((200, list[wire.TokenView]),),
+        refusals=(401, 403, 422),
+    ),
+    ("POST", "/tokens"): Operation(
+        "start a token", wire.StartBody, ((201, wire.TokenView), (200, wire.TokenView))
+    ),
+    ("GET", "/tokens/{token}"): Operation("one token", refusals=(401, 403, 404)),
+    ("GET", "/tokens/{token}/history"): Operation(
+        "the token's ledger entries",
+        answers=((200, list[wire.HistoryEntry]),),
+        refusals=(401, 403, 404),
+    ),
+    ("POST", "/tokens/{token}/events/{event}"): Operation(
+        "fire an event", wire.FireBody, ((200, (wire.TokenView, wire.Duplicate)),)
+    ),
+    ("POST", "/tokens/{token}/pause"): STEER,
+    ("POST", "/tokens/{token}/resume"): STEER,
+    ("POST", "/tokens/{token}/cancel"): STEER,
+    ("POST", "/tasks/claim"): Operation(
+        "claim the oldest queued task", wire.ClaimBody, ((200, wire.Grant), (204, None)), WORK
+    ),
+    ("POST", "/tasks/heartbeat"): Operation(
+        "renew the leases", wire.HeartbeatBody, ((200, wire.Lost),), (401, 403, 422)
+    ),
+    ("POST", "/tasks/{task}/report"): Operation(
+        "the outcome of a task", wire.ReportBody, refusals=WORK
+    ),
+    ("POST", "/tasks/{task}/note"): Operation(
+        "a line of progress", wire.NoteBody, ((204, None),), WORK
+    ),
+    ("PUT", "/tasks/{task}/memory"): Operation(
+        "save one key of the memory", wire.MemoryBody, ((204, None),), WORK
+    ),
+}
+#: Every answer may also be one of these: an unreadable request, a body too large or not
+#: JSON, a database that cannot take the request now, a control plane that lost it.
+ALWAYS = (400, 413, 415, 503)
+
+
+def parameters(method: str, template: str) -> list[dict[str, Any]]:
+    found = []
+    if "{token}" in template:
+        found.append(TOKEN_PARAM)
+    if "{task}" in template:
+        found.append(TASK_PARAM)
+    if "{event}" in template:
+        found.extend([EVENT_PARAM, KEY])
+    if (method, template) == ("GET", "/tokens"):
+        found.extend(LISTING)
+    return found
+
+
+@cache
+def document() -> dict[str, Any]:
+    """The whole document, made once."""
+    types: list[Any] = [wire.ErrorBody]
+    for operation in OPERATIONS.values():
+        if operation.body is not None:
+            types.append(operation.body)
+        for _, shape in operation.answers:
+            types.extend(shape if isinstance(shape, tuple) else [] if shape is None else [shape])
+    schemas, components = msgspec.json.schema_components(types, ref_template=REF)
+    known = dict(zip(map(repr, types), schemas, strict=True))
+
+    def schema_of(shape: Any) -> dict[str, Any]:
+        if isinstance(shape, tuple):
+            return {"anyOf": [known[repr(one)] for one in shape]}
+        return known[repr(shape)]
+
+    paths: dict[str, dict[str, Any]] = {}
+    for (method, template), operation in OPERATIONS.items():
+        responses: dict[str, Any] = {}
+        for status, shape in operation.answers:
+            answer: dict[str, Any] = {"description": operation.summary}
+            if shape is not None:
+                answer["content"] = {"application/json": {"schema": schema_of(shape)}}
+            responses[str(status)] = answer
+        refusal = {"application/json": {"schema": schema_of(wire.ErrorBody)}}
+        for status in (*operation.refusals, *ALWAYS):
+            responses.setdefault(str(status), {"description": "a refusal", "content": refusal})
+        entry: dict[str, Any] = {
+            "summary": operation.summary,
+            "parameters": parameters(method, template),
+            "responses": responses,
+        }
+        if operation.body is not None:
+            body_schema = schema_of(operation.body)
+            entry["requestBody"] = {"content": {"application/json": {"schema": body_schema}}}
+        paths.setdefault(template, {})[method.lower()] = entry
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Stateous control plane", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}, {}],
+    }

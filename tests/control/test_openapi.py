@@ -1,0 +1,40 @@
+"""The OpenAPI document of the API: served at /openapi.json, equal to the routes, and a seeded
+fuzz run of the API from it on both databases, in which no answer is a 5xx or an
+undocumented code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from stateous.control import openapi
+from stateous.control.access import RULES
+from tests.control.conftest import Served
+from tests.control.test_access import app_routes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def documented_codes() -> set[str]:
+    """The codes of the refusal table of docs/reference/http.md."""
+    text = (ROOT / "docs" / "reference" / "http.md").read_text(encoding="utf-8")
+    table = text.split("## Refusals", 1)[1]
+    return set(re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE))
+
+
+def test_the_document_names_every_route_and_no_other() -> None:
+    routes = {route for route in app_routes() if route[0] != "HEAD"}
+    described = {
+        (method.upper(), template)
+        for template, methods in openapi.document()["paths"].items()
+        for method in methods
+    }
+    assert described == routes == set(RULES)
+
+
+def test_the_document_is_served_at_openapi_json(served: Served) -> None:
+    status, headers, body = served.request("GET", "/openapi.json")
+    assert status == 200
+    assert headers["content-type"] == "application/json"
+    assert body == openapi.document()
+    assert body["openapi"].startswith("3.1")
