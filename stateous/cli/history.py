@@ -154,4 +154,6 @@ def history_lines(entries: Iterable[Data]) -> Iterator[str]:
         if kind in (Kind.PAUSED, Kind.RESUMED):
             resuming = kind == Kind.RESUMED
         told = sentence(kind, data, resuming=resuming)
+        if isinstance(data.get("by"), str):
+            told = f"{told} (by {data['by']})"
         yield f"{utc(entry['at'])}  #{entry['seq']}  {told}"

@@ -21,7 +21,14 @@ def run_serve(args: argparse.Namespace) -> int:
     from stateous.control.serve import ControlPlane
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
-    plane = ControlPlane(args.graph, args.db, args.listen, lease)
+    plane = ControlPlane(
+        args.graph,
+        args.db,
+        args.listen,
+        lease,
+        no_auth=args.no_auth,
+        allowed_hosts=tuple(args.allowed_host),
+    )
     if args.supervise is None:
         return plane.run()
     from stateous.supervisor.supervisor import Beside
@@ -58,5 +65,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--supervise",
         metavar="FOLDER",
         help="also run the supervisor of this folder in the same process (for development)",
+    )
+    serve.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="ask no request for a credential, even beyond this computer (warns at start and "
+        "on /health)",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name that requests may name besides this computer's (a proxy's); repeat "
+        "for more",
     )
     serve.set_defaults(run=run_serve)

@@ -16,6 +16,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import falcon
 import msgspec
 
+from stateous.control.access import (
+    RULES,
+    SIGNATURES,
+    Access,
+    Caller,
+    Forbidden,
+    Unauthorized,
+    allow,
+    check_host,
+    check_origin,
+    rule_of,
+    signed_by,
+)
 from stateous.control.errors import EngineError, InvalidBody, TaskNotFound
 from stateous.model import wire
 
@@ -29,6 +42,7 @@ MAX_DEPTH = 64
 #: The largest task id that can exist (a signed 64-bit integer).
 MAX_TASK_ID = 2**63 - 1
 TOO_DEEP = f"the body nests more than {MAX_DEPTH} levels"
+JSON = "application/json"
 
 _log = logging.getLogger("stateous.control.api")
 _encode = msgspec.json.Encoder().encode
@@ -43,14 +57,14 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
     A body that cannot be read (too large, not JSON, too deep) is a Falcon 400 or
     413; JSON of another shape than an object is `InvalidBody`.
     """
-    length = req.content_length
-    if not length:
+    data = raw_body(req)
+    if not data:
         return {}
-    if length > MAX_BODY:
-        raise falcon.HTTPContentTooLarge(
-            description=f"the body has {length} bytes; the most is {MAX_BODY}"
+    kind = req.content_type
+    if kind is not None and kind.partition(";")[0].strip().lower() != JSON:
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"a body is {JSON}, not {kind.partition(';')[0].strip()!r}"
         )
-    data = req.bounded_stream.read()
     try:
         value = _decode(data)
     except msgspec.DecodeError as ex:
@@ -68,6 +82,22 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
     if b"\\u0000" in data and holds_nul(value):
         raise InvalidBody("a text in the body holds the NUL character (\\u0000), which is not kept")
     return value
+
+
+def raw_body(req: falcon.Request) -> bytes:
+    """The bytes of the body, read once: a signed delivery is checked over the same bytes
+    that are then parsed."""
+    kept: bytes | None = getattr(req.context, "raw", None)
+    if kept is not None:
+        return kept
+    length = req.content_length
+    if length and length > MAX_BODY:
+        raise falcon.HTTPContentTooLarge(
+            description=f"the body has {length} bytes; the most is {MAX_BODY}"
+        )
+    data = req.bounded_stream.read() if length else b""
+    req.context.raw = data
+    return data
 
 
 def _containers(value: Any) -> Iterator[tuple[dict[str, Any] | list[Any], int]]:
@@ -119,6 +149,52 @@ def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> 
     resp.data = _encode(value)
 
 
+def caller(req: falcon.Request) -> str | None:
+    """The name of the credential the request was made with, if any."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    return None if who is None else who.name
+
+
+class Guard:
+    """Falcon middleware: the browser's limits on every request, then the caller's credential
+    against the rule of the route it reached."""
+
+    def __init__(self, access: Access, hosts: frozenset[str]) -> None:
+        self.access = access
+        self.hosts = hosts
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
+            raise Forbidden("this control plane answers no web page of another origin")
+        check_host(req.get_header("Host"), self.hosts)
+        check_origin(req.get_header("Origin"), self.hosts)
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
+    ) -> None:
+        if (req.method, req.uri_template) not in RULES and req.method != "HEAD":
+            return  # a method the path does not take: Falcon answers 405
+        rule = rule_of(req.method, req.uri_template)
+        if rule is None:
+            return
+        signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
+        authorization = req.get_header("Authorization")
+        if authorization is None and signature is not None and rule.webhook == "event":
+            who = self.access.identify_signed(raw_body(req), signature)
+            if who is None and self.access.enabled:
+                raise Unauthorized("the delivery's signature matches no webhook's key")
+        else:
+            who = self.access.identify(authorization)
+            if (
+                who is not None
+                and who.hmac_key is not None
+                and (signature is None or not signed_by(who.hmac_key, raw_body(req), signature))
+            ):
+                raise Unauthorized(f"a delivery of {who.name!r} must carry its signature")
+        req.context.caller = who
+        allow(who, rule, params)
+
+
 class Resource:
     """A noun of the API, served by one engine.
 
@@ -137,10 +213,17 @@ class Resource:
 
 
 class Health(Resource):
-    """`/health`: the served workflow and its checksum."""
+    """`/health`: the served workflow and its checksum, open to every caller."""
+
+    def __init__(self, engine: Engine, warning: str | None = None) -> None:
+        super().__init__(engine)
+        self.warning = warning
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        answer(resp, self.engine.health())
+        health = self.engine.health()
+        if self.warning is not None:
+            health.warning = self.warning
+        answer(resp, health)
 
 
 class WorkflowFile(Resource):
@@ -155,7 +238,7 @@ class Tokens(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
-        token, created = self.engine.start(body.token, body.context)
+        token, created = self.engine.start(body.token, body.context, by=caller(req))
         answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -178,20 +261,21 @@ class Token(Resource):
         self, req: falcon.Request, resp: falcon.Response, token: str, event: str
     ) -> None:
         body = read_shape(req, wire.FireBody)
-        key = req.get_header("Idempotency-Key")
-        answer(resp, self.engine.fire(token, event, body.payload, key))
+        # GitHub names each delivery, and a redelivery by the same name.
+        key = req.get_header("Idempotency-Key") or req.get_header("X-GitHub-Delivery")
+        answer(resp, self.engine.fire(token, event, body.payload, key, by=caller(req)))
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
-        answer(resp, self.engine.pause(token))
+        answer(resp, self.engine.pause(token, by=caller(req)))
 
     def on_post_resume(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
-        answer(resp, self.engine.resume(token))
+        answer(resp, self.engine.resume(token, by=caller(req)))
 
     def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
-        answer(resp, self.engine.cancel(token))
+        answer(resp, self.engine.cancel(token, by=caller(req)))
 
 
 class Tasks(Resource):
@@ -199,7 +283,7 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
-        grant = self.engine.claim(body.supervisor, body.states, body.request)
+        grant = self.engine.claim(body.supervisor, body.states, body.request, by=caller(req))
         if grant is None:
             resp.status = falcon.HTTP_204
         else:
@@ -211,18 +295,19 @@ class Tasks(Resource):
 
     def on_post_report(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
-        answer(resp, self.engine.report(number, read_shape(req, wire.ReportBody)))
+        body = read_shape(req, wire.ReportBody)
+        answer(resp, self.engine.report(number, body, by=caller(req)))
 
     def on_post_note(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.NoteBody)
-        self.engine.note(number, body.text, body.attempt)
+        self.engine.note(number, body.text, body.attempt, by=caller(req))
         resp.status = falcon.HTTP_204
 
     def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.MemoryBody)
-        self.engine.memory(number, body.key, body.value, body.attempt)
+        self.engine.memory(number, body.key, body.value, body.attempt, by=caller(req))
         resp.status = falcon.HTTP_204
 
 
@@ -270,11 +355,14 @@ def failed(
     refuse(resp, 500, "the request failed on the control plane; its log tells why", "unexpected")
 
 
-def create_app(engine: Engine) -> falcon.App:
-    """Build the WSGI app that serves `engine`."""
-    app = falcon.App()
+def create_app(
+    engine: Engine, guard: Guard | None = None, warning: str | None = None
+) -> falcon.App:
+    """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
+    out with every `/health`."""
+    app = falcon.App(middleware=[guard] if guard is not None else [])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
-    app.add_route("/health", Health(engine))
+    app.add_route("/health", Health(engine, warning))
     app.add_route("/workflow", WorkflowFile(engine))
     app.add_route("/tokens", tokens)
     app.add_route("/tokens/{token}", token)

@@ -26,12 +26,15 @@ class Clock(threading.Thread):
         hold: Hold,
         on_lost: Callable[[HoldLost], None],
         interval: float = 1.0,
+        also: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="stateous-clock", daemon=True)
         self.engine = engine
         self.hold = hold
         self.on_lost = on_lost
         self.interval = interval
+        #: What else runs at each beat, after the tick (the API's credentials, looked at again).
+        self.also = also
         self._stopped = threading.Event()
 
     def run(self) -> None:
@@ -46,6 +49,8 @@ class Clock(threading.Thread):
                 continue
             try:
                 self.engine.tick()
+                if self.also is not None:
+                    self.also()
             except Exception as ex:
                 self._failed(ex)
 

@@ -8,6 +8,7 @@ calls it, the store keeps what it decides.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from stateous.control import checks
@@ -24,7 +25,7 @@ from stateous.control.errors import (
 )
 from stateous.control.graph import Graph, Route
 from stateous.control.moves import Arrival, Moves, Unrouted
-from stateous.control.store import KeepAndRaise, Store, TaskRow, TokenRow, Tx, to_iso
+from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx, to_iso
 from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -77,6 +78,18 @@ class Engine:
         self.lease = lease
         self.moves = Moves(graph)
 
+    def _write(self, operation: Callable[[Tx], Result], by: str | None) -> Result:
+        """Run a change in one transaction; `by`, the credential that asked for it, is named
+        by the first ledger row that the change writes."""
+        if by is None:
+            return self.store.write(operation)
+
+        def signed(tx: Tx) -> Result:
+            tx.by = by
+            return operation(tx)
+
+        return self.store.write(signed)
+
     # the workflow
 
     def health(self) -> Health:
@@ -115,7 +128,9 @@ class Engine:
 
     # starting and firing
 
-    def start(self, token: str, context: dict[str, Any] | None = None) -> tuple[TokenView, bool]:
+    def start(
+        self, token: str, context: dict[str, Any] | None = None, *, by: str | None = None
+    ) -> tuple[TokenView, bool]:
         """Start a token, or answer the one that exists with this id."""
         checks.token_id(token)
         checked = checks.context(self.graph.top, context)
@@ -142,10 +157,16 @@ class Engine:
             self.moves.first_move(tx, row)
             return view(row), True
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     def fire(
-        self, token: str, event: str, payload: dict[str, Any] | None = None, key: str | None = None
+        self,
+        token: str,
+        event: str,
+        payload: dict[str, Any] | None = None,
+        key: str | None = None,
+        *,
+        by: str | None = None,
     ) -> TokenView | Duplicate:
         """Fire an event from outside; a repeated idempotency key changes nothing."""
         checks.idempotency_key(key)
@@ -170,7 +191,7 @@ class Engine:
             self.moves.route(tx, row, Arrival(event, checked, key=key), Unrouted.REFUSE)
             return view(row)
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     # steering
 
@@ -195,7 +216,7 @@ class Engine:
             family.extend(tx.children(member.token))
         return family
 
-    def pause(self, token: str) -> TokenView:
+    def pause(self, token: str, *, by: str | None = None) -> TokenView:
         """Pause an active token and its live children."""
 
         def operation(tx: Tx) -> TokenView:
@@ -207,9 +228,9 @@ class Engine:
                     tx.record(member.token, Kind.PAUSED, {})
             return view(row)
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
-    def resume(self, token: str) -> TokenView:
+    def resume(self, token: str, *, by: str | None = None) -> TokenView:
         """Resume a paused token; its held events, and its children's, apply in arrival order."""
 
         def operation(tx: Tx) -> TokenView:
@@ -229,7 +250,7 @@ class Engine:
                 self._replay(tx, entry.token, entry.data)
             return view(self._token(tx, token))
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     def _replay(self, tx: Tx, token: str, held: dict[str, Any]) -> None:
         """Apply an event held while the token was paused, or drop it if it no longer fits.
@@ -261,7 +282,7 @@ class Engine:
         own = event in BUILTIN_EVENTS and not reported
         self.moves.route(tx, row, arrival, Unrouted.FAIL if own else Unrouted.DROP)
 
-    def cancel(self, token: str) -> TokenView:
+    def cancel(self, token: str, *, by: str | None = None) -> TokenView:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
 
         def operation(tx: Tx) -> TokenView:
@@ -269,11 +290,18 @@ class Engine:
             self.moves.cancel_token(tx, row, None)
             return view(row)
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     # tasks
 
-    def claim(self, supervisor: str, states: list[str], request: str | None = None) -> Grant | None:
+    def claim(
+        self,
+        supervisor: str,
+        states: list[str],
+        request: str | None = None,
+        *,
+        by: str | None = None,
+    ) -> Grant | None:
         """Give the oldest queued task of these states to a supervisor, or None."""
         checks.supervisor_name(supervisor)
         checks.claimed_states(states)
@@ -300,7 +328,7 @@ class Engine:
                 tx.put_claim(supervisor, request, None, None)
             return None
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
         last = tx.last_claim(supervisor)
@@ -393,7 +421,9 @@ class Engine:
             raise TaskNotHeld(f"task {ident} is {task.status}: {who}")
         return task, self._token(tx, task.token)
 
-    def note(self, task: int, text: str, attempt: int | None = None) -> None:
+    def note(
+        self, task: int, text: str, attempt: int | None = None, *, by: str | None = None
+    ) -> None:
         """Add one line of a routine's progress to the token's history."""
         kept = checks.note_text(text)
         checks.attempt(attempt)
@@ -402,9 +432,17 @@ class Engine:
             row, token = self._held_task(tx, task, attempt, None)
             tx.record(token.token, Kind.NOTE, {"task": row.id, "text": kept})
 
-        self.store.write(operation)
+        self._write(operation, by)
 
-    def memory(self, task: int, key: str, value: Any, attempt: int | None = None) -> None:
+    def memory(
+        self,
+        task: int,
+        key: str,
+        value: Any,
+        attempt: int | None = None,
+        *,
+        by: str | None = None,
+    ) -> None:
         """Save or delete one key of a routine's memory, at once."""
         checks.memory_key(key)
         checks.attempt(attempt)
@@ -419,9 +457,9 @@ class Engine:
                 kind = Kind.MEMORY_SET
             tx.record(token.token, kind, {"task": row.id, "state": token.state, "memory_key": key})
 
-        self.store.write(operation)
+        self._write(operation, by)
 
-    def report(self, task: int, body: ReportBody) -> TokenView:
+    def report(self, task: int, body: ReportBody, *, by: str | None = None) -> TokenView:
         """Take the outcome of a task: an event, waiting, or a failed attempt."""
         if body.supervisor is not None:
             checks.supervisor_name(body.supervisor)
@@ -458,7 +496,7 @@ class Engine:
             self.moves.route(tx, token, arrival, Unrouted.REFUSE)
             return view(token)
 
-        return self.store.write(operation)
+        return self._write(operation, by)
 
     def _fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
         """Count a failed attempt: try again while retries are left, else deliver `error`."""

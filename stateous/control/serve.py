@@ -24,7 +24,8 @@ import waitress
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
-from stateous.control.api import create_app
+from stateous.control.access import Access, served_hosts
+from stateous.control.api import Guard, create_app
 from stateous.control.clock import Clock
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.engine import Engine
@@ -135,9 +136,19 @@ class ControlPlane:
     """One running control plane: its socket, store, hold, clock and HTTP server."""
 
     def __init__(
-        self, graph_path: str, db: str, listen: str, lease: float, err: TextIO = sys.stderr
+        self,
+        graph_path: str,
+        db: str,
+        listen: str,
+        lease: float,
+        err: TextIO = sys.stderr,
+        *,
+        no_auth: bool = False,
+        allowed_hosts: tuple[str, ...] = (),
     ) -> None:
         self.err = err
+        self.no_auth = no_auth
+        self.allowed_hosts = allowed_hosts
         self.address = Address.parse(listen)
         try:
             self.graph = Graph.load(graph_path)
@@ -152,10 +163,31 @@ class ControlPlane:
             self.listener.close()
             raise
         self.engine = Engine(self.graph, self.store, lease=lease)
-        check_structure(self.store, self.graph)
+        self.access = Access(self.store, enabled=not no_auth)
+        try:
+            self._check_open_to_others(db)
+            check_structure(self.store, self.graph)
+        except BaseException:
+            self._close_opened()
+            raise
         self.hold = Hold(self.store, self.lock)
         self.hold.take(self.graph.structure, self.graph.checksum)
-        self.clock = Clock(self.engine, self.hold, self._lose)
+        self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
+
+    def _check_open_to_others(self, db: str) -> None:
+        """Refuse to let other computers in without a credential to ask them for."""
+        if self.address.is_loopback or self.no_auth or self.access.required:
+            return
+        raise ServeError(
+            f"listening on {self.address.host}:{self.address.port} lets other computers in, "
+            "and the database holds no credential to ask them for; add one first "
+            f"(stateous auth add NAME --role operator --db {db}), or serve with --no-auth"
+        )
+
+    def _close_opened(self) -> None:
+        self.store.close()
+        self.lock.release()
+        self.listener.close()
 
     @property
     def port(self) -> int:
@@ -180,19 +212,18 @@ class ControlPlane:
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         dispatcher = Draining()
         dispatcher.set_thread_count(THREADS)
+        warning = None
+        if self.no_auth:
+            warning = "authentication is off (--no-auth): whoever reaches this port can do anything"
+            print(f"warning: {warning}", file=self.err)
+        guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
         server = waitress.create_server(
-            create_app(self.engine),
+            create_app(self.engine, guard, warning),
             sockets=[self.listener],
             threads=THREADS,
             ident="stateous",
             _dispatcher=dispatcher,
         )
-        if not self.address.is_loopback:
-            print(
-                f"warning: listening on {self.address.host}:{self.port} lets other computers "
-                "in, and the API has no authentication",
-                file=self.err,
-            )
         stopper = _Stopper(companion)
         previous = signal.signal(signal.SIGTERM, stopper)
         previous_interrupt = signal.signal(signal.SIGINT, stopper)
@@ -219,9 +250,7 @@ class ControlPlane:
                 self.hold.give_up()
             except Exception as ex:
                 log.warning("could not give up the hold: %s", ex)
-        self.store.close()
-        self.lock.release()
-        self.listener.close()
+        self._close_opened()
 
 
 class Draining(ThreadedTaskDispatcher):

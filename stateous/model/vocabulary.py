@@ -57,6 +57,14 @@ class TimerKind(StrEnum):
     TIMER = "timer"
 
 
+class Role(StrEnum):
+    """What a credential may do: everything, the work of tasks, or firing its events."""
+
+    OPERATOR = "operator"
+    SUPERVISOR = "supervisor"
+    WEBHOOK = "webhook"
+
+
 class Kind(StrEnum):
     """The kind of a ledger entry: what happened to the token."""
 

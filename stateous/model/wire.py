@@ -61,11 +61,13 @@ class Grant(msgspec.Struct, kw_only=True):
     lease: int
 
 
-class Health(msgspec.Struct, kw_only=True):
-    """What `GET /health` answers: the served workflow and its checksum."""
+class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What `GET /health` answers: the served workflow and its checksum, and a warning when
+    the control plane runs without authentication beyond this computer."""
 
     workflow: str
     checksum: str
+    warning: str | None = None
 
 
 class Lost(msgspec.Struct, kw_only=True):

@@ -17,7 +17,7 @@ from waitress import wasyncore
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
-from stateous.control.api import create_app
+from stateous.control.api import Guard, create_app
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
 from stateous.model.graph_file import dump
@@ -120,7 +120,7 @@ class Served:
 
 
 @contextmanager
-def serving(engine: Engine) -> Iterator[Served]:
+def serving(engine: Engine, guard: Guard | None = None) -> Iterator[Served]:
     """Serve `engine` through `create_app` and waitress for a block, then close its store.
 
     The test owns the socket map and the loop, so that it can stop the loop first and close
@@ -128,7 +128,7 @@ def serving(engine: Engine) -> Iterator[Served]:
     """
     sockets: dict[int, Any] = {}
     server = waitress.create_server(
-        create_app(engine), map=sockets, host="127.0.0.1", port=0, threads=4
+        create_app(engine, guard), map=sockets, host="127.0.0.1", port=0, threads=4
     )
     stopping = threading.Event()
 

@@ -1006,7 +1006,7 @@ def test_a_text_holding_a_nul_character_is_refused_and_changes_nothing(served: S
 class Failing(Engine):
     """An engine whose pause, get, health and start fail as no real request makes them."""
 
-    def pause(self, token: str) -> Any:
+    def pause(self, token: str, **_: Any) -> Any:
         raise errors.ChildToken(f"{token} is a child token; steer its top token")
 
     def get(self, token: str) -> Any:
@@ -1015,7 +1015,7 @@ class Failing(Engine):
     def health(self) -> Any:
         raise errors.NotServing("another control plane took the database")
 
-    def start(self, token: str, context: dict[str, Any] | None) -> Any:
+    def start(self, token: str, context: dict[str, Any] | None, **_: Any) -> Any:
         raise RuntimeError("secret-detail-42")
 
 

@@ -30,9 +30,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.fire("A", "submitted")
     old.engine.start("B", {"title": "y"})
     old.store.close()
-    # What version 0001 left: no visits column, an index of all tasks by token.
+    # What version 0001 left: no visits column, an index of all tasks by token, and no
+    # credentials.
     run_sql(
         backend,
+        "DROP TABLE credentials",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",
         "CREATE INDEX tasks_token ON tasks (token, id)",
@@ -51,7 +53,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         upgraded.store.close()
 
 
-OURS = "claims, control_plane, ledger, memory, tasks, timers, tokens"
+OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, tokens"
 
 
 @pytest.mark.parametrize(
@@ -63,7 +65,11 @@ OURS = "claims, control_plane, ledger, memory, tasks, timers, tokens"
             "that version makes; serve a new database",
         ),
         (
-            ["DROP TABLE tasks", "UPDATE stateous_version SET version_num = '0001'"],
+            [
+                "DROP TABLE tasks",
+                "DROP TABLE credentials",
+                "UPDATE stateous_version SET version_num = '0001'",
+            ],
             "the database is at schema version 0001 but has no table tasks, which that "
             "version makes; serve a new database",
         ),
@@ -110,7 +116,7 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_ba
 ) -> None:
     plane_for(orders(), backend).store.close()
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
-    run_sql(backend, "UPDATE stateous_version SET version_num = '0001'")
+    run_sql(backend, "DROP TABLE credentials", "UPDATE stateous_version SET version_num = '0001'")
 
     graph = write_graph(backend.folder)
     done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")

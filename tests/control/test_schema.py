@@ -13,6 +13,7 @@ from stateous.control.store.migrations import LATEST, VERSIONS, split, statement
 from stateous.model.vocabulary import (
     LIVE_TASK,
     Kind,
+    Role,
     TaskStatus,
     TimerKind,
     TimerStatus,
@@ -27,10 +28,17 @@ VOCABULARY: dict[tuple[str, str], type[StrEnum]] = {
     ("tasks", "status"): TaskStatus,
     ("timers", "status"): TimerStatus,
     ("timers", "kind"): TimerKind,
+    ("credentials", "role"): Role,
     ("ledger", "kind"): Kind,
 }
 #: The columns whose CHECK lists every word they may hold.
-CHECKED = [("tokens", "status"), ("tasks", "status"), ("timers", "status"), ("timers", "kind")]
+CHECKED = [
+    ("tokens", "status"),
+    ("tasks", "status"),
+    ("timers", "status"),
+    ("timers", "kind"),
+    ("credentials", "role"),
+]
 PARTIAL_WITH_WORDS = [
     "ledger_deferred",
     "tasks_lease",

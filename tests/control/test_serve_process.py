@@ -426,19 +426,30 @@ def test_a_new_structure_is_refused_while_tokens_of_the_old_one_are_live(
     assert new.stop() == 0
 
 
-def test_listening_on_every_address_warns_that_other_computers_get_in_without_authentication(
+def test_listening_on_every_address_without_a_credential_is_refused_in_one_line(
     launcher: Launcher, graph: Path, db: Path
 ) -> None:
-    served = launcher.serve(graph, db, listen="0.0.0.0:0")
+    code, lines, _ = launcher.refused(graph, db, listen="0.0.0.0:0")
+
+    assert code == 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: listening on 0.0.0.0:0 lets other computers in")
+    assert "stateous auth add NAME --role operator --db sqlite:///" in lines[0]
+    assert "--no-auth" in lines[0]
+
+
+def test_listening_on_every_address_with_no_auth_warns_at_start_and_on_health(
+    launcher: Launcher, graph: Path, db: Path
+) -> None:
+    served = launcher.serve(graph, db, "--no-auth", listen="0.0.0.0:0")
 
     assert served.url == f"http://0.0.0.0:{served.port}"
     assert len(served.before) == 1, served.before
     warning = served.before[0]
-    assert warning.startswith("warning: ")
-    assert "other computers" in warning
-    assert "no authentication" in warning
-    assert f":{served.port}" in warning
-    assert served.ok("GET", "/health")["workflow"] == "orders"
+    assert warning.startswith("warning: authentication is off (--no-auth)")
+    health = served.ok("GET", "/health")
+    assert health["workflow"] == "orders"
+    assert health["warning"].startswith("authentication is off")
     assert served.stop() == 0
 
 

@@ -39,6 +39,7 @@ from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
+    CredentialRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -57,6 +58,7 @@ __all__ = [
     "POSTGRES",
     "ClaimRow",
     "ControlRow",
+    "CredentialRow",
     "Entry",
     "GrantReads",
     "HoldLost",
@@ -72,6 +74,7 @@ __all__ = [
     "Tx",
     "UnknownUrl",
     "from_column",
+    "open_database",
     "open_store",
     "sqlite_path",
     "to_column",
@@ -118,6 +121,25 @@ def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
         lock.take()
         opened = _opened(lock, lambda: SqliteStore(path))
     return lock, opened
+
+
+def open_database(url: str) -> Store:
+    """Open the store at `url` without its serving lock, making or upgrading its tables: for
+    the commands that work beside a running `serve` (its credentials), through the
+    database's own locks."""
+    if url.startswith(POSTGRES):
+        try:
+            from stateous.control.store.postgres import PostgresStore
+        except ModuleNotFoundError as ex:
+            if (ex.name or "").partition(".")[0] != "psycopg":
+                raise
+            raise StoreError(
+                "Postgres needs psycopg, which is missing; install stateous[postgres]"
+            ) from None
+        return PostgresStore(url, size=1)
+    from stateous.control.store.sqlite import SqliteStore
+
+    return SqliteStore(sqlite_path(url))
 
 
 def _opened(lock: Lock, opener: Callable[[], Store]) -> Store:

@@ -14,7 +14,15 @@ from typing import Any
 
 import msgspec
 
-from stateous.control.store.rows import Entry, TaskRow, TimerRow, TokenRow, from_column
+from stateous.control.store.rows import (
+    CredentialRow,
+    Entry,
+    TaskRow,
+    TimerRow,
+    TokenRow,
+    from_column,
+    to_column,
+)
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerStatus, TokenStatus
 
 _encode = msgspec.json.encode
@@ -159,4 +167,39 @@ def next_queued_sql(states: int, lock: str, more: str = "") -> str:
         f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
         f"AND k.status = {word(TokenStatus.ACTIVE)} "
         f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
+    )
+
+
+CREDENTIAL_COLUMNS = (
+    "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at"
+)
+
+
+def credential_row(row: tuple[Any, ...]) -> CredentialRow:
+    name, role, events, may_start, hmac_key, secret_hash, created, last_used, revoked = row
+    return CredentialRow(
+        name,
+        role,
+        None if events is None else decode(events),
+        bool(may_start),
+        hmac_key,
+        secret_hash,
+        from_column(created),
+        time_or_none(last_used),
+        time_or_none(revoked),
+    )
+
+
+def credential_values(row: CredentialRow) -> tuple[Any, ...]:
+    """A credential's columns, as the database keeps them."""
+    return (
+        row.name,
+        row.role,
+        None if row.events is None else json_text(row.events),
+        int(row.may_start),
+        row.hmac_key,
+        row.secret_hash,
+        to_column(row.created_at),
+        None if row.last_used is None else to_column(row.last_used),
+        None if row.revoked_at is None else to_column(row.revoked_at),
     )

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
+    CredentialRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -22,9 +23,11 @@ Result = TypeVar("Result")
 
 
 class Tx(Protocol):
-    """One transaction. `now` is its time: every row it writes carries it."""
+    """One transaction. `now` is its time: every row it writes carries it. `by` names the
+    credential that asked for the change, if any: the first ledger row written records it."""
 
     now: float
+    by: str | None
 
     # tokens
     def token(self, token: str) -> TokenRow | None: ...
@@ -79,6 +82,14 @@ class Tx(Protocol):
     # the control plane row
     def control(self) -> ControlRow | None: ...
     def put_control(self, row: ControlRow) -> None: ...
+
+    # credentials
+    def credential(self, secret_hash: str) -> CredentialRow | None: ...
+    def credentials(self) -> list[CredentialRow]: ...
+    def any_credential(self) -> bool: ...
+    def put_credential(self, row: CredentialRow) -> None: ...
+    def revoke_credential(self, name: str) -> bool: ...
+    def touch_credential(self, name: str) -> None: ...
 
 
 class Store(Protocol):

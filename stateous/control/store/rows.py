@@ -103,3 +103,21 @@ class GrantReads:
 
     accepted: dict[str, Any] | None
     memory: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialRow:
+    """Who may call the API: a name, a role, and for a webhook the events it may fire.
+
+    Only the SHA-256 of the secret is kept; `hmac_key` is the key of a webhook whose
+    deliveries are signed."""
+
+    name: str
+    role: str
+    events: list[str] | None
+    may_start: bool
+    hmac_key: str | None
+    secret_hash: str
+    created_at: float
+    last_used: float | None = None
+    revoked_at: float | None = None

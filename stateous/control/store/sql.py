@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stateous.control.store.columns import (
+    CREDENTIAL_COLUMNS,
     ENTRY_COLUMNS,
     INSERT_TOKEN,
     LEDGER_BATCH,
@@ -24,6 +25,8 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    credential_row,
+    credential_values,
     decode,
     entry_row,
     json_text,
@@ -40,6 +43,7 @@ from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
+    CredentialRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -71,6 +75,9 @@ class SqlTx(ABC):
     def __init__(self, now: float) -> None:
         self.now = now
         self.stamp = to_column(now)
+        #: The credential that asked for this change; the first ledger row names it.
+        self.by: str | None = None
+        self._signed = False
         #: Token rows as read or written in this transaction, by token.
         self._rows: dict[str, tuple[Any, ...]] = {}
         #: The live task of a token (None: it has none), while known.
@@ -211,6 +218,7 @@ class SqlTx(ABC):
         When this transaction knows the token's last number, the row waits for
         `finish`; otherwise the database numbers it in a statement of its own.
         """
+        data = self.signed(data)
         seq = self._next_seq.get(token)
         if seq is not None:
             self._next_seq[token] = seq + 1
@@ -221,6 +229,14 @@ class SqlTx(ABC):
             "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
             (token, self.stamp, kind, key, json_text(data), token),
         )
+
+    def signed(self, data: dict[str, Any]) -> dict[str, Any]:
+        """The data of a ledger row, with `by` on the first row of a change that names who
+        asked for it."""
+        if self.by is None or self._signed:
+            return data
+        self._signed = True
+        return {**data, "by": self.by}
 
     def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Read the ledger, with the rows of this transaction that wait written first."""
@@ -494,3 +510,37 @@ class SqlTx(ABC):
                 None if row.since is None else to_column(row.since),
             ),
         )
+
+    # credentials
+
+    def credential(self, secret_hash: str) -> CredentialRow | None:
+        """The credential whose secret has this hash, revoked or not."""
+        row = self.one(
+            f"SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE secret_hash = ?", (secret_hash,)
+        )
+        return None if row is None else credential_row(row)
+
+    def credentials(self) -> list[CredentialRow]:
+        rows = self.execute(f"SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY name")
+        return [credential_row(row) for row in rows]
+
+    def any_credential(self) -> bool:
+        return bool(self.execute("SELECT 1 FROM credentials WHERE revoked_at IS NULL LIMIT 1"))
+
+    def put_credential(self, row: CredentialRow) -> None:
+        self.change(
+            f"INSERT INTO credentials ({CREDENTIAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            credential_values(row),
+        )
+
+    def revoke_credential(self, name: str) -> bool:
+        """Revoke a credential that is not revoked yet; tell whether there was one."""
+        rows = self.execute(
+            "UPDATE credentials SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL "
+            "RETURNING name",
+            (self.stamp, name),
+        )
+        return bool(rows)
+
+    def touch_credential(self, name: str) -> None:
+        self.change("UPDATE credentials SET last_used = ? WHERE name = ?", (self.stamp, name))

@@ -402,6 +402,7 @@ class PostgresTx(SqlTx):
         return ident
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        data = self.signed(data)
         if self.first_entry is None:
             seq = self._next_seq.get(token)
             self.first_entry = FirstEntry(token, seq, self.stamp, kind, json_text(data))

@@ -96,3 +96,15 @@ CREATE TABLE control_plane (
     serving TEXT,
     since TEXT COLLATE "C"
 );
+
+CREATE TABLE credentials (
+    name TEXT PRIMARY KEY,
+    role TEXT NOT NULL CHECK (role IN ('operator', 'supervisor', 'webhook')),
+    events JSON,
+    may_start INTEGER NOT NULL DEFAULT 0,
+    hmac_key TEXT,
+    secret_hash TEXT NOT NULL UNIQUE,
+    created_at TEXT COLLATE "C" NOT NULL,
+    last_used TEXT COLLATE "C",
+    revoked_at TEXT COLLATE "C"
+);

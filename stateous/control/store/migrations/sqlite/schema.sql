@@ -90,3 +90,15 @@ CREATE TABLE control_plane (
     serving TEXT,
     since TEXT
 );
+
+CREATE TABLE credentials (
+    name TEXT PRIMARY KEY,
+    role TEXT NOT NULL CHECK (role IN ('operator', 'supervisor', 'webhook')),
+    events TEXT,
+    may_start INTEGER NOT NULL DEFAULT 0,
+    hmac_key TEXT,
+    secret_hash TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    last_used TEXT,
+    revoked_at TEXT
+);

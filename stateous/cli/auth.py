@@ -1,0 +1,151 @@
+"""`stateous auth`: the credentials of a control plane's database: add, list, revoke.
+
+These commands open the database itself, beside a running `serve` if there is
+one: a credential added or revoked counts for the next request (an added first
+credential turns authentication on within a second). A secret is printed once,
+when it is made, and never again; the database keeps only its SHA-256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from stateous.cli.errors import CommandError
+from stateous.control.defaults import DEFAULT_DB
+from stateous.model.vocabulary import Role
+
+if TYPE_CHECKING:
+    from stateous.control.store import Store
+
+
+@contextmanager
+def database(url: str) -> Iterator[Store]:
+    from stateous.control.store import StoreError, open_database
+
+    try:
+        store = open_database(url)
+    except StoreError as ex:
+        raise CommandError(str(ex)) from None
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def when(moment: float | None) -> str:
+    if moment is None:
+        return "never"
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run_add(args: argparse.Namespace) -> int:
+    from stateous.control.access import add_credential, new_secret
+
+    events = [event.strip() for event in args.events.split(",")] if args.events else None
+    hmac_key = new_secret() if args.hmac else None
+    with database(args.db) as store:
+        secret = add_credential(
+            store,
+            args.name,
+            Role(args.role),
+            events=events,
+            may_start=args.may_start,
+            hmac_key=hmac_key,
+        )
+    print(secret)
+    if hmac_key is not None:
+        print(f"hmac key: {hmac_key}")
+    print(
+        f"the secret of {args.name!r} is shown once: keep it now (a file that only you can "
+        "read, given to the client as --token-file or STATEOUS_TOKEN)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with database(args.db) as store:
+        rows = store.read(lambda tx: tx.credentials())
+    for row in rows:
+        parts = [
+            row.name,
+            row.role,
+            f"created {when(row.created_at)} UTC",
+            f"last used {when(row.last_used)}" + (" UTC" if row.last_used else ""),
+        ]
+        if row.events:
+            parts.append(f"events {','.join(row.events)}")
+        if row.may_start:
+            parts.append("may start")
+        if row.hmac_key:
+            parts.append("signed")
+        if row.revoked_at is not None:
+            parts.append(f"revoked {when(row.revoked_at)} UTC")
+        print("  ".join(parts))
+    return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    from stateous.control.access import revoke_credential
+
+    with database(args.db) as store:
+        revoke_credential(store, args.name)
+    print(f"revoked {args.name}")
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Add `auth add`, `auth list` and `auth revoke` to the parser."""
+    auth = commands.add_parser(
+        "auth",
+        help="add, list and revoke the credentials of a control plane",
+        description="The credentials that the control plane asks of every request but "
+        "/health, once the database holds one.",
+    )
+    verbs = auth.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    def with_db(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "--db", default=DEFAULT_DB, metavar="URL", help=f"the database (default: {DEFAULT_DB})"
+        )
+
+    add = verbs.add_parser(
+        "add",
+        help="make a credential and print its secret, once",
+        description="Make a credential and print its secret once, on one line.",
+    )
+    add.add_argument("name", metavar="NAME", help="the credential's name, e.g. ci-webhook")
+    add.add_argument("--role", required=True, choices=[role.value for role in Role])
+    add.add_argument(
+        "--events", metavar="E1,E2", help="the events that a webhook credential may fire"
+    )
+    add.add_argument(
+        "--may-start", action="store_true", help="a webhook credential may also start tokens"
+    )
+    add.add_argument(
+        "--hmac",
+        action="store_true",
+        help="a webhook's deliveries are signed (X-Hub-Signature-256): print an HMAC key too",
+    )
+    with_db(add)
+    add.set_defaults(run=run_add)
+    listed = verbs.add_parser(
+        "list",
+        help="list the credentials (never their secrets)",
+        description="List the credentials: name, role, when made and last used.",
+    )
+    with_db(listed)
+    listed.set_defaults(run=run_list)
+    revoke = verbs.add_parser(
+        "revoke",
+        help="revoke a credential, at once",
+        description="Revoke a credential: its next request is refused.",
+    )
+    revoke.add_argument("name", metavar="NAME")
+    with_db(revoke)
+    revoke.set_defaults(run=run_revoke)

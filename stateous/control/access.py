@@ -1,0 +1,319 @@
+"""Who may call the API: credentials, the rule of each route, and the browser's limits.
+
+A credential is a name, a role and a random secret, of which the database keeps
+only the SHA-256. Authentication is on as soon as the database holds a credential
+that is not revoked (or never, with `serve --no-auth`): then every request but
+`GET /health` carries `Authorization: Bearer SECRET`, looked up at each request,
+so that a revocation counts at once. Each route names the roles that may call it
+(`RULES`); a webhook may fire only its own events, and start tokens only when it
+was made with `--may-start`; a webhook with an HMAC key must also sign each
+delivery over its exact body. A browser cannot be made to call the API from
+another site: the `Host` must be one this control plane serves, a foreign
+`Origin` is refused, and so is every CORS preflight. Nothing here speaks HTTP:
+the API asks, this module answers or raises the refusal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from stateous.control.errors import EngineError
+from stateous.control.store import CredentialRow, Store, Tx
+from stateous.model.errors import Failure
+from stateous.model.names import name_problem
+from stateous.model.vocabulary import Role
+
+#: How a secret starts, so that one found in a file or a log is recognised.
+PREFIX = "stq_"
+#: The longest `Authorization` value looked at; a secret of ours is far shorter.
+HEADER_LIMIT = 256
+#: How often a credential's `last_used` is written again, in seconds.
+TOUCH_EVERY = 60.0
+#: The signature headers of a signed delivery: GitHub's, and ours.
+SIGNATURES = ("X-Hub-Signature-256", "X-Stateous-Signature")
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+class Unauthorized(EngineError):
+    code, status = "unauthorized", 401
+
+
+class Forbidden(EngineError):
+    code, status = "forbidden", 403
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """Who may call a route: these roles, and a webhook for the route's `webhook` purpose."""
+
+    roles: frozenset[Role]
+    #: `"event"`: a webhook may fire its own events here; `"start"`: a webhook made with
+    #: `--may-start` may start tokens here.
+    webhook: str | None = None
+
+
+OPERATOR = Rule(frozenset({Role.OPERATOR}))
+WORK = Rule(frozenset({Role.OPERATOR, Role.SUPERVISOR}))
+#: The rule of every route of the API, by method and path template; `GET /health` is
+#: open to all, so that load balancers can ask it. `HEAD` follows `GET`.
+RULES: dict[tuple[str, str], Rule | None] = {
+    ("GET", "/health"): None,
+    ("GET", "/workflow"): WORK,
+    ("GET", "/tokens"): OPERATOR,
+    ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
+    ("GET", "/tokens/{token}"): OPERATOR,
+    ("GET", "/tokens/{token}/history"): OPERATOR,
+    ("POST", "/tokens/{token}/events/{event}"): Rule(frozenset({Role.OPERATOR}), webhook="event"),
+    ("POST", "/tokens/{token}/pause"): OPERATOR,
+    ("POST", "/tokens/{token}/resume"): OPERATOR,
+    ("POST", "/tokens/{token}/cancel"): OPERATOR,
+    ("POST", "/tasks/claim"): WORK,
+    ("POST", "/tasks/heartbeat"): WORK,
+    ("POST", "/tasks/{task}/report"): WORK,
+    ("POST", "/tasks/{task}/note"): WORK,
+    ("PUT", "/tasks/{task}/memory"): WORK,
+}
+
+
+def rule_of(method: str, template: str) -> Rule | None:
+    """The rule of a route; a route without one is a mistake that `test_access` catches."""
+    return RULES[("GET" if method == "HEAD" else method, template)]
+
+
+def new_secret() -> str:
+    """A random secret of 256 bits, in URL-safe letters."""
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def digest(secret: str) -> str:
+    """What the database keeps of a secret."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def bearer(header: str | None) -> str | None:
+    """The secret of an `Authorization: Bearer SECRET` header; None when there is none, and
+    `Unauthorized` when it cannot be one of ours. The sentence never holds the secret."""
+    if header is None:
+        return None
+    scheme, _, secret = header.partition(" ")
+    if (
+        scheme.lower() != "bearer"
+        or len(header) > HEADER_LIMIT
+        or not secret.isascii()
+        or not secret.startswith(PREFIX)
+        or " " in secret
+        or "," in secret
+    ):
+        raise Unauthorized("the Authorization header is not `Bearer` and one secret of Stateous")
+    return secret
+
+
+def signed_by(key: str, body: bytes, signature: str) -> bool:
+    """Whether `signature` (`sha256=<hex>`) is the HMAC-SHA256 of `body` under `key`."""
+    expected = "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected.encode(), signature.strip().encode(errors="replace"))
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """The credential a request was made with."""
+
+    name: str
+    role: Role
+    events: frozenset[str]
+    may_start: bool
+    hmac_key: str | None
+
+
+def caller_of(row: CredentialRow) -> Caller:
+    return Caller(
+        name=row.name,
+        role=Role(row.role),
+        events=frozenset(row.events or ()),
+        may_start=row.may_start,
+        hmac_key=row.hmac_key,
+    )
+
+
+class Access:
+    """The credentials of one database, as the API checks them at each request."""
+
+    def __init__(self, store: Store, *, enabled: bool = True) -> None:
+        self.store = store
+        #: False with `serve --no-auth`: no request needs a credential, none is asked.
+        self.enabled = enabled
+        self._required = False
+        self._touched: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self.refresh()
+
+    @property
+    def required(self) -> bool:
+        """Whether a request needs a credential: the database holds one that is not revoked.
+        The clock asks the database each second (`refresh`)."""
+        return self.enabled and self._required
+
+    def refresh(self) -> None:
+        if self.enabled:
+            self._required = self.store.read(lambda tx: tx.any_credential())
+
+    def identify(self, authorization: str | None) -> Caller | None:
+        """The caller of a request, by its `Authorization` header: None when it has none and
+        none is needed; `Unauthorized` for a missing, unknown or revoked secret."""
+        if not self.enabled:
+            return None
+        secret = bearer(authorization)
+        if secret is None:
+            if self.required:
+                raise Unauthorized("this control plane needs a credential: Authorization: Bearer")
+            return None
+        hashed = digest(secret)
+        row = self.store.read(lambda tx: tx.credential(hashed))
+        if row is None or row.revoked_at is not None:
+            raise Unauthorized("the credential is unknown or revoked")
+        if not hmac.compare_digest(row.secret_hash, hashed):
+            raise Unauthorized("the credential is unknown or revoked")
+        self._touch(row)
+        return caller_of(row)
+
+    def identify_signed(self, body: bytes, signature: str) -> Caller | None:
+        """The webhook whose HMAC key signed `body`, for a delivery that carries no
+        `Authorization` (as GitHub's do); None when no key matches."""
+        rows = self.store.read(lambda tx: tx.credentials())
+        for row in rows:
+            if row.revoked_at is None and row.hmac_key and signed_by(row.hmac_key, body, signature):
+                self._touch(row)
+                return caller_of(row)
+        return None
+
+    def _touch(self, row: CredentialRow) -> None:
+        """Write when a credential was last used, once a minute at most."""
+        now = time.time()
+        with self._lock:
+            if now - self._touched.get(row.name, row.last_used or 0.0) < TOUCH_EVERY:
+                return
+            self._touched[row.name] = now
+        self.store.write(lambda tx: tx.touch_credential(row.name))
+
+
+def allow(caller: Caller | None, rule: Rule, params: dict[str, str]) -> None:
+    """Refuse with `Forbidden` when the caller's role may not call a route of `rule`."""
+    if caller is None or caller.role in rule.roles:
+        return
+    if caller.role == Role.WEBHOOK and rule.webhook == "event":
+        if params.get("event") in caller.events:
+            return
+        raise Forbidden(f"the credential {caller.name!r} may not fire {params.get('event')!r}")
+    if caller.role == Role.WEBHOOK and rule.webhook == "start" and caller.may_start:
+        return
+    raise Forbidden(f"the credential {caller.name!r} ({caller.role}) may not do this")
+
+
+# the browser's limits
+
+
+def served_hosts(listen_host: str, allowed: Iterable[str]) -> frozenset[str]:
+    """The host names a request may name in `Host`: loopback names, the `--listen` host (and
+    this computer's names when it listens on every address), and each `--allowed-host`.
+    An address written as digits is always taken: a page cannot rebind one."""
+    names = set(LOOPBACK_NAMES) | {name.lower() for name in allowed}
+    if listen_host in ("0.0.0.0", "::", ""):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    else:
+        names.add(listen_host.lower())
+    return frozenset(names)
+
+
+def host_name(header: str) -> str:
+    """The host of a `Host` header or of an origin's authority, without its port."""
+    host = header.strip().lower()
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+def is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def check_host(header: str | None, hosts: frozenset[str]) -> None:
+    """Refuse a request whose `Host` this control plane does not serve (a page whose name
+    was made to point here, by DNS rebinding, would name its own)."""
+    host = host_name(header or "")
+    if host in hosts or is_address(host):
+        return
+    raise Forbidden(
+        f"the request names the host {host!r}, which this control plane does not serve; "
+        "serve with --allowed-host for the name of a proxy"
+    )
+
+
+def check_origin(origin: str | None, hosts: frozenset[str]) -> None:
+    """Refuse a request that a web page of another site sent (browsers name the page's
+    origin); the control plane's own pages may."""
+    if origin is None:
+        return
+    host = host_name(urlsplit(origin).netloc) if origin != "null" else ""
+    if host and (host in hosts or is_address(host)):
+        return
+    raise Forbidden(f"a web page of {origin!r} may not call this control plane")
+
+
+# keeping credentials
+
+
+class CredentialError(Failure):
+    """A credential cannot be made or revoked; the message says why."""
+
+
+def add_credential(
+    store: Store,
+    name: str,
+    role: Role,
+    *,
+    events: list[str] | None = None,
+    may_start: bool = False,
+    hmac_key: str | None = None,
+) -> str:
+    """Keep a new credential and answer its secret, which is kept nowhere else."""
+    problem = name_problem(name)
+    if problem is not None:
+        raise CredentialError(f"a credential's {problem}")
+    if role == Role.WEBHOOK and not events:
+        raise CredentialError("a webhook credential names the events it may fire: --events")
+    if role != Role.WEBHOOK and (events or may_start or hmac_key):
+        raise CredentialError("--events, --may-start and --hmac are for webhook credentials")
+    for event in events or []:
+        if (problem := name_problem(event)) is not None:
+            raise CredentialError(f"an event's {problem}")
+    secret = new_secret()
+
+    def operation(tx: Tx) -> None:
+        if any(row.name == name for row in tx.credentials()):
+            raise CredentialError(f"a credential named {name!r} exists; revoke it or pick another")
+        tx.put_credential(
+            CredentialRow(
+                name, role, events, may_start, hmac_key, digest(secret), tx.now, None, None
+            )
+        )
+
+    store.write(operation)
+    return secret
+
+
+def revoke_credential(store: Store, name: str) -> None:
+    if not store.write(lambda tx: tx.revoke_credential(name)):
+        raise CredentialError(f"no credential named {name!r} is in use")

@@ -1,0 +1,119 @@
+"""`stateous auth`: credentials made, listed and revoked from the command line, beside a real
+`serve` that asks for them from its next request on."""
+
+from __future__ import annotations
+
+import http.client
+import re
+import time
+from pathlib import Path
+
+from tests.conftest import run_stateous
+from tests.control.serving import Launcher, orders, write_graph
+
+SECRET = re.compile(r"stq_[A-Za-z0-9_-]{43}\Z")
+
+
+def auth(folder: Path, *args: str, db: Path) -> tuple[int, str, str]:
+    done = run_stateous("auth", *args, "--db", f"sqlite:///{db}", cwd=folder)
+    return done.returncode, done.stdout, done.stderr
+
+
+def orders_graph(folder: Path) -> Path:
+    path = folder / "orders.json"
+    write_graph(path, orders())
+    return path
+
+
+def ask(port: int, path: str, secret: str | None = None) -> int:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def test_add_prints_the_secret_once_and_list_never_shows_it(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    code, out, err = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    assert code == 0, err
+    [secret] = out.splitlines()
+    assert SECRET.match(secret)
+    assert "shown once" in err and secret not in err
+
+    code, out, _ = auth(
+        tmp_path, "add", "ci-webhook", "--role", "webhook", "--events", "submitted,reviewed", db=db
+    )
+    assert code == 0
+    code, listed, _ = auth(tmp_path, "list", db=db)
+    assert code == 0
+    lines = listed.splitlines()
+    assert [line.split("  ")[:2] for line in lines] == [
+        ["ci-webhook", "webhook"],
+        ["ops-1", "operator"],
+    ]
+    assert "events submitted,reviewed" in lines[0]
+    assert "last used never" in lines[1]
+    assert "stq_" not in listed
+    assert secret not in (tmp_path / "cp.db").read_bytes().decode(errors="replace")
+
+
+def test_bad_credentials_are_refused_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    assert auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)[0] == 0
+    cases = [
+        (("add", "ops-1", "--role", "operator"), "error: a credential named 'ops-1' exists"),
+        (
+            ("add", "Bad Name", "--role", "operator"),
+            "error: a credential's 'Bad Name' is not a valid name",
+        ),
+        (("add", "hook", "--role", "webhook"), "error: a webhook credential names the events"),
+        (("add", "box", "--role", "supervisor", "--events", "x"), "error: --events, --may-start"),
+        (("revoke", "nobody"), "error: no credential named 'nobody' is in use"),
+    ]
+    for args, line in cases:
+        code, _, err = auth(tmp_path, *args, db=db)
+        assert code == 1, (args, err)
+        assert err.splitlines()[0].startswith(line), (args, err)
+
+
+def test_a_revoke_counts_at_once_on_a_running_serve(tmp_path: Path, launcher: Launcher) -> None:
+    db = tmp_path / "cp.db"
+    _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    secret = out.strip()
+    served = launcher.serve(orders_graph(tmp_path), db)
+    port = served.port
+    assert ask(port, "/tokens", secret) == 200
+    assert ask(port, "/tokens") == 401
+    assert ask(port, "/health") == 200
+
+    assert auth(tmp_path, "revoke", "ops-1", db=db)[0] == 0
+
+    assert ask(port, "/tokens", secret) == 401
+    # with no credential left, the clock turns authentication off again within a second
+    deadline = time.monotonic() + 5
+    while ask(port, "/tokens") != 200:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    _, listed, _ = auth(tmp_path, "list", db=db)
+    assert "revoked" in listed and "last used 20" in listed
+    assert served.stop() == 0
+
+
+def test_a_credential_added_beside_a_running_serve_turns_authentication_on(
+    tmp_path: Path, launcher: Launcher
+) -> None:
+    db = tmp_path / "cp.db"
+    served = launcher.serve(orders_graph(tmp_path), db)
+    assert ask(served.port, "/tokens") == 200
+    _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    deadline = time.monotonic() + 5
+    while ask(served.port, "/tokens") != 401:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert ask(served.port, "/tokens", out.strip()) == 200
+    assert served.stop() == 0

@@ -1,0 +1,335 @@
+"""Credentials and roles over real HTTP on both databases: the rule of every route, generated
+from the API's own route table, bad headers, signed webhook deliveries, the credential named
+in the ledger, and the browser's limits (Host, Origin, Content-Type, CORS preflights)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import pytest
+
+from stateous.control.access import RULES, Access, add_credential, revoke_credential, served_hosts
+from stateous.control.api import Guard, create_app
+from stateous.model.vocabulary import Role
+from tests.control.conftest import Served, build_engine, serving
+from tests.control.support import Backend
+
+SUPERVISOR = "box-1"
+
+
+@dataclass
+class Plane:
+    """A guarded control plane and the secrets of its credentials, by name."""
+
+    served: Served
+    secrets: dict[str, str]
+
+    def ask(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        who: str | None = None,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> tuple[int, Any]:
+        sent = dict(headers or {})
+        if who is not None:
+            sent["Authorization"] = f"Bearer {self.secrets[who]}"
+        status, _, answer = self.served.request(method, path, body, sent, raw)
+        return status, answer
+
+
+ROLES = {
+    "ops": (Role.OPERATOR, {}),
+    "box": (Role.SUPERVISOR, {}),
+    "hook": (Role.WEBHOOK, {"events": ["submitted"]}),
+    "starter": (Role.WEBHOOK, {"events": ["submitted"], "may_start": True}),
+    "signed": (Role.WEBHOOK, {"events": ["submitted"], "hmac_key": "stq_the-signing-key"}),
+    "gone": (Role.OPERATOR, {}),
+}
+
+
+@pytest.fixture
+def plane(backend: Backend) -> Iterator[Plane]:
+    engine = build_engine(backend)
+    secrets = {
+        name: add_credential(engine.store, name, role, **options)  # type: ignore[arg-type]
+        for name, (role, options) in ROLES.items()
+    }
+    revoke_credential(engine.store, "gone")
+    guard = Guard(Access(engine.store), served_hosts("127.0.0.1", ["proxy.example"]))
+    with serving(engine, guard) as served:
+        yield Plane(served, secrets)
+
+
+def started(plane: Plane, token: str = "ORDER-1") -> None:
+    status, answer = plane.ask(
+        "POST", "/tokens", {"token": token, "context": {"title": "t"}}, who="ops"
+    )
+    assert status == 201, answer
+
+
+def entries(plane: Plane, token: str) -> list[tuple[str, dict[str, Any]]]:
+    status, answer = plane.ask("GET", f"/tokens/{token}/history", who="ops")
+    assert status == 200, answer
+    return [(entry["kind"], entry["data"]) for entry in answer]
+
+
+# the rule of every route, from the route table
+
+
+def app_routes() -> list[tuple[str, str]]:
+    app = create_app(engine=None)  # type: ignore[arg-type]
+    found = []
+    pending = list(app._router._roots)
+    while pending:
+        node = pending.pop()
+        pending.extend(node.children or [])
+        if node.resource is None:
+            continue
+        for method, responder in node.method_map.items():
+            if "on_" in getattr(responder, "__name__", ""):
+                found.append((method, node.uri_template))
+    return sorted(found)
+
+
+def test_every_route_of_the_api_has_a_rule_and_every_rule_a_route() -> None:
+    routes = app_routes()
+    assert len(routes) >= 18
+    missing = [route for route in routes if route[0] != "HEAD" and route not in RULES]
+    assert missing == []
+    assert all(("GET", template) in RULES for method, template in routes if method == "HEAD")
+    assert set(RULES) <= set(routes)
+
+
+#: A request that each route takes, with a body that fits it.
+REQUESTS = {
+    ("GET", "/health"): ("/health", None),
+    ("GET", "/workflow"): ("/workflow", None),
+    ("GET", "/tokens"): ("/tokens", None),
+    ("POST", "/tokens"): ("/tokens", {"token": "NEW-1", "context": {"title": "t"}}),
+    ("GET", "/tokens/{token}"): ("/tokens/ORDER-1", None),
+    ("GET", "/tokens/{token}/history"): ("/tokens/ORDER-1/history", None),
+    ("POST", "/tokens/{token}/events/{event}"): ("/tokens/ORDER-1/events/submitted", None),
+    ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
+    ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
+    ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
+    ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),
+    ("POST", "/tasks/heartbeat"): ("/tasks/heartbeat", {"supervisor": SUPERVISOR, "tasks": []}),
+    ("POST", "/tasks/{task}/report"): ("/tasks/999/report", {"kind": "waiting"}),
+    ("POST", "/tasks/{task}/note"): ("/tasks/999/note", {"text": "hi"}),
+    ("PUT", "/tasks/{task}/memory"): ("/tasks/999/memory", {"key": "k", "value": 1}),
+}
+#: Who may call each route, by the route table's rules: every other caller is refused.
+MAY = {
+    "ops": set(RULES),
+    "box": {
+        ("GET", "/health"),
+        ("GET", "/workflow"),
+        ("POST", "/tasks/claim"),
+        ("POST", "/tasks/heartbeat"),
+        ("POST", "/tasks/{task}/report"),
+        ("POST", "/tasks/{task}/note"),
+        ("PUT", "/tasks/{task}/memory"),
+    },
+    "hook": {("GET", "/health"), ("POST", "/tokens/{token}/events/{event}")},
+    "starter": {
+        ("GET", "/health"),
+        ("POST", "/tokens/{token}/events/{event}"),
+        ("POST", "/tokens"),
+    },
+}
+
+
+def test_each_route_asks_the_rule_of_the_route_table(plane: Plane) -> None:
+    assert set(REQUESTS) == set(RULES)
+    started(plane)
+    for route, (path, body) in REQUESTS.items():
+        method = route[0]
+        for who, allowed in MAY.items():
+            status, answer = plane.ask(method, path, body, who=who)
+            if route in allowed:
+                assert status not in (401, 403), (who, route, answer)
+            else:
+                assert (status, answer["code"]) == (403, "forbidden"), (who, route, answer)
+        status, answer = plane.ask(method, path, body)
+        if route == ("GET", "/health"):
+            assert status == 200
+        else:
+            assert (status, answer["code"]) == (401, "unauthorized"), (route, answer)
+        head = plane.served.request("HEAD", path) if method == "GET" else None
+        if head is not None and route != ("GET", "/health"):
+            assert head[0] == 401
+
+
+def test_a_webhook_fires_only_its_own_events(plane: Plane) -> None:
+    started(plane)
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/events/reviewed", who="hook")
+    assert (status, answer["code"]) == (403, "forbidden")
+    assert "may not fire 'reviewed'" in answer["error"]
+    assert plane.ask("POST", "/tokens/ORDER-1/events/submitted", who="hook")[0] == 200
+
+
+BAD_HEADERS = {
+    "no header": None,
+    "Bearer alone": "Bearer",
+    "Bearer and a space": "Bearer ",
+    "another scheme": "Basic dXNlcjpwYXNz",
+    "a secret not of ours": "Bearer abc",
+    "a non-ASCII secret": "Bearer stq_\u00e9t\u00e9",
+    "a secret of 10,000 characters": "Bearer stq_" + "x" * 10_000,
+    "two secrets": "Bearer stq_one, Bearer stq_two",
+    "an unknown secret": "Bearer stq_" + "A" * 43,
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_HEADERS))
+def test_a_bad_or_missing_credential_is_refused_and_changes_nothing(
+    plane: Plane, case: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    started(plane)
+    before = entries(plane, "ORDER-1")
+    header = BAD_HEADERS[case]
+    headers = {} if header is None else {"Authorization": header}
+    with caplog.at_level(logging.INFO):
+        status, answer = plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=headers)
+    assert (status, answer["code"]) == (401, "unauthorized")
+    assert "stq_" not in answer["error"]
+    assert entries(plane, "ORDER-1") == before
+    assert not any(header and header[7:20] in record.getMessage() for record in caplog.records)
+
+
+def test_a_revoked_credential_is_refused_at_once(plane: Plane) -> None:
+    started(plane)
+    status, answer = plane.ask("GET", "/tokens/ORDER-1", who="gone")
+    assert (status, answer["code"]) == (401, "unauthorized")
+    assert plane.ask("GET", "/tokens/ORDER-1", who="box")[0] == 403
+    revoke_credential(plane.served.engine.store, "box")
+    status, answer = plane.ask(
+        "POST", "/tasks/heartbeat", {"supervisor": "b", "tasks": []}, who="box"
+    )
+    assert (status, answer["code"]) == (401, "unauthorized")
+
+
+def test_the_ledger_names_the_credential_of_each_change_from_outside(plane: Plane) -> None:
+    started(plane)
+    plane.ask("POST", "/tokens/ORDER-1/events/submitted", who="hook")
+    plane.ask("POST", "/tokens/ORDER-1/pause", who="ops")
+    kinds = entries(plane, "ORDER-1")
+    assert kinds[0] == ("started", {"context": {"title": "t", "amount": 0}, "by": "ops"})
+    accepted = [data for kind, data in kinds if kind == "event_accepted"]
+    assert accepted[-1]["by"] == "hook"
+    assert [data.get("by") for kind, data in kinds if kind == "paused"] == ["ops"]
+    # only the first entry of a change names it
+    assert sum(1 for _, data in kinds if data.get("by") == "hook") == 1
+
+
+# signed webhook deliveries, as GitHub sends them
+
+
+def signature(body: bytes, key: str = "stq_the-signing-key") -> str:
+    return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+
+
+def test_a_signed_delivery_applies_once_across_a_redelivery(plane: Plane) -> None:
+    started(plane)
+    body = msgspec.json.encode({})
+    delivery = {
+        "X-Hub-Signature-256": signature(body),
+        "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+        "Content-Type": "application/json",
+    }
+    first = plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=delivery, raw=body)
+    again = plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=delivery, raw=body)
+    assert first[0] == 200 and first[1]["state"] == "review"
+    assert again[0] == 200 and again[1]["duplicate"] is True
+    accepted = [data for kind, data in entries(plane, "ORDER-1") if kind == "event_accepted"]
+    assert [data["event"] for data in accepted] == ["__started__", "submitted"]
+    assert accepted[-1]["by"] == "signed"
+
+
+@pytest.mark.parametrize("header", ["X-Hub-Signature-256", "X-Stateous-Signature"])
+def test_a_wrong_signature_is_refused(plane: Plane, header: str) -> None:
+    started(plane)
+    body = msgspec.json.encode({})
+    wrong = {header: signature(body, "stq_another-key"), "Content-Type": "application/json"}
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=wrong, raw=body)
+    assert (status, answer["code"]) == (401, "unauthorized")
+    signed_other_body = {header: signature(b'{"x": 1}')}
+    status, _ = plane.ask(
+        "POST", "/tokens/ORDER-1/events/submitted", headers=signed_other_body, raw=body
+    )
+    assert status == 401
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["state"] == "draft"
+
+
+def test_a_signed_webhook_must_sign_even_with_its_secret(plane: Plane) -> None:
+    started(plane)
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/events/submitted", who="signed")
+    assert (status, answer["code"]) == (401, "unauthorized")
+    body = b"{}"
+    status, _ = plane.ask(
+        "POST",
+        "/tokens/ORDER-1/events/submitted",
+        who="signed",
+        headers={"X-Stateous-Signature": signature(body)},
+        raw=body,
+    )
+    assert status == 200
+
+
+# what a web page cannot make a browser do
+
+
+def test_a_body_that_is_not_json_by_its_content_type_is_refused(plane: Plane) -> None:
+    started(plane)
+    form = {"Content-Type": "text/plain", **auth(plane)}
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=form, raw=b"{}")
+    assert (status, answer["code"]) == (415, "bad_request")
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["state"] == "draft"
+    typed = {"Content-Type": "application/json; charset=utf-8", **auth(plane)}
+    assert plane.ask("POST", "/tokens/ORDER-1/events/submitted", headers=typed, raw=b"{}")[0] == 200
+
+
+def auth(plane: Plane) -> dict[str, str]:
+    return {"Authorization": f"Bearer {plane.secrets['ops']}"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "allowed"),
+    [
+        ({"Host": "evil.example"}, False),
+        ({"Host": "localhost:8080"}, True),
+        ({"Host": "proxy.example"}, True),
+        ({"Host": "10.1.2.3:8080"}, True),
+        ({"Origin": "https://evil.example"}, False),
+        ({"Origin": "null"}, False),
+        ({"Origin": "http://127.0.0.1:8080"}, True),
+    ],
+)
+def test_a_foreign_host_or_origin_is_refused(
+    plane: Plane, headers: dict[str, str], allowed: bool
+) -> None:
+    status, answer = plane.ask("GET", "/tokens", headers={**headers, **auth(plane)})
+    if allowed:
+        assert status == 200, answer
+    else:
+        assert (status, answer["code"]) == (403, "forbidden")
+
+
+def test_a_cors_preflight_is_refused(plane: Plane) -> None:
+    preflight = {
+        "Origin": "http://127.0.0.1:8080",
+        "Access-Control-Request-Method": "POST",
+    }
+    status, headers, answer = plane.served.request("OPTIONS", "/tokens", headers=preflight)
+    assert (status, answer["code"]) == (403, "forbidden")
+    assert not any(name.startswith("access-control-") for name in headers)
