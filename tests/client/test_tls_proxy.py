@@ -1,12 +1,14 @@
 """The clients over HTTPS, through a real nginx in front of a real `stateous serve`.
 
 Each test makes a private CA and a certificate for 127.0.0.1 with `openssl`, serves
-`orders` on a free port, and starts nginx on another free port with that
+`orders` on a free port with two credentials made by `stateous auth add` (a
+supervisor and an operator), and starts nginx on another free port with that
 certificate, passing every request to the control plane. A supervisor, the token
-commands and `Client` then talk to `https://127.0.0.1:PORT` and trust the private
-CA through `ca_file:` in stateous.yaml, `STATEOUS_CA_FILE`, `--ca-file` or
-`Client(ca_file=)`. A certificate that the trusted CA did not sign, or that names
-another host, is refused in one sentence.
+commands and `Client` then talk to `https://127.0.0.1:PORT`, trust the private CA
+through `ca_file:` in stateous.yaml, `STATEOUS_CA_FILE`, `--ca-file` or
+`Client(ca_file=)`, and carry their secrets from token files. A certificate that
+the trusted CA did not sign, or that names another host, is refused in one
+sentence.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,16 +35,37 @@ UNKNOWN_ISSUER = "unable to get local issuer certificate"
 
 @dataclass
 class Proxied:
-    """A control plane, and nginx with TLS in front of it."""
+    """A control plane that asks for credentials, and nginx with TLS in front of it."""
 
     served: Served
     nginx: Nginx
     certificates: Certificates
     graph: Path
+    #: The token files of the credentials `box-1` (supervisor) and `ops` (operator).
+    supervisor_secret: Path
+    operator_secret: Path
 
     @property
     def url(self) -> str:
         return self.nginx.url
+
+    def operate(self, method: str, path: str, body: Any = None) -> Any:
+        """Call the control plane itself, as the operator; the answer must be 2xx."""
+        secret = self.operator_secret.read_text().strip()
+        status, answer = self.served.request(
+            method, path, body, headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert 200 <= status < 300, (method, path, status, answer)
+        return answer
+
+
+def credential(folder: Path, db: Path, name: str, role: str) -> Path:
+    """Make a credential with `stateous auth add`; return the token file of its secret."""
+    made = run_stateous("auth", "add", name, "--role", role, "--db", f"sqlite:///{db}", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    path = folder / f"{name}.secret"
+    path.write_text(made.stdout)
+    return path
 
 
 @pytest.fixture
@@ -49,10 +73,14 @@ def proxied(launcher: Launcher, tmp_path: Path) -> Iterator[Proxied]:
     certificates = make_certificates(tmp_path / "certs")
     graph = tmp_path / "orders.json"
     write_graph(graph)
-    served = launcher.serve(graph, tmp_path / "orders.sqlite")
+    db = tmp_path / "orders.sqlite"
+    served = launcher.serve(graph, db)
+    supervisor_secret = credential(tmp_path, db, "box-1", "supervisor")
+    operator_secret = credential(tmp_path, db, "ops", "operator")
+    wait_until(lambda: served.request("GET", "/tokens")[0] == 401, "credentials asked for")
     nginx = Nginx(tmp_path / "nginx", served.port, certificates)
     try:
-        yield Proxied(served, nginx, certificates, graph)
+        yield Proxied(served, nginx, certificates, graph, supervisor_secret, operator_secret)
     finally:
         nginx.close()
 
@@ -62,23 +90,25 @@ def unverified(url: str, reason: str) -> str:
 
 
 def supervised_folder(proxied: Proxied, folder: Path, ca: Path) -> Path:
-    """A supervisor's folder for the proxy's https:// URL, with `ca` copied in as `ca_file`."""
+    """A supervisor's folder for the proxy's https:// URL, with `ca` copied in as `ca_file`
+    and the supervisor's secret as `token_file`."""
     write_folder(folder, proxied.url, proxied.graph)
     shutil.copy(ca, folder / "ca.pem")
+    shutil.copy(proxied.supervisor_secret, folder / "secret")
     with (folder / "stateous.yaml").open("a") as settings:
-        settings.write("ca_file: ca.pem\n")
+        settings.write("ca_file: ca.pem\ntoken_file: secret\n")
     return folder
 
 
-def test_a_supervisor_moves_a_token_to_its_end_through_nginx_trusting_its_ca_file(
+def test_a_supervisor_moves_a_token_to_its_end_through_nginx_with_its_ca_and_token_files(
     proxied: Proxied, supervisors: Supervisors, tmp_path: Path
 ) -> None:
     folder = supervised_folder(proxied, tmp_path / "box-1", proxied.certificates.ca)
     supervisor = supervisors.serving(folder)
 
-    proxied.served.ok("POST", "/tokens", {"token": "ORDER-1", "context": ITEM})
+    proxied.operate("POST", "/tokens", {"token": "ORDER-1", "context": ITEM})
     wait_until(
-        lambda: proxied.served.ok("GET", "/tokens/ORDER-1")["status"] == "completed",
+        lambda: proxied.operate("GET", "/tokens/ORDER-1")["status"] == "completed",
         "ORDER-1 completed",
         15,
     )
@@ -91,13 +121,17 @@ def test_a_supervisor_moves_a_token_to_its_end_through_nginx_trusting_its_ca_fil
     assert supervisor.stop() == 0
 
 
-def test_token_commands_work_through_nginx_with_stateous_ca_file(
+def test_token_commands_work_through_nginx_with_stateous_ca_file_and_a_token_file(
     proxied: Proxied, tmp_path: Path
 ) -> None:
     env = {"STATEOUS_URL": proxied.url, "STATEOUS_CA_FILE": str(proxied.certificates.ca)}
+    secret = ["--token-file", str(proxied.operator_secret)]
 
-    started = run_stateous("token", "start", "ORDER-1", '{"title": "x"}', cwd=tmp_path, env=env)
-    shown = run_stateous("token", "show", "ORDER-1", cwd=tmp_path, env=env)
+    started = run_stateous(
+        "token", "start", "ORDER-1", '{"title": "x"}', *secret, cwd=tmp_path, env=env
+    )
+    shown = run_stateous("token", "show", "ORDER-1", *secret, cwd=tmp_path, env=env)
+    anonymous = run_stateous("token", "show", "ORDER-1", cwd=tmp_path, env=env)
 
     assert (started.returncode, started.stdout, started.stderr) == (
         0,
@@ -107,10 +141,14 @@ def test_token_commands_work_through_nginx_with_stateous_ca_file(
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.splitlines()[0] == "ORDER-1: draft, active"
     assert "GET /tokens/ORDER-1/history HTTP/1.1" in proxied.nginx.requests()
+    assert anonymous.returncode == 1
+    assert anonymous.stderr.startswith(f"error: the control plane at {proxied.url} refused (401): ")
 
 
-def test_the_client_works_through_nginx_with_its_ca_file(proxied: Proxied) -> None:
-    with Client(proxied.url, ca_file=proxied.certificates.ca) as client:
+def test_the_client_works_through_nginx_with_its_ca_file_and_token_file(proxied: Proxied) -> None:
+    with Client(
+        proxied.url, ca_file=proxied.certificates.ca, token_file=proxied.operator_secret
+    ) as client:
         client.start("ORDER-1", ITEM)
         assert client.get("ORDER-1")["state"] == "draft"
         assert client.health()["workflow"] == "orders"
