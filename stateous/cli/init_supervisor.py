@@ -13,6 +13,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stateous.cli.access import access_of, add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
 from stateous.control.defaults import DEFAULT_URL
@@ -22,15 +23,16 @@ if TYPE_CHECKING:
     from stateous.model.graph_file import GraphFile
 
 
-def _from_url(url: str) -> GraphFile:
+def _from_url(url: str, args: argparse.Namespace) -> GraphFile:
     """Get the graph that a control plane serves."""
     import msgspec
 
     from stateous.client.http import ClientError, Connection, Refused
     from stateous.model.graph_file import GraphFileError, load
 
+    access = access_of(args)
     try:
-        connection = Connection(url)
+        connection = Connection(url, access=access)
     except ClientError as ex:
         raise CommandError(str(ex)) from None
     try:
@@ -71,7 +73,7 @@ def run_init_supervisor(args: argparse.Namespace) -> int:
     source: str = args.source
     if "://" in source:
         url = source.rstrip("/")
-        graph = _from_url(url)
+        graph = _from_url(url, args)
     else:
         url = DEFAULT_URL
         graph = _from_file(Path(source))
@@ -110,4 +112,5 @@ def add_command(init: argparse._SubParsersAction) -> None:
     )
     command.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
     add_stateous_path(command)
+    add_access_options(command)
     command.set_defaults(run=run_init_supervisor)

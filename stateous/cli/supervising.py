@@ -6,6 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
+from stateous.cli.access import SETTINGS_HINT, refuse_token_option
+
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
 
@@ -28,4 +30,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         ),
     )
     supervise.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
+    refuse_token_option(supervise, SETTINGS_HINT)
     supervise.set_defaults(run=run_supervise)

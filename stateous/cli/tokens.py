@@ -16,6 +16,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.history import accepts_line, history_lines, token_line
 from stateous.control.defaults import DEFAULT_URL
@@ -63,7 +64,9 @@ def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Calla
 
         url = args.url or os.environ.get("STATEOUS_URL") or DEFAULT_URL
         try:
-            with Client(url, timeout=args.timeout) as client:
+            with Client(
+                url, timeout=args.timeout, token_file=args.token_file, ca_file=args.ca_file
+            ) as client:
                 lines = act(client, args)
         except Refused as ex:
             raise CommandError(
@@ -142,6 +145,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help=f"how long to wait for the control plane to answer (default: {TIMEOUT:g})",
     )
+    add_access_options(url)
     token = commands.add_parser(
         "token",
         help="start, fire, show and steer tokens",

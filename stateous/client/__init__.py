@@ -4,6 +4,21 @@ It speaks only HTTP, with the standard library, and imports nothing but the mode
 """
 
 from stateous.client.client import Client
-from stateous.client.http import ClientError, NotFound, Refused, Unreachable
+from stateous.client.http import (
+    BadSetting,
+    ClientError,
+    NotFound,
+    Refused,
+    Unreachable,
+    Unverified,
+)
 
-__all__ = ["Client", "ClientError", "NotFound", "Refused", "Unreachable"]
+__all__ = [
+    "BadSetting",
+    "Client",
+    "ClientError",
+    "NotFound",
+    "Refused",
+    "Unreachable",
+    "Unverified",
+]

@@ -8,11 +8,13 @@ was written then, so sending it again cannot apply a change twice.
 
 from __future__ import annotations
 
+import os
 import time
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
 
+from stateous.client.access import Access
 from stateous.client.http import Connection, Refused, segment
 
 #: How many times a `database_busy` answer is sent again before it is raised.
@@ -22,10 +24,25 @@ BUSY_PAUSE = 0.1
 
 
 class Client:
-    """A connection to one control plane; use it from one thread at a time."""
+    """A connection to one control plane; use it from one thread at a time.
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
-        self._connection = Connection(url, timeout)
+    Every request carries the secret of `token`, of the file `token_file`, or else
+    of `STATEOUS_TOKEN`, as `Authorization: Bearer ...`. An `https://` URL is
+    verified with the CA certificates of `ca_file`, else of `STATEOUS_CA_FILE`,
+    else of the system. A setting that cannot be used raises `BadSetting` here.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 30.0,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
+    ) -> None:
+        access = Access.read(token=token, token_file=token_file, ca_file=ca_file)
+        self._connection = Connection(url, timeout, access=access)
         self.url = self._connection.url
 
     def __enter__(self) -> Client:

@@ -4,24 +4,44 @@ The client, the token commands and the supervisor all talk to the control plane
 through this: the standard library's `http.client`, msgspec for JSON, and the
 API's refusals (`{"error", "code"}`) turned into exceptions. It retries nothing
 itself, except reopening a kept-alive connection that the server had closed.
+An `https://` URL is verified with the CA file of its `Access`, else with the
+system's store; every request carries the access's secret, if it has one.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import re
 import socket
-from typing import Any
+import ssl
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import msgspec
+
+if TYPE_CHECKING:
+    from stateous.client.access import Access
 
 
 class ClientError(Exception):
     """A call to the control plane failed."""
 
 
+class BadSetting(ClientError):
+    """A token file, a secret or a CA file cannot be used; the sentence names it."""
+
+
 class Unreachable(ClientError):
     """The control plane did not answer: no connection, a timeout, a dropped answer."""
+
+
+class Unverified(Unreachable):
+    """The control plane's certificate did not pass: no trusted CA signed it, or another host's.
+
+    It is a kind of `Unreachable`, so a supervisor tries again as it does when the
+    control plane is down: the certificate may be put right meanwhile.
+    """
 
 
 class Refused(ClientError):
@@ -51,6 +71,27 @@ def silent(url: str, seconds: float) -> str:
     return f"the control plane at {url} did not answer within {shown} seconds"
 
 
+#: The parts of an OpenSSL message that say nothing to a person: `[SSL: CODE] ` and `(_ssl.c:1006)`.
+_SSL_NOISE = re.compile(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)$")
+
+
+def tls_trouble(url: str, error: ssl.SSLError) -> ClientError:
+    """Word a failed TLS handshake: a certificate that did not pass, or another TLS failure."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        reason = str(error.verify_message or error.reason or "").rstrip(".")
+        return Unverified(
+            f"the control plane at {url} could not be verified: certificate verify failed: {reason}"
+        )
+    reason = _SSL_NOISE.sub("", str(error.strerror or error)) or type(error).__name__
+    return Unreachable(f"cannot reach the control plane at {url} (TLS: {reason})")
+
+
+@functools.cache
+def system_tls() -> ssl.SSLContext:
+    """The TLS context of the system's CA store, loaded once for every connection."""
+    return ssl.create_default_context()
+
+
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
@@ -60,9 +101,10 @@ class Connection:
 
     `timeout` is how many seconds it waits to connect, and then for each part of
     an answer; a control plane that stays silent longer raises `Unreachable`.
+    `access` holds the secret to send and the TLS context to verify with.
     """
 
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, timeout: float = 30.0, *, access: Access | None = None) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ClientError(f"{url!r} is not an http:// or https:// URL")
@@ -72,11 +114,19 @@ class Connection:
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
         self.timeout = timeout
+        self._tls = access.tls if access is not None else None
+        self._token = access.token if access is not None else None
         self._connection: http.client.HTTPConnection | None = None
 
     def _open(self) -> http.client.HTTPConnection:
-        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        connection = kind(self._host, self._port, timeout=self.timeout)
+        connection: http.client.HTTPConnection
+        if self._https:
+            context = self._tls or system_tls()
+            connection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=self.timeout, context=context
+            )
+        else:
+            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
         connection.connect()
         connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection
@@ -91,6 +141,8 @@ class Connection:
         """Send one request; return (status, JSON answer or None), or raise a ClientError."""
         data = b"" if body is None else _encode(body)
         sent = {"Content-Type": "application/json", **(headers or {})}
+        if self._token is not None:
+            sent["Authorization"] = self._token.header()
         for fresh in (False, True):
             try:
                 if self._connection is None or fresh:
@@ -100,7 +152,12 @@ class Connection:
                 response = self._connection.getresponse()
                 raw = response.read()
                 break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            except (
+                http.client.RemoteDisconnected,
+                ConnectionResetError,
+                BrokenPipeError,
+                ssl.SSLEOFError,
+            ):
                 self.close()
                 if fresh:
                     raise Unreachable(
@@ -109,6 +166,9 @@ class Connection:
             except TimeoutError:
                 self.close()
                 raise Unreachable(silent(self.url, self.timeout)) from None
+            except ssl.SSLError as ex:
+                self.close()
+                raise tls_trouble(self.url, ex) from None
             except (OSError, http.client.HTTPException) as ex:
                 self.close()
                 reason = (

@@ -1,9 +1,11 @@
 """A supervisor's folder: its settings, its contract and its routines.
 
 `stateous.yaml` is read into typed settings, with one sentence that names a bad
-key. Every Python file of the folder is imported, with the folder first on the
-import path, and the functions marked with `@on_state` are collected, one per
-state. User code runs here, so every way it can fail becomes one sentence.
+key; the token file and the CA file that it names, relative to the folder, are
+read with it, so a file that cannot be used stops the start. Every Python file
+of the folder is imported, with the folder first on the import path, and the
+functions marked with `@on_state` are collected, one per state. User code runs
+here, so every way it can fail becomes one sentence.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ import socket
 import sys
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
 
+from stateous.client.access import Access
+from stateous.client.http import BadSetting
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
@@ -34,6 +38,8 @@ NAME_LIMIT = 128
 ERROR_LIMIT = 2000
 #: Folders of installed libraries: a frame in one is not the folder's own code.
 INSTALLED = frozenset({"site-packages", "dist-packages"})
+#: The keys of stateous.yaml, in the order that a refusal lists them.
+KEYS = ("url", "tasks", "name", "token_file", "ca_file")
 
 
 class FolderError(Failure):
@@ -45,6 +51,8 @@ class Settings:
     url: str
     tasks: int
     name: str
+    #: The secret and the trusted CAs of every connection; their repr hides the secret.
+    access: Access = field(default_factory=Access)
 
 
 def read_settings(folder: Path) -> Settings:
@@ -62,9 +70,12 @@ def read_settings(folder: Path) -> Settings:
         raise FolderError(f"{path} cannot be read: {reason}") from None
     if not isinstance(raw, dict):
         raise FolderError(f"{path} must hold the keys url, tasks and name")
-    unknown = sorted(set(raw) - {"url", "tasks", "name"})
+    unknown = sorted(set(raw) - set(KEYS))
     if unknown:
-        raise FolderError(f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks and name")
+        raise FolderError(
+            f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file "
+            "and ca_file"
+        )
     url = raw.get("url")
     parts = urlsplit(url) if isinstance(url, str) else None
     if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
@@ -77,7 +88,29 @@ def read_settings(folder: Path) -> Settings:
         raise FolderError(
             f"{path}: name must have 1 to {NAME_LIMIT} characters and no control characters"
         )
-    return Settings(url=url.rstrip("/"), tasks=tasks, name=name)
+    return Settings(url=url.rstrip("/"), tasks=tasks, name=name, access=read_access(folder, raw))
+
+
+def _file_setting(folder: Path, raw: dict[str, Any], key: str) -> Path | None:
+    """The file that a key names, relative to the folder; None when the key is absent."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise FolderError(f"{folder / SETTINGS}: {key} must be the path of a file")
+    return folder / value
+
+
+def read_access(folder: Path, raw: dict[str, Any]) -> Access:
+    """Read the secret and the trusted CAs: the files that stateous.yaml names, else the
+    environment's `STATEOUS_TOKEN` and `STATEOUS_CA_FILE`."""
+    try:
+        return Access.read(
+            token_file=_file_setting(folder, raw, "token_file"),
+            ca_file=_file_setting(folder, raw, "ca_file"),
+        )
+    except BadSetting as ex:
+        raise FolderError(str(ex)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import signal
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +153,7 @@ class Supervisor:
             raise FolderError(f"{folder} is not a folder")
         settings = read_settings(folder)
         if url is not None:
-            settings = Settings(url=url.rstrip("/"), tasks=settings.tasks, name=settings.name)
+            settings = replace(settings, url=url.rstrip("/"))
         routines = load_routines(folder)
         return cls(folder, settings, routines, Outbox(folder))
 
@@ -187,7 +187,7 @@ class Supervisor:
 
     async def _send_loop(self) -> None:
         """Send the outbox: the messages of one task in order, several tasks at once."""
-        connections = [Connection(self.url) for _ in range(LANES)]
+        connections = [Connection(self.url, access=self.settings.access) for _ in range(LANES)]
         while True:
             pending = self.outbox.pending()
             if not pending:
@@ -291,7 +291,7 @@ class Supervisor:
 
     async def _await_control_plane(self) -> bool:
         """Wait for /health with the back-off; check the checksum. False if stopped first."""
-        connection = Connection(self.url)
+        connection = Connection(self.url, access=self.settings.access)
         tries = 0
         while not self.stopping:
             try:
@@ -352,7 +352,7 @@ class Supervisor:
             waiting.cancel()
 
     async def _claim_loop(self) -> None:
-        connection = Connection(self.url)
+        connection = Connection(self.url, access=self.settings.access)
         while not self.stopping:
             await self._slots.acquire()
             if self.stopping:
@@ -439,7 +439,7 @@ class Supervisor:
         return {"kind": "event", "event": result.name, "payload": result.payload_json(), **extra}
 
     async def _heartbeat_loop(self) -> None:
-        connection = Connection(self.url)
+        connection = Connection(self.url, access=self.settings.access)
         tries = 0
         while True:
             leases = [

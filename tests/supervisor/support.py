@@ -258,12 +258,12 @@ class Supervisors:
         self.cwd = cwd
         self.processes: list[Supervised] = []
 
-    def start(self, folder: Path) -> Supervised:
-        """Start `supervise FOLDER` without waiting for anything."""
+    def start(self, folder: Path, env: dict[str, str] | None = None) -> Supervised:
+        """Start `supervise FOLDER`, with `env` added to the environment, without waiting."""
         process = subprocess.Popen(
             command("supervise", str(folder)),
             cwd=self.cwd,
-            env=environment(),
+            env={**environment(), **(env or {})},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -273,9 +273,11 @@ class Supervisors:
         self.processes.append(supervised)
         return supervised
 
-    def serving(self, folder: Path, name: str = "box-1") -> Supervised:
+    def serving(
+        self, folder: Path, name: str = "box-1", env: dict[str, str] | None = None
+    ) -> Supervised:
         """Start `supervise FOLDER` and wait until it says what it serves."""
-        supervised = self.start(folder)
+        supervised = self.start(folder, env)
         supervised.wait_log(re.compile(re.escape(name) + r" serves .*"), START_TIMEOUT)
         return supervised
 

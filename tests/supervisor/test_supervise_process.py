@@ -696,7 +696,8 @@ def two(ctx: ItemContext) -> None:
         ),
         (
             _settings('url: "http://127.0.0.1:1"\ntaks: 4\n'),
-            "stateous.yaml: unknown key 'taks'; the keys are url, tasks and name",
+            "stateous.yaml: unknown key 'taks'; "
+            "the keys are url, tasks, name, token_file and ca_file",
         ),
         (
             _settings('url: "http://127.0.0.1:1"\nname: "box\\tone"\n'),

@@ -1,0 +1,135 @@
+"""A supervisor carries a secret from `token_file:` in stateous.yaml or `STATEOUS_TOKEN`.
+
+A real `stateous supervise` process talks to a recording server in front of a real
+`stateous serve`, which keeps the `Authorization` header of every request, and
+moves a token to its end. The secret is in none of the supervisor's log lines nor
+in its arguments. A token file or CA file that cannot be used stops the start
+with one line that names the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stateous.supervisor.folder import read_settings
+from tests.client.recording import BEARER, SECRET, Recorder
+from tests.control.serving import Launcher, Served
+from tests.supervisor.support import Supervisors, wait_until, write_folder, write_graph
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Path:
+    path = tmp_path / "orders.json"
+    write_graph(path)
+    return path
+
+
+@pytest.fixture
+def served(launcher: Launcher, graph: Path, tmp_path: Path) -> Served:
+    return launcher.serve(graph, tmp_path / "orders.sqlite")
+
+
+@pytest.fixture
+def recorder(served: Served) -> Iterator[Recorder]:
+    recording = Recorder(served.port)
+    try:
+        yield recording
+    finally:
+        recording.close()
+
+
+def add_settings(folder: Path, *lines: str) -> None:
+    with (folder / "stateous.yaml").open("a") as settings:
+        settings.writelines(line + "\n" for line in lines)
+
+
+def arguments(pid: int) -> str:
+    """The command line of a running process, as `ps` shows it."""
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.parametrize("source", ["token_file", "STATEOUS_TOKEN"])
+def test_a_supervisor_sends_its_secret_on_every_request_and_never_shows_it(
+    served: Served,
+    recorder: Recorder,
+    supervisors: Supervisors,
+    graph: Path,
+    tmp_path: Path,
+    source: str,
+) -> None:
+    folder = write_folder(tmp_path / "box-1", recorder.url, graph)
+    env = {"STATEOUS_TOKEN": ""}
+    if source == "token_file":
+        (folder / "secret").write_text(SECRET + "\n")
+        add_settings(folder, "token_file: secret")
+    else:
+        env["STATEOUS_TOKEN"] = SECRET
+    supervisor = supervisors.serving(folder, env=env)
+
+    served.ok("POST", "/tokens", {"token": "ORDER-1", "context": {"title": "an order"}})
+    wait_until(
+        lambda: served.ok("GET", "/tokens/ORDER-1")["status"] == "completed", "completed", 15
+    )
+    running = arguments(supervisor.process.pid)
+    assert supervisor.stop() == 0
+
+    paths = {(seen.method, seen.path) for seen in recorder.requests()}
+    assert {("GET", "/health"), ("POST", "/tasks/claim"), ("POST", "/tasks/1/report")} <= paths
+    assert recorder.authorizations() == {BEARER}
+    assert "task 2 of ORDER-1: reported reviewed" in supervisor.log
+    assert not [line for line in supervisor.lines if SECRET in line]
+    assert SECRET not in running
+
+
+def test_the_secret_is_not_in_the_repr_of_the_supervisors_settings(
+    graph: Path, tmp_path: Path
+) -> None:
+    folder = write_folder(tmp_path / "box-1", "http://127.0.0.1:1", graph)
+    (folder / "secret").write_text(SECRET)
+    add_settings(folder, "token_file: secret")
+
+    settings = read_settings(folder)
+
+    assert SECRET not in repr(settings)
+    assert SECRET not in str(settings)
+
+
+@pytest.mark.parametrize(
+    ("setting", "content", "says"),
+    [
+        ("token_file", None, "the token file {path} cannot be read: No such file or directory"),
+        ("token_file", "", "the token file {path} is empty"),
+        (
+            "token_file",
+            f"{SECRET}\nsecond line\n",
+            "the token file {path} holds more than one line",
+        ),
+        ("ca_file", None, "the CA file {path} cannot be read: No such file or directory"),
+        ("ca_file", f"{SECRET}\n", "the CA file {path} holds no certificate"),
+    ],
+    ids=["missing-token", "empty-token", "two-lines", "missing-ca", "not-a-certificate"],
+)
+def test_a_token_file_or_ca_file_that_cannot_be_used_refuses_to_start_with_one_line(
+    supervisors: Supervisors,
+    graph: Path,
+    tmp_path: Path,
+    setting: str,
+    content: str | None,
+    says: str,
+) -> None:
+    folder = write_folder(tmp_path / "box-1", "http://127.0.0.1:1", graph)
+    add_settings(folder, f"{setting}: kept/file.txt")
+    path = folder / "kept" / "file.txt"
+    if content is not None:
+        path.parent.mkdir()
+        path.write_text(content)
+
+    code, lines = supervisors.refused(folder)
+
+    assert code == 1
+    (line,) = lines
+    assert line.startswith("error: " + says.format(path=path)), line
+    assert SECRET not in line
