@@ -20,13 +20,13 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
-import waitress
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control.api import create_app
 from stateous.control.clock import Clock
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
+from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
@@ -44,10 +44,8 @@ from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
 
-#: Request threads of the HTTP server; waiting writes commit together.
-THREADS = 8
-#: Connections to Postgres: one per request thread, one for the clock, one spare.
-CONNECTIONS = THREADS + 2
+#: Connections to Postgres beside one per request thread: one for the clock, one spare.
+SPARE_CONNECTIONS = 2
 
 
 class ServeError(Failure):
@@ -135,9 +133,16 @@ class ControlPlane:
     """One running control plane: its socket, store, hold, clock and HTTP server."""
 
     def __init__(
-        self, graph_path: str, db: str, listen: str, lease: float, err: TextIO = sys.stderr
+        self,
+        graph_path: str,
+        db: str,
+        listen: str,
+        lease: float,
+        err: TextIO = sys.stderr,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.err = err
+        self.limits = limits
         self.address = Address.parse(listen)
         try:
             self.graph = Graph.load(graph_path)
@@ -147,7 +152,7 @@ class ControlPlane:
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
         try:
-            self.lock, self.store = open_store(db, connections=CONNECTIONS)
+            self.lock, self.store = open_store(db, connections=limits.threads + SPARE_CONNECTIONS)
         except BaseException:
             self.listener.close()
             raise
@@ -179,14 +184,17 @@ class ControlPlane:
         """
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         dispatcher = Draining()
-        dispatcher.set_thread_count(THREADS)
-        server = waitress.create_server(
-            create_app(self.engine),
-            sockets=[self.listener],
-            threads=THREADS,
-            ident="stateous",
-            _dispatcher=dispatcher,
+        dispatcher.set_thread_count(self.limits.threads)
+        server = create_server(
+            create_app(self.engine), self.limits, self.listener, dispatcher=dispatcher
         )
+        missing = open_files_short(self.limits)
+        if missing:
+            print(
+                f"warning: --connection-limit {self.limits.connection_limit} may need "
+                f"{missing} more open files than this process may have (ulimit -n)",
+                file=self.err,
+            )
         if not self.address.is_loopback:
             print(
                 f"warning: listening on {self.address.host}:{self.port} lets other computers "
@@ -203,7 +211,7 @@ class ControlPlane:
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_interrupt)
-            wasyncore.loop(timeout=0.05, map=server._map, count=20)
+            wasyncore.loop(timeout=0.05, map=server._map, count=20, use_poll=True)
             wasyncore.close_all(server._map)
             self.clock.stop()
             self._close()
