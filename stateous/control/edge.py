@@ -292,8 +292,8 @@ def create_server(
 def open_files_short(limits: Limits) -> int:
     """Raise this process's open-file limit to what `limits` may need, as far as the system
     allows; answer how many descriptors are still missing (0 when none)."""
-    # A connection holds its socket, and at times a spooled body or answer.
-    needed = 2 * limits.connection_limit + 64
+    # A connection holds its socket; the rest serve the database, the log and the listener.
+    needed = limits.connection_limit + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return 0
