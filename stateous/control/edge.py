@@ -58,7 +58,7 @@ from stateous.model.wire import ErrorBody
 #: The most bytes of a request's line and headers together.
 HEADER_LIMIT = 64 * 1024
 #: The most bytes of answers that a client may leave unread before its next request waits.
-UNREAD_LIMIT = 1024 * 1024
+UNREAD_LIMIT = 256 * 1024
 #: How long a connection reads on (and drops what it reads) after a refusal, in seconds.
 LINGER = 2.0
 #: How often the loop looks for connections past their time, in seconds.
