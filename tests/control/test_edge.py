@@ -13,7 +13,7 @@ import pytest
 
 from stateous.control.edge import Limits, create_server
 from stateous.control.engine import Engine
-from tests.control.conftest import Served, build_engine, looping, serving
+from tests.control.conftest import Served, build_engine, looping, read_answer, serving
 from tests.control.raw import (
     big_token_body,
     closed_by_server,
@@ -301,3 +301,15 @@ def test_a_path_with_control_characters_cannot_forge_a_log_line(
     line = record.getMessage()
     assert not any(char in line for char in "\r\n\x85\u2028\u2029"), line
     assert "A\\x0d\\x0a2026-01-01" in line and "\\x85" in line and "\\u2029" in line
+
+
+def test_a_client_that_sends_a_large_body_whole_before_reading_still_reads_the_413(
+    served: Served,
+) -> None:
+    connection = served.connect()
+    try:
+        connection.request("POST", "/tokens", body=b" " * 50_000_000)
+        status, _, answer = read_answer(connection.getresponse())
+    finally:
+        connection.close()
+    assert (status, answer["code"]) == (413, "bad_request")
