@@ -39,7 +39,6 @@ from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import (
-    BadRequest,
     RequestEntityTooLarge,
     RequestHeaderFieldsTooLarge,
     ServerNotImplemented,
@@ -144,11 +143,12 @@ def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
     if isinstance(error, ServerNotImplemented):
         sentence = "the request cannot be read: chunked is the only Transfer-Encoding taken"
         return 400, sentence, "bad_request"
-    if isinstance(error, BadRequest) or error.code < 500:
+    if error.code < 500:
+        # Waitress's own words, such as "Invalid chunk size" or "Content-Length is invalid".
         reason = str(error.body)
         if reason[1:2].islower():
             reason = reason[0].lower() + reason[1:]
-        return min(error.code, 499), f"the request cannot be read: {reason}", "bad_request"
+        return error.code, f"the request cannot be read: {reason}", "bad_request"
     return 500, FAILED, "unexpected"
 
 
