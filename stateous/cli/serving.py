@@ -8,18 +8,47 @@ from pathlib import Path
 
 from stateous.cli.errors import CommandError
 from stateous.cli.supervising import LOG_FORMAT
-from stateous.control.defaults import DEFAULT_DB, DEFAULT_LEASE, DEFAULT_LISTEN
+from stateous.control.defaults import (
+    DEFAULT_CHANNEL_TIMEOUT,
+    DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_DB,
+    DEFAULT_LEASE,
+    DEFAULT_LISTEN,
+    DEFAULT_THREADS,
+)
 from stateous.model.durations import parse_duration
+
+#: The most request threads and open connections that `serve` takes.
+MOST_THREADS = 256
+MOST_CONNECTIONS = 100_000
+
+
+def duration(option: str, text: str) -> int:
+    """The seconds of an option's duration, or the CLI's one-line error."""
+    try:
+        return parse_duration(text)
+    except ValueError as ex:
+        raise CommandError(f"{option}: {ex}") from None
+
+
+def whole(option: str, text: str, most: int) -> int:
+    """An option's whole number from 1 to `most`, or the CLI's one-line error."""
+    if text.isascii() and text.isdigit() and 1 <= int(text) <= most:
+        return int(text)
+    raise CommandError(f"{option} takes a whole number from 1 to {most}, not {text!r}")
 
 
 def run_serve(args: argparse.Namespace) -> int:
     """Serve a graph file until Ctrl-C or SIGTERM."""
-    try:
-        lease = parse_duration(args.lease)
-    except ValueError as ex:
-        raise CommandError(f"--lease: {ex}") from None
+    lease = duration("--lease", args.lease)
+    from stateous.control.edge import Limits
     from stateous.control.serve import ControlPlane
 
+    limits = Limits(
+        threads=whole("--threads", args.threads, MOST_THREADS),
+        connection_limit=whole("--connection-limit", args.connection_limit, MOST_CONNECTIONS),
+        channel_timeout=duration("--channel-timeout", args.channel_timeout),
+    )
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     plane = ControlPlane(
         args.graph,
@@ -28,6 +57,7 @@ def run_serve(args: argparse.Namespace) -> int:
         lease,
         no_auth=args.no_auth,
         allowed_hosts=tuple(args.allowed_host),
+        limits=limits,
     )
     if args.supervise is None:
         return plane.run()
@@ -60,6 +90,30 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_LEASE,
         metavar="DURATION",
         help=f"how long a claimed task is held without a heartbeat (default: {DEFAULT_LEASE})",
+    )
+    serve.add_argument(
+        "--threads",
+        default=str(DEFAULT_THREADS),
+        metavar="N",
+        help=f"request threads; each may hold a database connection (default: {DEFAULT_THREADS})",
+    )
+    serve.add_argument(
+        "--connection-limit",
+        default=str(DEFAULT_CONNECTION_LIMIT),
+        metavar="N",
+        help=(
+            "open connections at once; more wait to be accepted "
+            f"(default: {DEFAULT_CONNECTION_LIMIT})"
+        ),
+    )
+    serve.add_argument(
+        "--channel-timeout",
+        default=DEFAULT_CHANNEL_TIMEOUT,
+        metavar="DURATION",
+        help=(
+            "how long a connection may stay idle, leave its answers unread, or take to send "
+            f"one request, before it is closed (default: {DEFAULT_CHANNEL_TIMEOUT})"
+        ),
     )
     serve.add_argument(
         "--supervise",

@@ -30,8 +30,10 @@ from stateous.control.access import (
     rule_of,
     signed_by,
 )
+from stateous.control.checks import MAX_TASK_ID
 from stateous.control.errors import EngineError, InvalidBody, TaskNotFound
 from stateous.model import wire
+from stateous.model.text import printable
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -40,10 +42,10 @@ if TYPE_CHECKING:
 MAX_BODY = 1024 * 1024
 #: The deepest nesting of a body's JSON; the body object itself is level 1.
 MAX_DEPTH = 64
-#: The largest task id that can exist (a signed 64-bit integer).
-MAX_TASK_ID = 2**63 - 1
 TOO_DEEP = f"the body nests more than {MAX_DEPTH} levels"
 JSON = "application/json"
+#: The sentence of an unexpected failure; only the log tells more.
+FAILED = "the request failed on the control plane; its log tells why"
 
 _log = logging.getLogger("stateous.control.api")
 _encode = msgspec.json.Encoder().encode
@@ -137,7 +139,8 @@ def read_shape(req: falcon.Request, shape: type[Shape]) -> Shape:
 
 def task_id(raw: str) -> int:
     """Return the task id of a path part; anything but a whole number names no task."""
-    if raw.isascii() and raw.isdigit():
+    # A longer number is past MAX_TASK_ID, and past 4,300 digits int() refuses it.
+    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(MAX_TASK_ID)):
         number = int(raw)
         if number <= MAX_TASK_ID:
             return number
@@ -359,8 +362,8 @@ def failed(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
 ) -> None:
     """Answer any other exception with a fixed sentence; only the log gets the traceback."""
-    _log.exception("%s %s failed", req.method, req.path, exc_info=ex)
-    refuse(resp, 500, "the request failed on the control plane; its log tells why", "unexpected")
+    _log.exception("%s %s failed", req.method, printable(req.path), exc_info=ex)
+    refuse(resp, 500, FAILED, "unexpected")
 
 
 def create_app(

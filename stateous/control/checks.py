@@ -31,6 +31,8 @@ BATCH_LIMIT = 1000
 CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
 LIST_LIMIT = 1000
 LIST_DEFAULT = 100
+#: The largest task id that can exist (a signed 64-bit integer).
+MAX_TASK_ID = 2**63 - 1
 
 
 def token_id(token: object) -> str:
@@ -40,6 +42,12 @@ def token_id(token: object) -> str:
             "digits, '.', '_' or '-'"
         )
     return token
+
+
+def keepable(text: str) -> bool:
+    """Whether the database can hold `text` at all: Postgres keeps no NUL. A token id or an
+    event name that fails this names nothing, and is not looked up."""
+    return "\x00" not in text
 
 
 def idempotency_key(key: str | None) -> None:
@@ -81,6 +89,10 @@ def request_id(request: str | None) -> None:
 def heartbeat_tasks(tasks: object) -> None:
     if not isinstance(tasks, list) or len(tasks) > BATCH_LIMIT:
         raise InvalidArgument(f"a heartbeat names at most {BATCH_LIMIT} tasks")
+    if not all(type(task) is int and 1 <= task <= MAX_TASK_ID for task in tasks):
+        raise InvalidArgument(
+            f"the tasks of a heartbeat are ids, whole numbers from 1 to {MAX_TASK_ID}"
+        )
 
 
 def note_text(text: object) -> str:
@@ -101,10 +113,13 @@ def listing(status: str | None, limit: str | int | None) -> int:
     """Check a listing's status filter, and answer its limit."""
     if status is not None and status not in set(TokenStatus):
         raise InvalidArgument(f"status must be one of {', '.join(TokenStatus)}")
-    try:
-        count = LIST_DEFAULT if limit is None else int(limit)
-    except ValueError:
-        count = 0
+    if limit is None:
+        count = LIST_DEFAULT
+    elif isinstance(limit, int):
+        count = limit
+    else:
+        # Only ASCII digits: int() would also read "1_0", " 10", "+10" and Arabic-Indic digits.
+        count = int(limit) if limit.isascii() and limit.isdigit() and len(limit) <= 4 else 0
     if not 1 <= count <= LIST_LIMIT:
         raise InvalidArgument(f"limit must be a whole number from 1 to {LIST_LIMIT}")
     return count

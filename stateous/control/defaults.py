@@ -8,3 +8,9 @@ DEFAULT_DB = "sqlite:///stateous.db"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_URL = f"http://{DEFAULT_LISTEN}"
 DEFAULT_LEASE = "2m"
+#: Request threads of the HTTP server; waiting writes commit together.
+DEFAULT_THREADS = 8
+#: Open connections at once; past them, new ones wait in the listen queue.
+DEFAULT_CONNECTION_LIMIT = 1000
+#: How long a connection may stay idle, leave answers unread, or take to send one request.
+DEFAULT_CHANNEL_TIMEOUT = "60s"

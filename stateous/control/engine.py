@@ -15,6 +15,7 @@ from stateous.control import checks
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
+    EventNotAllowed,
     InvalidContext,
     InvalidPayload,
     InvalidTokenId,
@@ -101,7 +102,7 @@ class Engine:
     # reading tokens
 
     def _token(self, tx: Tx, token: str) -> TokenRow:
-        row = tx.token(token)
+        row = tx.token(token) if checks.keepable(token) else None
         if row is None:
             raise TokenNotFound(f"no token has the id {token!r}")
         return row
@@ -123,6 +124,8 @@ class Engine:
         self, status: str | None = None, parent: str | None = None, limit: str | int | None = None
     ) -> list[TokenView]:
         count = checks.listing(status, limit)
+        if parent is not None and not checks.keepable(parent):
+            return []
         rows = self.store.read(lambda tx: tx.tokens(status, parent, count))
         return [view(row) for row in rows]
 
@@ -175,6 +178,8 @@ class Engine:
 
         def operation(tx: Tx) -> TokenView | Duplicate:
             row = self._token(tx, token)
+            if not checks.keepable(event):
+                raise EventNotAllowed(f"{event!r} is no event: an event's name holds no NUL")
             if key is not None and tx.key_used(token, key):
                 return Duplicate(token=view(row))
             if row.status not in LIVE_TOKEN:

@@ -20,7 +20,6 @@ import time
 from dataclasses import dataclass
 from typing import Protocol, TextIO
 
-import waitress
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
@@ -28,6 +27,7 @@ from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard, create_app
 from stateous.control.clock import Clock
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
+from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
@@ -45,10 +45,8 @@ from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
 
-#: Request threads of the HTTP server; waiting writes commit together.
-THREADS = 8
-#: Connections to Postgres: one per request thread, one for the clock, one spare.
-CONNECTIONS = THREADS + 2
+#: Connections to Postgres beside one per request thread: one for the clock, one spare.
+SPARE_CONNECTIONS = 2
 
 
 class ServeError(Failure):
@@ -145,10 +143,12 @@ class ControlPlane:
         *,
         no_auth: bool = False,
         allowed_hosts: tuple[str, ...] = (),
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.err = err
         self.no_auth = no_auth
         self.allowed_hosts = allowed_hosts
+        self.limits = limits
         self.address = Address.parse(listen)
         try:
             self.graph = Graph.load(graph_path)
@@ -158,7 +158,7 @@ class ControlPlane:
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
         try:
-            self.lock, self.store = open_store(db, connections=CONNECTIONS)
+            self.lock, self.store = open_store(db, connections=limits.threads + SPARE_CONNECTIONS)
         except BaseException:
             self.listener.close()
             raise
@@ -211,19 +211,25 @@ class ControlPlane:
         """
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         dispatcher = Draining()
-        dispatcher.set_thread_count(THREADS)
+        dispatcher.set_thread_count(self.limits.threads)
         warning = None
         if self.no_auth:
             warning = "authentication is off (--no-auth): whoever reaches this port can do anything"
             print(f"warning: {warning}", file=self.err)
         guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
-        server = waitress.create_server(
+        server = create_server(
             create_app(self.engine, guard, warning),
-            sockets=[self.listener],
-            threads=THREADS,
-            ident="stateous",
-            _dispatcher=dispatcher,
+            self.limits,
+            self.listener,
+            dispatcher=dispatcher,
         )
+        missing = open_files_short(self.limits)
+        if missing:
+            print(
+                f"warning: --connection-limit {self.limits.connection_limit} may need "
+                f"{missing} more open files than this process may have (ulimit -n)",
+                file=self.err,
+            )
         stopper = _Stopper(companion)
         previous = signal.signal(signal.SIGTERM, stopper)
         previous_interrupt = signal.signal(signal.SIGINT, stopper)
@@ -234,7 +240,7 @@ class ControlPlane:
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_interrupt)
-            wasyncore.loop(timeout=0.05, map=server._map, count=20)
+            wasyncore.loop(timeout=0.05, map=server._map, count=20, use_poll=True)
             wasyncore.close_all(server._map)
             self.clock.stop()
             self._close()

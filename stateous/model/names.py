@@ -6,6 +6,8 @@ ends up in token ids and file names, so it is kept to a small safe alphabet.
 
 import re
 
+from stateous.model.text import has_control
+
 NAME_LIMIT = 64
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 
@@ -32,13 +34,10 @@ def name_problem(name: object) -> str | None:
 
 
 def plain_text(text: object, limit: int) -> bool:
-    """Whether `text` is a string of 1 to `limit` characters with no control character.
+    """Whether `text` is a string of 1 to `limit` characters with no control character
+    (C0, DEL, C1, U+2028 or U+2029; see `stateous.model.text`).
 
     Supervisor names, memory keys and idempotency keys follow this rule on both
     sides of the API; Postgres could not keep a NUL in them anyway.
     """
-    return (
-        isinstance(text, str)
-        and 1 <= len(text) <= limit
-        and not any(ord(char) < 32 or ord(char) == 127 for char in text)
-    )
+    return isinstance(text, str) and 1 <= len(text) <= limit and not has_control(text)

@@ -4,6 +4,7 @@ when STATEOUS_TEST_POSTGRES is set: the `backend`), waitress on a port."""
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -12,12 +13,12 @@ from typing import Any
 
 import msgspec
 import pytest
-import waitress
 from waitress import wasyncore
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.api import Guard, create_app
+from stateous.control.edge import DEFAULT_LIMITS, Limits, Server, create_server
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
 from stateous.model.graph_file import dump
@@ -120,32 +121,43 @@ class Served:
 
 
 @contextmanager
-def serving(engine: Engine, guard: Guard | None = None) -> Iterator[Served]:
-    """Serve `engine` through `create_app` and waitress for a block, then close its store.
+def looping(server: Server, sockets: dict[int, Any]) -> Iterator[None]:
+    """Run the loop of `server`, whose socket map is `sockets`, for a block.
 
     The test owns the socket map and the loop, so that it can stop the loop first and close
     every socket after, from one thread: no socket closes under a running loop.
     """
-    sockets: dict[int, Any] = {}
-    server = waitress.create_server(
-        create_app(engine, guard), map=sockets, host="127.0.0.1", port=0, threads=4
-    )
     stopping = threading.Event()
 
     def loop() -> None:
         while not stopping.is_set():
-            wasyncore.loop(timeout=1.0, map=sockets, count=1)
+            wasyncore.loop(timeout=1.0, map=sockets, count=1, use_poll=True)
 
-    looping = threading.Thread(target=loop, name="waitress", daemon=True)
-    looping.start()
+    thread = threading.Thread(target=loop, name="waitress", daemon=True)
+    thread.start()
     try:
-        yield Served(engine, server.effective_port)
+        yield
     finally:
         stopping.set()
         server.pull_trigger()
-        looping.join()
+        thread.join()
         server.task_dispatcher.shutdown()
         wasyncore.close_all(sockets)
+
+
+@contextmanager
+def serving(
+    engine: Engine, limits: Limits = DEFAULT_LIMITS, guard: Guard | None = None
+) -> Iterator[Served]:
+    """Serve `engine` as `serve` does (`create_app` on the edge's waitress, behind `guard`
+    when given) for a block, on a free port of 127.0.0.1, then close its store."""
+    sockets: dict[int, Any] = {}
+    listener = socket.create_server(("127.0.0.1", 0))
+    server = create_server(create_app(engine, guard), limits, listener, map=sockets)
+    try:
+        with looping(server, sockets):
+            yield Served(engine, int(server.effective_port))
+    finally:
         engine.store.close()
 
 

@@ -66,7 +66,7 @@ def plane(backend: Backend) -> Iterator[Plane]:
     }
     revoke_credential(engine.store, "gone")
     guard = Guard(Access(engine.store), served_hosts("127.0.0.1", ["proxy.example"]))
-    with serving(engine, guard) as served:
+    with serving(engine, guard=guard) as served:
         yield Plane(served, secrets)
 
 

@@ -139,6 +139,13 @@ def test_listing_tokens_answers_the_most_recently_moved_first(served: Served) ->
     assert served.request("GET", "/tokens?parent=LIST-A")[2] == []
 
 
+def test_a_parent_holding_a_nul_lists_no_children_like_any_unknown_parent(
+    served: Served,
+) -> None:
+    start(served, "LIST-A")
+    assert served.request("GET", "/tokens?parent=LIST-A%00")[:3:2] == (200, [])
+
+
 def test_the_history_lists_the_entries_in_order(served: Served) -> None:
     start(served)
     entries = history(served, "ORDER-1")
@@ -489,6 +496,96 @@ REFUSALS = [
     Refusal("a limit of 1001", "GET", "/tokens?limit=1001", 422, "invalid_argument"),
     Refusal("a limit that is a word", "GET", "/tokens?limit=ten", 422, "invalid_argument"),
     Refusal("an unknown status", "GET", "/tokens?status=sleeping", 422, "invalid_argument"),
+    Refusal("a limit with an underscore", "GET", "/tokens?limit=1_0", 422, "invalid_argument"),
+    Refusal(
+        "a limit in Arabic-Indic digits",
+        "GET",
+        "/tokens?limit=%D9%A1%D9%A0",
+        422,
+        "invalid_argument",
+    ),
+    Refusal("a limit with a sign", "GET", "/tokens?limit=%2B10", 422, "invalid_argument"),
+    Refusal("a token id holding a NUL", "GET", "/tokens/A%00B", 404, "token_not_found"),
+    Refusal(
+        "the history of a token id holding a NUL",
+        "GET",
+        "/tokens/ORDER-1%00/history",
+        404,
+        "token_not_found",
+    ),
+    Refusal(
+        "an event on a token id holding a NUL",
+        "POST",
+        "/tokens/ORDER-1%00/events/submitted",
+        404,
+        "token_not_found",
+    ),
+    Refusal(
+        "cancelling a token id holding a NUL", "POST", "/tokens/%00/cancel", 404, "token_not_found"
+    ),
+    Refusal(
+        "an event name holding a NUL",
+        "POST",
+        "/tokens/ORDER-1/events/sub%00mitted",
+        409,
+        "event_not_allowed",
+    ),
+    Refusal(
+        "a task id of 4301 digits",
+        "POST",
+        "/tasks/" + "9" * 4301 + "/note",
+        404,
+        "task_not_found",
+        {"text": "hi"},
+    ),
+    Refusal(
+        "a heartbeat of a task id past 64 bits",
+        "POST",
+        "/tasks/heartbeat",
+        422,
+        "invalid_argument",
+        {"supervisor": SUPERVISOR, "tasks": [2**70]},
+    ),
+    Refusal(
+        "a heartbeat of a task id of 0",
+        "POST",
+        "/tasks/heartbeat",
+        422,
+        "invalid_argument",
+        {"supervisor": SUPERVISOR, "tasks": [0]},
+    ),
+    Refusal(
+        "a claim by a name with a C1 control character",
+        "POST",
+        "/tasks/claim",
+        422,
+        "invalid_argument",
+        {"supervisor": "box\x85one", "states": ["review"]},
+    ),
+    Refusal(
+        "a claim by a name with a line separator",
+        "POST",
+        "/tasks/claim",
+        422,
+        "invalid_argument",
+        {"supervisor": "box\u2028one", "states": ["review"]},
+    ),
+    Refusal(
+        "a memory key with a paragraph separator",
+        "PUT",
+        "/tasks/{review}/memory",
+        422,
+        "invalid_payload",
+        {"key": "k\u2029", "value": 1, "attempt": 2},
+    ),
+    Refusal(
+        "an idempotency key with a C1 control character",
+        "POST",
+        "/tokens/ORDER-1/events/submitted",
+        422,
+        "invalid_payload",
+        headers={"Idempotency-Key": "key\x9f"},
+    ),
     Refusal(
         "a claim by an empty name",
         "POST",

@@ -22,7 +22,16 @@ from typing import Any
 import pytest
 
 from stateous.model.graph_file import checksum
-from tests.control.serving import Launcher, Served, orders, timers, write_graph
+from tests.control.raw import big_token_body, closed_by_server, pipelining_without_reading
+from tests.control.serving import (
+    Launcher,
+    Served,
+    command,
+    environment,
+    orders,
+    timers,
+    write_graph,
+)
 
 REFUSED_TWICE = "error: another control plane serves this database; stop it first"
 NEW_STRUCTURE = (
@@ -366,6 +375,18 @@ BAD_ARGUMENTS: dict[str, tuple[list[str], str]] = {
         ["orders.json", "--lease", "2 hours", "--listen", "127.0.0.1:0"],
         "error: --lease: '2 hours' is not a duration",
     ),
+    "--threads 0": (
+        ["orders.json", "--threads", "0", "--listen", "127.0.0.1:0"],
+        "error: --threads takes a whole number from 1 to 256, not '0'",
+    ),
+    "--connection-limit lots": (
+        ["orders.json", "--connection-limit", "lots", "--listen", "127.0.0.1:0"],
+        "error: --connection-limit takes a whole number from 1 to 100000, not 'lots'",
+    ),
+    "--channel-timeout soon": (
+        ["orders.json", "--channel-timeout", "soon", "--listen", "127.0.0.1:0"],
+        "error: --channel-timeout: 'soon' is not a duration",
+    ),
 }
 
 
@@ -626,3 +647,37 @@ def test_after_a_kill_9_the_clock_of_the_new_serve_still_ends_a_held_lease(
     grant = claim(again, "box-2")
     assert (grant["task"], grant["attempt"]) == (task, 2)
     assert again.stop() == 0
+
+
+# The HTTP edge of a real process.
+
+
+def test_serve_help_names_its_threads_connection_limit_and_channel_timeout_with_defaults() -> None:
+    shown = subprocess.run(
+        command("serve", "--help"), env=environment(), capture_output=True, text=True, check=True
+    ).stdout
+    words = " ".join(shown.split())
+    assert "--threads N request threads" in words and "(default: 8)" in words
+    assert "--connection-limit N open connections at once" in words
+    assert "(default: 1000)" in words
+    assert "--channel-timeout DURATION how long a connection may stay idle" in words
+    assert "(default: 60s)" in words
+
+
+def test_a_serve_process_keeps_answering_while_clients_pipeline_and_never_read(
+    launcher: Launcher, graph: Path, db: Path
+) -> None:
+    served = launcher.serve(graph, db, "--threads", "2", "--channel-timeout", "2s")
+    start_token(served, "ORDER-1")
+    assert served.request("POST", "/tokens", big_token_body("BIG-1"))[0] == 201
+    stuck = pipelining_without_reading(served.port, "/tokens/BIG-1", connections=4, depth=40)
+    try:
+        time.sleep(1.0)
+        began = time.monotonic()
+        assert served.request("GET", "/health")[0] == 200
+        assert served.request("POST", "/tokens/ORDER-1/events/submitted")[0] == 200
+        assert time.monotonic() - began < 3.0
+        assert all(closed_by_server(sock, timeout=6.0) for sock in stuck)
+    finally:
+        for sock in stuck:
+            sock.close()

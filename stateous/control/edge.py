@@ -1,0 +1,302 @@
+"""The HTTP edge of the control plane: how waitress reads requests and holds connections.
+
+Waitress reads and parses every connection on one loop thread and answers on a few
+request threads. Its settings are chosen here on purpose, and three small subclasses
+(its request parser, its error task and its channel, set through the `parser_class`,
+`error_task_class` and `channel_class` attributes it reads them from) close what they
+leave open:
+
+- framing that could be read two ways (`Content-Length` beside `Transfer-Encoding`, or
+  `Transfer-Encoding` on HTTP/1.0) is refused and the connection closed, so no bytes
+  after it can run as a request of their own;
+- a body over `MAX_BODY` is refused from its `Content-Length`, before it is read; a
+  chunked body as soon as it passes the limit;
+- every answer that waitress writes itself is `{"error", "code"}` JSON;
+- `Expect: 100-continue` on a request that is already whole does not stop its answer;
+- a client that leaves more than `UNREAD_LIMIT` bytes of answers unread gets no request
+  thread until it reads, and loses its connection after the channel timeout; a request
+  must arrive whole within the channel timeout too;
+- after a refusal the connection reads on, dropping what the client still sends, for
+  `LINGER` seconds before it closes, so that the client reads the refusal, not a reset.
+
+Nothing here knows a route; `api.create_app` is the app served.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import socket
+import time
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+import msgspec
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser, ParsingError
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.utilities import (
+    RequestEntityTooLarge,
+    RequestHeaderFieldsTooLarge,
+    ServerNotImplemented,
+)
+
+from stateous.control.api import FAILED, MAX_BODY
+from stateous.control.defaults import (
+    DEFAULT_CHANNEL_TIMEOUT,
+    DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_THREADS,
+)
+from stateous.model.durations import parse_duration
+from stateous.model.text import printable
+from stateous.model.wire import ErrorBody
+
+#: The most bytes of a request's line and headers together.
+HEADER_LIMIT = 64 * 1024
+#: The most bytes of answers that a client may leave unread before its next request waits.
+UNREAD_LIMIT = 256 * 1024
+#: How long a connection reads on (and drops what it reads) after a refusal, in seconds.
+LINGER = 2.0
+#: How often the loop looks for connections past their time, in seconds.
+SWEEP = 1
+#: Never make a request thread wait for a client to read: waiting is what parking is for.
+NO_WATERMARK = 2**62
+
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the server gives its clients: request threads, open connections, and the seconds
+    a connection may stay idle, wait unread, or take to send one request."""
+
+    threads: int = DEFAULT_THREADS
+    connection_limit: int = DEFAULT_CONNECTION_LIMIT
+    channel_timeout: int = parse_duration(DEFAULT_CHANNEL_TIMEOUT)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def settings(limits: Limits, listener: socket.socket) -> Adjustments:
+    """Waitress's adjustments for `limits`, serving on `listener`."""
+    return Adjustments(
+        sockets=[listener],
+        threads=limits.threads,
+        connection_limit=limits.connection_limit,
+        channel_timeout=limits.channel_timeout,
+        cleanup_interval=SWEEP,
+        max_request_header_size=HEADER_LIMIT,
+        # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
+        max_request_body_size=MAX_BODY + 1,
+        outbuf_high_watermark=NO_WATERMARK,
+        # select() cannot watch a descriptor past 1023; poll() can.
+        asyncore_use_poll=True,
+        ident="stateous",
+    )
+
+
+class Parser(HTTPRequestParser):
+    """Waitress's request parser, refusing ambiguous framing and needless 100 Continues."""
+
+    def __init__(self, adj: Adjustments) -> None:
+        super().__init__(adj)
+        self.began = time.time()
+
+    def parse_header(self, header_plus: bytes) -> None:
+        super().parse_header(header_plus)
+        if self.chunked and "CONTENT_LENGTH" in self.headers:
+            raise ParsingError(
+                "it has both Content-Length and Transfer-Encoding, "
+                "which could each say where it ends"
+            )
+        if self.version != "1.1" and "TRANSFER_ENCODING" in self.headers:
+            raise ParsingError(
+                f"Transfer-Encoding is an HTTP/1.1 header, and this is HTTP/{self.version}"
+            )
+
+    def received(self, data: bytes) -> int:
+        consumed = int(super().received(data))
+        if self.completed:
+            # Whole (or refused) already: a 100 Continue would stop it from being answered.
+            self.expect_continue = False
+        return consumed
+
+
+def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
+    """The status, sentence and code of a request that waitress will not hand to the app.
+
+    No 5xx but a real failure: waitress's 501 for an unknown Transfer-Encoding is the
+    client's framing, so a 400.
+    """
+    error = request.error
+    if isinstance(error, RequestHeaderFieldsTooLarge):
+        return 431, f"the request's line and headers pass {HEADER_LIMIT} bytes", "bad_request"
+    if isinstance(error, RequestEntityTooLarge):
+        if request.chunked:
+            return 413, f"the chunked body passes {MAX_BODY} bytes, the most", "bad_request"
+        sentence = f"the body has {request.content_length} bytes; the most is {MAX_BODY}"
+        return 413, sentence, "bad_request"
+    if isinstance(error, ServerNotImplemented):
+        sentence = "the request cannot be read: chunked is the only Transfer-Encoding taken"
+        return 400, sentence, "bad_request"
+    if error.code < 500:
+        # Waitress's own words, such as "Invalid chunk size" or "Content-Length is invalid".
+        reason = str(error.body)
+        if reason[1:2].islower():
+            reason = reason[0].lower() + reason[1:]
+        return error.code, f"the request cannot be read: {reason}", "bad_request"
+    return 500, FAILED, "unexpected"
+
+
+class Refusal(ErrorTask):
+    """Waitress's error answer, written as ours: `{"error", "code"}` with a documented code."""
+
+    def execute(self) -> None:
+        status, sentence, code = refusal(self.request)
+        body = _encode(ErrorBody(error=sentence, code=code))
+        self.status = f"{status} {HTTPStatus(status).phrase}"
+        self.response_headers.append(("Content-Type", "application/json"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.channel.linger = True
+        self.write(body)
+
+
+class Channel(HTTPChannel):
+    """One connection: parks when its client stops reading, lingers after a refusal."""
+
+    parser_class = Parser
+    error_task_class = Refusal
+    #: Its next request waits for the client to read (no request thread works for it).
+    parked = False
+    #: Set by a refusal: read on for LINGER seconds before closing.
+    linger = False
+    #: When lingering ends (0 while not lingering).
+    lingering_until = 0.0
+
+    def service(self) -> None:
+        with self.outbuf_lock:
+            self.parked = self.connected and self.total_outbufs_len > UNREAD_LIMIT
+        if self.parked:
+            self.server.pull_trigger()
+            return
+        super().service()
+
+    def handle_write(self) -> None:
+        super().handle_write()
+        if self.parked:
+            with self.outbuf_lock:
+                if self.connected and self.total_outbufs_len <= UNREAD_LIMIT:
+                    self.parked = False
+                    self.server.add_task(self)
+
+    def readable(self) -> bool:
+        return bool(self.lingering_until) or bool(super().readable())
+
+    def writable(self) -> bool:
+        return not self.lingering_until and bool(super().writable())
+
+    def handle_read(self) -> None:
+        if not self.lingering_until:
+            super().handle_read()
+            return
+        try:
+            data = self.socket.recv(self.adj.recv_bytes)
+        except OSError:
+            data = b""
+        if not data:
+            self.close_now()
+
+    def handle_close(self) -> None:
+        if self.linger and not self.lingering_until and self.connected:
+            try:
+                self.socket.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+            else:
+                self.lingering_until = time.time() + LINGER
+                return
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Close the connection at once, dropping what it holds."""
+        super().handle_close()
+
+    def overdue(self, now: float) -> bool:
+        """Whether this connection holds the server past its time; no request thread works
+        for it in any of these cases, so closing it from the loop is safe."""
+        if self.lingering_until:
+            return now >= self.lingering_until
+        timeout = self.adj.channel_timeout
+        if self.parked:
+            return now - self.last_activity > timeout
+        request = self.request
+        return request is not None and not self.requests and now - request.began > timeout
+
+
+class Server(TcpWSGIServer):
+    """Waitress's server with our channel, closing connections that overstay."""
+
+    channel_class = Channel
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)
+        for channel in list(self.active_channels.values()):
+            if channel.overdue(now):
+                channel.close_now()
+
+
+class Printable(logging.Filter):
+    """Escape the control characters of a log line, which may carry a request's path."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        escaped = printable(message)
+        if escaped != message:
+            record.msg, record.args = escaped, None
+        return True
+
+
+_printable = Printable()
+
+
+def create_server(
+    app: Any,
+    limits: Limits,
+    listener: socket.socket,
+    *,
+    map: dict[int, Any] | None = None,
+    dispatcher: ThreadedTaskDispatcher | None = None,
+) -> Server:
+    """Serve the WSGI `app` on a bound, listening socket, within `limits`."""
+    adj = settings(limits, listener)
+    if dispatcher is None:
+        dispatcher = ThreadedTaskDispatcher()
+        dispatcher.set_thread_count(limits.threads)
+    logging.getLogger("waitress").addFilter(_printable)
+    return Server(
+        app,
+        {} if map is None else map,
+        _sock=listener,
+        dispatcher=dispatcher,
+        adj=adj,
+        bind_socket=False,
+        sockinfo=(listener.family, listener.type, listener.proto, listener.getsockname()),
+    )
+
+
+def open_files_short(limits: Limits) -> int:
+    """Raise this process's open-file limit to what `limits` may need, as far as the system
+    allows; answer how many descriptors are still missing (0 when none)."""
+    # A connection holds its socket; the rest serve the database, the log and the listener.
+    needed = limits.connection_limit + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return 0
+    ceiling = needed if hard == resource.RLIM_INFINITY else min(hard, needed)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+    return max(0, needed - ceiling)
