@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.config import SchemathesisConfig
+
 from stateous.control import openapi
 from stateous.control.access import RULES
 from tests.control.conftest import Served
@@ -38,3 +42,26 @@ def test_the_document_is_served_at_openapi_json(served: Served) -> None:
     assert headers["content-type"] == "application/json"
     assert body == openapi.document()
     assert body["openapi"].startswith("3.1")
+
+
+#: Requests that fit the document and requests that break it, from a fixed seed.
+FUZZ = SchemathesisConfig.from_dict(
+    {"generation": {"mode": "all", "max-examples": 70, "deterministic": True}, "seed": 17}
+)
+schema = schemathesis.openapi.from_dict(openapi.document(), config=FUZZ)
+CODES = documented_codes() - {"unexpected"}
+
+
+@schema.parametrize()
+@settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_fuzzed_requests_get_documented_answers(case: schemathesis.Case, served: Served) -> None:
+    response = case.call(base_url=served.url)
+    status = response.status_code
+    assert status < 500 or status == 503, (case.method, case.formatted_path, response.text)
+    if status >= 400:
+        body = response.json()
+        assert set(body) == {"error", "code"}, body
+        assert body["code"] in CODES, body
