@@ -7,6 +7,8 @@ ends up in token ids and file names, so it is kept to a small safe alphabet.
 import re
 
 NAME_LIMIT = 64
+#: A token id: a letter or a digit, then up to 127 letters, digits, '.', '_' or '-'.
+TOKEN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 
 #: The events of Stateous itself: transitions use them, nobody declares or fires them.

@@ -13,6 +13,7 @@ import os
 import socket
 import sys
 import traceback
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ import msgspec
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
-from stateous.supervisor.routine import StateRef, routine_state
+from stateous.supervisor.routine import Context, StateRef, context_model, model_of, routine_state
 
 SETTINGS = "stateous.yaml"
 CONTRACT = "contract.py"
@@ -82,11 +83,15 @@ def read_settings(folder: Path) -> Settings:
 
 @dataclass(frozen=True, slots=True)
 class Routines:
-    """What the folder serves: the contract's workflow and checksum, and a routine per state."""
+    """What the folder serves: the contract's workflow and checksum, and a routine per state.
+
+    `models` holds the context model of each state's routine, None for a plain dict.
+    """
 
     workflow: str
     checksum: str
     by_state: dict[str, tuple[StateRef, Callable[..., Any]]]
+    models: dict[str, Any]
 
 
 def _import(folder: Path, path: Path) -> dict[str, Any]:
@@ -142,7 +147,19 @@ def load_routines(folder: Path) -> Routines:
             f"{folder} has no routine; mark a function with @on_state(states.<state>)"
         )
     by_state = {name: (state, routine) for name, (state, routine, _) in found.items()}
-    return Routines(workflow=workflow, checksum=checksum, by_state=by_state)
+    shared = _shared_model(contract)
+    models = {name: context_model(routine) or shared for name, (_, routine) in by_state.items()}
+    return Routines(workflow=workflow, checksum=checksum, by_state=by_state, models=models)
+
+
+def _shared_model(contract: dict[str, Any]) -> Any:
+    """The context model of every state, when the contract names only one context type.
+
+    The contract names one type per context model, and one plain dict per workflow
+    without a model, so a single type is the context of every state.
+    """
+    types = {value for value in contract.values() if typing.get_origin(value) is Context}
+    return model_of(types.pop()) if len(types) == 1 else None
 
 
 def _own_file(folder: Path, filename: str) -> Path | None:
