@@ -9,6 +9,8 @@ import re
 from stateous.model.text import has_control
 
 NAME_LIMIT = 64
+#: A token id: a letter or a digit, then up to 127 letters, digits, '.', '_' or '-'.
+TOKEN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 
 #: The events of Stateous itself: transitions use them, nobody declares or fires them.

@@ -1,15 +1,35 @@
 """The shapes that cross the HTTP API: request bodies and answers, as msgspec Structs.
 
 The control plane decodes requests into these types and encodes its answers from
-them; the client and the supervisor read the same shapes. Checks of values
-(ranges, patterns, models) are the engine's; here is only the shape.
+them; the client and the supervisor read the same shapes. Checks of request values
+(ranges, patterns, models) are the engine's. The answers that a supervisor acts on
+carry the bounds that every real answer keeps (ids, attempts, the lease), so that a
+reader that decodes one with these types takes nothing out of bounds.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+
+from stateous.model.durations import LONGEST
+from stateous.model.names import NAME_LIMIT, STARTED, TOKEN_PATTERN
+
+#: A task id: a positive signed 64-bit integer, as the database numbers tasks.
+TaskId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+#: An attempt or a visit: counted from 1.
+Count = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+#: A token id, as `stateous token start` takes one.
+TokenId = Annotated[str, msgspec.Meta(pattern=TOKEN_PATTERN)]
+#: The lease of a grant, in seconds: a duration of the graph file, 1 s to 3650 days.
+Lease = Annotated[int, msgspec.Meta(ge=1, le=LONGEST)]
+#: The lease of Stateous 0.2.2, whose grants do not say it: 2 minutes.
+FIXED_LEASE = 120
+#: The name of a state as a claim gives it: `<state>` or `<workflow>/<state>`.
+StateName = Annotated[str, msgspec.Meta(min_length=1, max_length=2 * NAME_LIMIT + 1)]
+#: The stable code of a refusal, such as `database_busy`.
+Code = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{0,63}\Z")]
 
 
 class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -43,22 +63,30 @@ class HistoryEntry(msgspec.Struct, kw_only=True):
 class EnteredBy(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The event that moved the token into its state, with its payload if it has one."""
 
-    name: str
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=NAME_LIMIT)]
     payload: Any = None
 
 
-class Grant(msgspec.Struct, kw_only=True):
-    """A claimed task: what a supervisor needs to run the routine of its state."""
+def _started() -> EnteredBy:
+    return EnteredBy(name=STARTED)
 
-    task: int
-    token: str
-    state: str
-    visit: int
-    attempt: int
-    context: dict[str, Any]
-    memory: dict[str, Any]
-    entered_by: EnteredBy
-    lease: int
+
+class Grant(msgspec.Struct, kw_only=True):
+    """A claimed task: what a supervisor needs to run the routine of its state.
+
+    A grant of Stateous 0.2.2 has no `lease` (it is 2 minutes there); the
+    supervisor takes an absent context, memory or entering event as empty.
+    """
+
+    task: TaskId
+    token: TokenId
+    state: StateName
+    visit: Count
+    attempt: Count
+    context: dict[str, Any] = {}
+    memory: dict[str, Any] = {}
+    entered_by: EnteredBy = msgspec.field(default_factory=_started)
+    lease: Lease = FIXED_LEASE
 
 
 class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -73,14 +101,14 @@ class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Lost(msgspec.Struct, kw_only=True):
     """The answer to a heartbeat: the tasks that the supervisor no longer holds."""
 
-    lost: list[int]
+    lost: Annotated[list[TaskId], msgspec.Meta(max_length=1000)]
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
     """Every refusal: a sentence for people and a stable code for programs."""
 
     error: str
-    code: str
+    code: Code
 
 
 class StartBody(msgspec.Struct, kw_only=True):

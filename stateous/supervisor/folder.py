@@ -15,6 +15,7 @@ import os
 import socket
 import sys
 import traceback
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from stateous.client.http import BadSetting
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
-from stateous.supervisor.routine import StateRef, routine_state
+from stateous.supervisor.routine import Context, StateRef, context_model, model_of, routine_state
 
 SETTINGS = "stateous.yaml"
 CONTRACT = "contract.py"
@@ -115,11 +116,15 @@ def read_access(folder: Path, raw: dict[str, Any]) -> Access:
 
 @dataclass(frozen=True, slots=True)
 class Routines:
-    """What the folder serves: the contract's workflow and checksum, and a routine per state."""
+    """What the folder serves: the contract's workflow and checksum, and a routine per state.
+
+    `models` holds the context model of each state's routine, None for a plain dict.
+    """
 
     workflow: str
     checksum: str
     by_state: dict[str, tuple[StateRef, Callable[..., Any]]]
+    models: dict[str, Any]
 
 
 def _import(folder: Path, path: Path) -> dict[str, Any]:
@@ -175,7 +180,19 @@ def load_routines(folder: Path) -> Routines:
             f"{folder} has no routine; mark a function with @on_state(states.<state>)"
         )
     by_state = {name: (state, routine) for name, (state, routine, _) in found.items()}
-    return Routines(workflow=workflow, checksum=checksum, by_state=by_state)
+    shared = _shared_model(contract)
+    models = {name: context_model(routine) or shared for name, (_, routine) in by_state.items()}
+    return Routines(workflow=workflow, checksum=checksum, by_state=by_state, models=models)
+
+
+def _shared_model(contract: dict[str, Any]) -> Any:
+    """The context model of every state, when the contract names only one context type.
+
+    The contract names one type per context model, and one plain dict per workflow
+    without a model, so a single type is the context of every state.
+    """
+    types = {value for value in contract.values() if typing.get_origin(value) is Context}
+    return model_of(types.pop()) if len(types) == 1 else None
 
 
 def _own_file(folder: Path, filename: str) -> Path | None:

@@ -5,22 +5,28 @@ leaves only when the control plane accepts or refuses it, so a network failure
 or a killed process loses nothing. (WAL with `synchronous=NORMAL`: a commit does
 not wait for the disk, which only an operating system crash could cost.) An OS
 lock keeps a second supervisor off the folder. It knows nothing of HTTP: the
-supervisor sends what it holds.
+supervisor sends what it holds. A message that the control plane could never take
+(a task id, an attempt, a token or a body of the wrong shape, as an older supervisor
+could leave) is dropped with one log line when it is read.
 """
 
 from __future__ import annotations
 
 import fcntl
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import apsw
 import msgspec
 
 from stateous.model.errors import Failure
+from stateous.model.wire import Count, MemoryBody, NoteBody, ReportBody, TaskId, TokenId
+
+log = logging.getLogger("stateous.supervisor")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -35,8 +41,39 @@ CREATE TABLE IF NOT EXISTS messages (
 """
 
 
+#: The shape of the body of each kind of message, as the control plane reads it.
+BODIES: dict[str, type[msgspec.Struct]] = {
+    "report": ReportBody,
+    "note": NoteBody,
+    "memory": MemoryBody,
+}
+#: What the log says of a message that is dropped unsent.
+DROPPED: dict[str | None, str] = {
+    "report": "dropped a report of task %r from the outbox, which the control plane can "
+    "never take: %s",
+    "note": "dropped a note of task %r from the outbox, which the control plane can never take: %s",
+    "memory": "dropped a memory write of task %r from the outbox, which the control plane "
+    "can never take: %s",
+    None: "dropped a message of task %r from the outbox, which the control plane can never "
+    "take: %s",
+}
+
+
 class OutboxTaken(Failure):
     """Another supervisor holds this folder's outbox."""
+
+
+class Unsendable(Exception):
+    """A message of the outbox that the control plane can never take; the message says why."""
+
+
+class _Address(msgspec.Struct):
+    """Where a message goes: the ids of its task, attempt and token, as the API has them."""
+
+    task: TaskId
+    attempt: Count
+    token: TokenId
+    kind: Literal["report", "note", "memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,15 +119,19 @@ class Outbox:
             return int(self._db.last_insert_rowid())
 
     def pending(self) -> list[Message]:
-        """Every message that has not landed yet, oldest first."""
+        """Every message that has not landed yet, oldest first; drop those that never can."""
         with self._guard:
             rows = self._db.execute(
                 "SELECT id, task, attempt, token, kind, body FROM messages ORDER BY id"
             ).fetchall()
-        return [
-            Message(ident, task, attempt, token, kind, msgspec.json.decode(body))
-            for ident, task, attempt, token, kind, body in rows
-        ]
+        messages = []
+        for row in rows:
+            try:
+                messages.append(_message(*row))
+            except Unsendable as ex:
+                log.warning(DROPPED.get(row[4], DROPPED[None]), row[1], ex)
+                self.remove(row[0])
+        return messages
 
     def replace(self, message: int, kind: str, body: dict[str, Any]) -> None:
         """Turn a message into another one in the same place of the order."""
@@ -114,3 +155,18 @@ class Outbox:
         self._db.close()
         fcntl.flock(self._lock_file, fcntl.LOCK_UN)
         self._lock_file.close()
+
+
+def _message(ident: int, task: Any, attempt: Any, token: Any, kind: Any, body: Any) -> Message:
+    """A row as a message; raise Unsendable for one that the control plane cannot take."""
+    try:
+        msgspec.convert({"task": task, "attempt": attempt, "token": token, "kind": kind}, _Address)
+        data = msgspec.json.decode(body)
+        msgspec.convert(data, BODIES[kind])
+    except msgspec.ValidationError as ex:
+        raise Unsendable(str(ex)) from None
+    except (msgspec.DecodeError, TypeError):
+        raise Unsendable("its body is not JSON") from None
+    except RecursionError:
+        raise Unsendable("its body nests too deep") from None
+    return Message(ident, task, attempt, token, kind, data)

@@ -14,6 +14,7 @@ known by their methods, so a supervisor without pydantic runs as well.
 from __future__ import annotations
 
 import copy
+import inspect
 import typing
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
@@ -67,6 +68,23 @@ def _convert(data: Any, model: Any) -> Any:
     """Read JSON values into a contract's model: a msgspec Struct or a pydantic model."""
     validate = getattr(model, "model_validate", None)
     return msgspec.convert(data, model) if validate is None else validate(data)
+
+
+def _is_model(value: Any) -> bool:
+    """Tell whether a type is a contract's model: a msgspec Struct or a pydantic model."""
+    return isinstance(value, type) and (
+        issubclass(value, msgspec.Struct) or hasattr(value, "model_validate")
+    )
+
+
+def _first_error(error: ValueError) -> str:
+    """One line for a validation error: msgspec's own, or pydantic's first, with its place."""
+    errors = getattr(error, "errors", None)
+    if not callable(errors):
+        return str(error)
+    first = errors()[0]
+    place = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{first['msg']} - at `$.{place}`" if place else str(first["msg"])
 
 
 class Occurrence(Generic[Payload]):
@@ -322,3 +340,32 @@ class Context(Generic[Model]):
 
     def __repr__(self) -> str:
         return f"Context(token={self.token!r}, state={self.state!r}, task={self.task})"
+
+
+def model_of(hint: Any) -> Any:
+    """The model of a context type such as `Context[Item]`; None for a plain dict or no model."""
+    if typing.get_origin(hint) is not Context:
+        return None
+    (model,) = typing.get_args(hint)
+    return model if _is_model(model) else None
+
+
+def context_model(routine: Callable[..., Any]) -> Any:
+    """The context model that a routine declares with `ctx: ItemContext`, or None."""
+    try:
+        first = next(iter(inspect.signature(routine).parameters), None)
+        hints = typing.get_type_hints(routine)
+    except Exception:  # user code: a signature or an annotation that cannot be read says nothing
+        return None
+    return model_of(hints.get(first)) if first is not None else None
+
+
+def context_misfit(context: dict[str, Any], model: Any) -> str | None:
+    """Say why a token's context does not fit a context model; None when it fits."""
+    if model is None:
+        return None
+    try:
+        _convert(context, model)
+    except ValueError as ex:  # msgspec's and pydantic's ValidationError are ValueErrors
+        return f"the context does not fit the model {model.__name__}: {_first_error(ex)}"
+    return None

@@ -4,26 +4,37 @@ Everything runs on one asyncio loop: `async def` routines on it, `def` routines
 in daemon threads, blocking HTTP calls in threads of their own. Every report,
 note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
-tasks and waits; a second one cancels the routines and exits 1.
+tasks and waits; a second one cancels the routines and exits 1. Every answer of the
+control plane is bounded and typed (answers.py): a bad one is one log line and a
+try again after the back-off, and a grant whose context does not fit the routine's
+model fails its attempt without running the routine.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stateous.client.http import Connection, Refused, Unreachable
+from stateous.client.http import Refused, Unreachable
 from stateous.model.invocation import invoked_as
-from stateous.model.names import STARTED
+from stateous.model.wire import FIXED_LEASE, Grant
+from stateous.supervisor.answers import (
+    BadAnswer,
+    BoundedConnection,
+    read_grant,
+    read_health,
+    read_lost,
+)
+from stateous.supervisor.attempt import report_of, run_routine
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -33,7 +44,7 @@ from stateous.supervisor.folder import (
     read_settings,
 )
 from stateous.supervisor.outbox import Message, Outbox
-from stateous.supervisor.routine import Context, EnteredBy, Occurrence, StateRef
+from stateous.supervisor.routine import Context, EnteredBy, context_misfit
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -44,7 +55,9 @@ LANES = 4
 #: Seconds between claims when the last one found nothing.
 IDLE = 1.0
 #: The lease to assume before a grant says otherwise.
-DEFAULT_LEASE = 120.0
+DEFAULT_LEASE = float(FIXED_LEASE)
+#: The shortest time between two heartbeats, in seconds, whatever the leases say.
+HEARTBEAT_FLOOR = 0.25
 #: Refusals after which a report is turned into a failed attempt.
 REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
 #: Refusals that say "try again later", not "this message is wrong".
@@ -73,13 +86,13 @@ def backoff(tries: int) -> int:
 class Running:
     """A task whose routine runs now."""
 
-    grant: dict[str, Any]
+    grant: Grant
     job: asyncio.Task[None] | None = None
     lost: bool = False
 
     @property
     def label(self) -> str:
-        return f"task {self.grant['task']} of {self.grant['token']}"
+        return f"task {self.grant.task} of {self.grant.token}"
 
 
 @dataclass
@@ -87,38 +100,13 @@ class Sink:
     """Where a routine's notes and memory writes go: the outbox, at once."""
 
     supervisor: Supervisor
-    grant: dict[str, Any]
+    grant: Grant
 
     def note(self, text: str) -> None:
         self.supervisor.keep(self.grant, "note", {"text": text})
 
     def memory(self, key: str, value: Any) -> None:
         self.supervisor.keep(self.grant, "memory", {"key": key, "value": value})
-
-
-def in_thread(function: Callable[[Any], Any], argument: Any) -> asyncio.Future[Any]:
-    """Run a blocking routine in a daemon thread, so a forced stop never waits for it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(result: Any = None, error: BaseException | None = None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        try:
-            result = function(argument)
-        except BaseException as ex:
-            loop.call_soon_threadsafe(settle, None, ex)
-        else:
-            loop.call_soon_threadsafe(settle, result)
-
-    threading.Thread(target=run, name="stateous-routine", daemon=True).start()
-    return future
 
 
 class Supervisor:
@@ -159,19 +147,26 @@ class Supervisor:
 
     # the outbox
 
-    def keep(self, grant: dict[str, Any], kind: str, body: dict[str, Any]) -> None:
+    def keep(self, grant: Grant, kind: str, body: dict[str, Any]) -> None:
         """Write a message to the outbox, then wake the sender; safe from any thread."""
-        self.outbox.put(grant["task"], grant["attempt"], grant["token"], kind, body)
+        self.outbox.put(grant.task, grant.attempt, grant.token, kind, body)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _call(
-        self, connection: Connection, method: str, path: str, body: Any = None
-    ) -> tuple[int, Any]:
-        return await asyncio.to_thread(connection.call, method, path, body)
+        self,
+        connection: BoundedConnection,
+        method: str,
+        path: str,
+        body: Any = None,
+        read: Callable[[int, Any], Any] | None = None,
+    ) -> Any:
+        """Send one request in a thread; return its answer as `read` makes it."""
+        return await asyncio.to_thread(connection.ask, method, path, body, read)
 
     async def _retry_later(self, ex: Exception, tries: int, *, until_stop: bool = True) -> int:
-        """Log an unreachable control plane, wait the back-off; return the count of tries."""
+        """Log a control plane that is unreachable or answers badly, wait the back-off;
+        return the count of tries."""
         wait = backoff(tries)
         log.warning("%s; trying again in %ds", ex, wait)
         if until_stop:
@@ -185,9 +180,13 @@ class Supervisor:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stop.wait(), seconds)
 
+    def _connect(self) -> BoundedConnection:
+        """A new connection to the control plane, with this folder's credential and CA."""
+        return BoundedConnection(self.url, access=self.settings.access)
+
     async def _send_loop(self) -> None:
         """Send the outbox: the messages of one task in order, several tasks at once."""
-        connections = [Connection(self.url, access=self.settings.access) for _ in range(LANES)]
+        connections = [self._connect() for _ in range(LANES)]
         while True:
             pending = self.outbox.pending()
             if not pending:
@@ -209,13 +208,13 @@ class Supervisor:
             if self.unreachable and self.stopping:
                 return
 
-    async def _send_lane(self, connection: Connection, messages: list[Message]) -> None:
+    async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
         for message in messages:
             await self._send(connection, message)
             if self.unreachable and self.stopping:
                 return
 
-    async def _send(self, connection: Connection, message: Message) -> None:
+    async def _send(self, connection: BoundedConnection, message: Message) -> None:
         label = f"task {message.task} of {message.token}"
         tries = 0
         while True:
@@ -228,7 +227,7 @@ class Supervisor:
                     await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
                 else:
                     await self._call(connection, "PUT", f"/tasks/{message.task}/memory", body)
-            except Unreachable as ex:
+            except (Unreachable, BadAnswer) as ex:
                 self.unreachable = True
                 if self.stopping:
                     log.warning(KEPT_AT_STOP[message.kind], label)
@@ -291,30 +290,26 @@ class Supervisor:
 
     async def _await_control_plane(self) -> bool:
         """Wait for /health with the back-off; check the checksum. False if stopped first."""
-        connection = Connection(self.url, access=self.settings.access)
+        connection = self._connect()
         tries = 0
         while not self.stopping:
             try:
-                _, answer = await self._call(connection, "GET", "/health")
+                health = await self._call(connection, "GET", "/health", None, read_health)
             except Unreachable as ex:
                 tries = await self._retry_later(ex, tries)
                 continue
-            except Refused as ex:
+            except (Refused, BadAnswer) as ex:
+                reason = ex.message if isinstance(ex, Refused) else ex.reason
                 raise FolderError(
-                    f"{self.url} did not answer as a Stateous control plane: {ex.message}"
+                    f"{self.url} did not answer as a Stateous control plane: {reason}"
                 ) from None
             finally:
                 connection.close()
-            if not isinstance(answer, dict) or not {"workflow", "checksum"} <= set(answer):
-                raise FolderError(
-                    f"{self.url} did not answer as a Stateous control plane: "
-                    "its /health has no workflow and checksum"
-                )
-            if answer["checksum"] != self.routines.checksum:
+            if health.checksum != self.routines.checksum:
                 contract = self.folder / "contract.py"
                 raise FolderError(
                     f"{contract} is for another version of the workflow "
-                    f"({self.routines.checksum}; the control plane serves {answer['checksum']}): "
+                    f"({self.routines.checksum}; the control plane serves {health.checksum}): "
                     f"run `{invoked_as()} init supervisor {self.url} {self.folder}` again"
                 )
             return True
@@ -322,27 +317,46 @@ class Supervisor:
 
     # claiming and running
 
-    async def _claim(self, connection: Connection, request: str) -> dict[str, Any] | None:
-        """Claim a task, sending the same request id again after a lost answer."""
+    async def _claim(self, connection: BoundedConnection) -> Grant | None:
+        """Claim a task, sending the same request id again after a lost answer.
+
+        After a bad answer the next claim is a new one, with a new request id: the
+        same one would get the same answer again.
+        """
         body = {
             "supervisor": self.settings.name,
             "states": sorted(self.routines.by_state),
-            "request": request,
+            "request": uuid.uuid4().hex,
         }
         tries = 0
         while not self.stopping:
             try:
-                status, answer = await self._call(connection, "POST", "/tasks/claim", body)
+                grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
+                return None if grant is None else self._usable(grant)
             except Unreachable as ex:
                 tries = await self._retry_later(ex, tries)
-                continue
+            except BadAnswer as ex:
+                body["request"] = uuid.uuid4().hex
+                tries = await self._retry_later(ex, tries)
             except Refused as ex:
                 log.warning("the control plane refused a claim: %s", ex.message)
                 await self._pause(IDLE if ex.code not in TRY_AGAIN else backoff(tries))
                 tries += 1
-                continue
-            return answer if status == 200 and isinstance(answer, dict) else None
         return None
+
+    def _usable(self, grant: Grant) -> Grant:
+        """The grant, if it is for a state served here and a task that does not run here."""
+        if grant.state not in self.routines.by_state:
+            raise BadAnswer(
+                f"it grants task {grant.task} of {grant.state!r}, a state that "
+                f"{self.settings.name} does not serve",
+                "POST /tasks/claim",
+            )
+        if grant.task in self.running:
+            raise BadAnswer(
+                f"it grants task {grant.task}, which runs here already", "POST /tasks/claim"
+            )
+        return grant
 
     async def _idle(self) -> None:
         """Wait a second before the next claim, less when a report may have queued work."""
@@ -352,127 +366,110 @@ class Supervisor:
             waiting.cancel()
 
     async def _claim_loop(self) -> None:
-        connection = Connection(self.url, access=self.settings.access)
+        connection = self._connect()
         while not self.stopping:
             await self._slots.acquire()
             if self.stopping:
                 self._slots.release()
                 break
             self._nudge.clear()
-            grant = await self._claim(connection, uuid.uuid4().hex)
+            grant = await self._claim(connection)
             if grant is None:
                 self._slots.release()
                 await self._idle()
                 continue
             running = Running(grant)
-            self.running[grant["task"]] = running
+            self.running[grant.task] = running
             log.info(
                 "task %d: %s of %s, attempt %d",
-                grant["task"],
-                grant["state"],
-                grant["token"],
-                grant["attempt"],
+                grant.task,
+                grant.state,
+                grant.token,
+                grant.attempt,
             )
             running.job = asyncio.create_task(self._work(running))
             self._beat.set()
         connection.close()
 
     async def _work(self, running: Running) -> None:
+        """Run a task's routine and keep its report; the slot is free again whatever happens."""
+        try:
+            outcome = await self._attempt(running)
+            if outcome is not None and not running.lost:
+                self.keep(running.grant, "report", outcome)
+        finally:
+            self._finish(running)
+
+    async def _attempt(self, running: Running) -> dict[str, Any] | None:
+        """The report of one attempt; None when its routine was cancelled."""
         grant = running.grant
-        state, routine = self.routines.by_state[grant["state"]]
-        entered = grant.get("entered_by") or {"name": STARTED}
+        state, routine = self.routines.by_state[grant.state]
+        misfit = context_misfit(grant.context, self.routines.models.get(grant.state))
+        if misfit is not None:
+            return {"kind": "failed", "error": misfit}
         ctx: Context[Any] = Context(
-            token=grant["token"],
-            task=grant["task"],
-            state=grant["state"],
-            visit=grant["visit"],
-            attempt=grant["attempt"],
-            context=grant.get("context") or {},
-            memory=grant.get("memory") or {},
-            entered_by=EnteredBy(entered["name"], entered.get("payload")),
+            token=grant.token,
+            task=grant.task,
+            state=grant.state,
+            visit=grant.visit,
+            attempt=grant.attempt,
+            context=grant.context,
+            memory=grant.memory,
+            entered_by=EnteredBy(grant.entered_by.name, grant.entered_by.payload),
             sink=Sink(self, grant),
         )
         try:
-            if inspect.iscoroutinefunction(routine):
-                result = await routine(ctx)
-            else:
-                result = await in_thread(routine, ctx)
-            outcome = self._outcome(state, result, ctx)
+            return report_of(state, await run_routine(routine, ctx), ctx)
         except asyncio.CancelledError:
-            self._finish(running)
-            return
+            return None
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
-            outcome = {"kind": "failed", "error": error}
-        if not running.lost:
-            self.keep(grant, "report", outcome)
-        self._finish(running)
+            return {"kind": "failed", "error": error}
 
     def _finish(self, running: Running) -> None:
-        self.running.pop(running.grant["task"], None)
+        self.running.pop(running.grant.task, None)
         self._slots.release()
 
-    @staticmethod
-    def _outcome(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]:
-        """Turn what a routine returned into the body of its report."""
-        if isinstance(result, type) and issubclass(result, Occurrence):
-            result = result()
-        extra: dict[str, Any] = {}
-        if ctx.changes:
-            extra["context"] = ctx.changes
-        if ctx.schedules:
-            extra["schedules"] = ctx.schedules
-        if result is None:
-            return {"kind": "waiting", **extra}
-        if not isinstance(result, Occurrence):
-            return {
-                "kind": "failed",
-                "error": f"the routine returned {result!r:.200}, which is neither an event of "
-                f"{state.name!r} nor None",
-            }
-        if state.event(result.name) is None:
-            return {
-                "kind": "failed",
-                "error": f"the routine returned {result.name!r}, which {state.name!r} cannot emit",
-            }
-        return {"kind": "event", "event": result.name, "payload": result.payload_json(), **extra}
+    def _beat_interval(self) -> float:
+        """A quarter of the shortest lease of the running tasks, and never below the floor."""
+        leases = [item.grant.lease for item in self.running.values()]
+        return max(min(leases, default=DEFAULT_LEASE) / 4, HEARTBEAT_FLOOR)
 
     async def _heartbeat_loop(self) -> None:
-        connection = Connection(self.url, access=self.settings.access)
+        connection = self._connect()
         tries = 0
+        last = -HEARTBEAT_FLOOR
         while True:
-            leases = [
-                float(item.grant.get("lease") or DEFAULT_LEASE) for item in self.running.values()
-            ]
-            interval = min(leases, default=DEFAULT_LEASE) / 4
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat.wait(), interval)
+                await asyncio.wait_for(self._beat.wait(), self._beat_interval())
             self._beat.clear()
             if not self.running:
                 continue
-            tasks = list(self.running)
-            try:
-                _, answer = await self._call(
-                    connection,
-                    "POST",
-                    "/tasks/heartbeat",
-                    {"supervisor": self.settings.name, "tasks": tasks},
-                )
-            except Unreachable as ex:
-                # Heartbeats go on during a stop, while routines run: this wait is not cut short.
-                tries = await self._retry_later(ex, tries, until_stop=False)
-                self._beat.set()
+            # However often a beat is asked for (each claim asks for one), they are
+            # never closer than the floor.
+            await asyncio.sleep(last + HEARTBEAT_FLOOR - time.monotonic())
+            if not self.running:
                 continue
-            except Refused as ex:
-                log.warning("the control plane refused a heartbeat: %s", ex.message)
-                continue
-            except Exception:
-                log.exception("a heartbeat failed")
-                continue
-            tries = 0
-            for task in (answer or {}).get("lost", []):
-                self._lose(task)
+            last = time.monotonic()
+            tries = await self._heartbeat(connection, tries)
+
+    async def _heartbeat(self, connection: BoundedConnection, tries: int) -> int:
+        """Send one heartbeat for the running tasks; return the count of failed tries."""
+        body = {"supervisor": self.settings.name, "tasks": list(self.running)}
+        try:
+            lost = await self._call(connection, "POST", "/tasks/heartbeat", body, read_lost)
+        except (Unreachable, BadAnswer) as ex:
+            # Heartbeats go on during a stop, while routines run: this wait is not cut short.
+            tries = await self._retry_later(ex, tries, until_stop=False)
+            self._beat.set()
+            return tries
+        except Refused as ex:
+            log.warning("the control plane refused a heartbeat: %s", ex.message)
+            return tries
+        for task in lost:
+            self._lose(task)
+        return 0
 
     def _lose(self, task: int) -> None:
         running = self.running.get(task)
@@ -480,7 +477,7 @@ class Supervisor:
             return
         running.lost = True
         log.info("%s: the control plane took it back; cancelling its routine", running.label)
-        self.outbox.drop_attempt(task, running.grant["attempt"])
+        self.outbox.drop_attempt(task, running.grant.attempt)
         if running.job is not None:
             running.job.cancel()
 

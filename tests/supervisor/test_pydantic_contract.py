@@ -16,6 +16,7 @@ import msgspec
 import pytest
 
 from tests.control.serving import Launcher, Served
+from tests.supervisor.fake_plane import FakePlane, grant, json
 from tests.supervisor.support import Supervisors, Verdict, wait_until, write_folder, write_graph
 
 pytest.importorskip("pydantic")
@@ -169,3 +170,26 @@ def test_a_contract_of_pydantic_models_runs_its_tokens_to_the_end(
             {"approved": True, "note": note},
         )
     assert "timer_fired" in served.kinds("ORDER-2")
+
+
+def test_a_grant_whose_context_breaks_a_pydantic_model_fails_naming_the_field(
+    supervisors: Supervisors, tmp_path: Path
+) -> None:
+    graph = tmp_path / "orders.json"
+    checksum = write_graph(graph, context=Order)
+    plane = FakePlane(checksum, claims=[json(grant(2, "ORDER-2", context={"title": 5}))])
+    try:
+        folder = pydantic_folder(tmp_path / "box-1", plane.url, graph, checksum)
+        supervisor = supervisors.serving(folder)
+        wait_until(lambda: plane.reported(2), "the report of task 2")
+
+        error = (
+            "the context does not fit the model Order: "
+            "Input should be a valid string - at `$.title`"
+        )
+        assert plane.reported(2) == [
+            {"kind": "failed", "error": error, "attempt": 1, "supervisor": "box-1"}
+        ]
+        assert supervisor.stop() == 0
+    finally:
+        plane.close()

@@ -1,0 +1,220 @@
+"""What the supervisor takes from the control plane: answers bounded in size and time, then typed.
+
+A control plane can be wrong, old, or something else that answers on its port, so
+no answer is trusted as it comes. Each one must arrive whole within
+`ANSWER_SECONDS` of its request, or the connection is closed and the control plane
+counts as not answering; it must be at most `ANSWER_LIMIT` bytes long and nest at
+most `DEPTH_LIMIT` levels; a refusal must carry a code; and what the supervisor acts
+on (a grant, the lost tasks of a heartbeat, /health) is decoded into the `wire`
+types with their bounds. Anything else raises `BadAnswer`, one sentence that names
+the request and says what was wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import io
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import msgspec
+
+from stateous.client.http import Connection, Refused, Unreachable
+from stateous.model.wire import ErrorBody, Grant, Health, Lost
+
+#: The longest answer, in bytes: a grant carries a context and the payload of an event
+#: (up to the API's 1 MiB body each) and the memory of the state.
+ANSWER_LIMIT = 4 * 1024 * 1024
+#: Seconds from a request to the last byte of its answer, as long as the client's own
+#: wait for a silent control plane.
+ANSWER_SECONDS = 30.0
+#: The deepest nesting of an answer: the API's 64 levels of a body, and the two levels
+#: that a grant wraps memory values and payloads in.
+DEPTH_LIMIT = 66
+TOO_DEEP = f"the answer nests more than {DEPTH_LIMIT} levels"
+TOO_LONG = f"the answer is longer than {ANSWER_LIMIT // (1024 * 1024)} MiB"
+#: The bytes read from the socket at a time while an answer's length is counted.
+_PIECE = 64 * 1024
+
+Shape = TypeVar("Shape")
+
+
+class BadAnswer(Exception):
+    """An answer of the control plane that the supervisor cannot use."""
+
+    def __init__(self, reason: str, request: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.request = request
+
+    def __str__(self) -> str:
+        return f"a bad answer from the control plane to {self.request}: {self.reason}"
+
+
+class _TooLong(Exception):
+    """An answer past the limit; no OSError, so the client does not call it a lost connection."""
+
+
+class _TooSlow(Exception):
+    """An answer that did not arrive whole in time."""
+
+
+class _Timed(io.RawIOBase):
+    """The socket under one answer: each read waits at most for the time the answer has left."""
+
+    def __init__(self, sock: socket.socket, seconds: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)
+        self._timeout = sock.gettimeout()
+        self._deadline = time.monotonic() + seconds
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise _TooSlow
+        self._sock.settimeout(left if self._timeout is None else min(left, self._timeout))
+        try:
+            return self._raw.readinto(buffer)
+        except TimeoutError:
+            if time.monotonic() >= self._deadline:
+                raise _TooSlow from None
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                self._sock.settimeout(self._timeout)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _Answer(http.client.HTTPResponse):
+    """An HTTP answer read against its deadline, and refused past the length limit."""
+
+    def __init__(self, sock: socket.socket, *args: Any, **kwargs: Any) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self.fp.close()
+        self.fp = io.BufferedReader(_Timed(sock, ANSWER_SECONDS))
+
+    def begin(self) -> None:
+        super().begin()
+        if self.length is not None and self.length > ANSWER_LIMIT:
+            raise _TooLong
+
+    def read(self, amt: int | None = None) -> bytes:
+        if amt is not None:
+            return super().read(amt)
+        pieces, size = [], 0
+        while piece := super().read(_PIECE):
+            size += len(piece)
+            if size > ANSWER_LIMIT:
+                raise _TooLong
+            pieces.append(piece)
+        return b"".join(pieces)
+
+
+def within_depth(value: Any, limit: int = DEPTH_LIMIT) -> bool:
+    """Tell whether decoded JSON nests at most `limit` levels (the value's own is 1)."""
+    pending = [(value, 1)]
+    while pending:
+        node, depth = pending.pop()
+        if type(node) is not dict and type(node) is not list:
+            continue
+        if depth > limit:
+            return False
+        children = node.values() if type(node) is dict else node
+        pending.extend((child, depth + 1) for child in children)
+    return True
+
+
+def _coded(refusal: Refused) -> bool:
+    """Tell whether a refusal is the control plane's: a sentence and a stable code."""
+    try:
+        msgspec.convert({"error": refusal.message, "code": refusal.code}, ErrorBody)
+    except msgspec.ValidationError:
+        return False
+    return True
+
+
+class BoundedConnection(Connection):
+    """A connection to the control plane whose answers are bounded and checked."""
+
+    def _open(self) -> http.client.HTTPConnection:
+        connection = super()._open()
+        connection.response_class = _Answer
+        return connection
+
+    def _bounded(self, method: str, path: str, body: Any) -> tuple[int, Any]:
+        """Send one request; return (status, answer) within the limits, or raise."""
+        try:
+            status, answer = self.call(method, path, body)
+        except _TooSlow:
+            self.close()
+            raise Unreachable(
+                f"the control plane at {self.url} did not send its whole answer within "
+                f"{ANSWER_SECONDS:g} seconds"
+            ) from None
+        except _TooLong:
+            self.close()
+            raise BadAnswer(TOO_LONG) from None
+        except RecursionError:
+            self.close()
+            raise BadAnswer(TOO_DEEP) from None
+        except Refused as ex:
+            if not _coded(ex):
+                raise BadAnswer(f"a refusal without a code (HTTP {ex.status})") from None
+            raise
+        if not within_depth(answer):
+            raise BadAnswer(TOO_DEEP)
+        return status, answer
+
+    def ask(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        read: Callable[[int, Any], Any] | None = None,
+    ) -> Any:
+        """Send one request; return its answer as `read` makes it of (status, answer).
+
+        Raise `Unreachable` and `Refused` as the client does, and `BadAnswer`, naming
+        the request, for an answer that does not fit.
+        """
+        try:
+            status, answer = self._bounded(method, path, body)
+            return (status, answer) if read is None else read(status, answer)
+        except BadAnswer as ex:
+            ex.request = f"{method} {path}"
+            raise
+
+
+def _typed(answer: Any, shape: type[Shape]) -> Shape:
+    try:
+        return msgspec.convert(answer, shape)
+    except msgspec.ValidationError as ex:
+        raise BadAnswer(str(ex)) from None
+
+
+def read_grant(status: int, answer: Any) -> Grant | None:
+    """A claim's answer: None for no task (204), else a grant that fits the wire type."""
+    return None if status == 204 else _typed(answer, Grant)
+
+
+def read_lost(status: int, answer: Any) -> list[int]:
+    """A heartbeat's answer: the tasks that the supervisor no longer holds."""
+    return _typed(answer, Lost).lost
+
+
+def read_health(status: int, answer: Any) -> Health:
+    """The answer of /health: the served workflow and its checksum."""
+    try:
+        return msgspec.convert(answer, Health)
+    except msgspec.ValidationError:
+        raise BadAnswer("its /health has no workflow and checksum") from None
