@@ -265,7 +265,7 @@ def open_plane(graph: Path, db: str, listen: str | None, err: TextIO) -> Control
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; exit 0 when every token ended."""
-    from stateous.supervisor.supervisor import Beside
+    from stateous.supervisor.running import Beside
 
     if not 1 <= args.tokens <= TOKEN_LIMIT:
         raise CommandError(f"--tokens takes a number from 1 to {TOKEN_LIMIT}")

@@ -61,7 +61,7 @@ def run_serve(args: argparse.Namespace) -> int:
     )
     if args.supervise is None:
         return plane.run()
-    from stateous.supervisor.supervisor import Beside
+    from stateous.supervisor.running import Beside
 
     beside = Beside(Path(args.supervise), plane.url)
     beside.start()

@@ -13,7 +13,7 @@ LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
 def run_supervise(args: argparse.Namespace) -> int:
     """Supervise a folder until Ctrl-C or SIGTERM."""
-    from stateous.supervisor.supervisor import supervise
+    from stateous.supervisor.running import supervise
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     return supervise(Path(args.folder))

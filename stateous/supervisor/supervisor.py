@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -44,6 +43,15 @@ from stateous.supervisor.folder import (
     read_settings,
 )
 from stateous.supervisor.outbox import Message, Outbox
+from stateous.supervisor.refusals import (
+    DENIED,
+    DENIED_EVERY,
+    KEPT_AT_STOP,
+    KEPT_DENIED,
+    REFUSED,
+    REPORT_FAILS,
+    TRY_AGAIN,
+)
 from stateous.supervisor.routine import Context, EnteredBy, context_misfit
 
 log = logging.getLogger("stateous.supervisor")
@@ -58,24 +66,6 @@ IDLE = 1.0
 DEFAULT_LEASE = float(FIXED_LEASE)
 #: The shortest time between two heartbeats, in seconds, whatever the leases say.
 HEARTBEAT_FLOOR = 0.25
-#: Refusals after which a report is turned into a failed attempt.
-REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
-#: Refusals that say "try again later", not "this message is wrong".
-TRY_AGAIN = ("database_busy", "not_serving")
-#: What the log says of a message of each kind left in the outbox at a stop.
-KEPT_AT_STOP = {
-    "report": "%s: the control plane cannot be reached; the report stays in the outbox "
-    "for the next start",
-    "note": "%s: the control plane cannot be reached; the note stays in the outbox "
-    "for the next start",
-    "memory": "%s: the control plane cannot be reached; the memory write stays in the outbox "
-    "for the next start",
-}
-#: What the log says of a refused note or memory write, which is then dropped.
-REFUSED = {
-    "note": "%s: the control plane refused a note: %s",
-    "memory": "%s: the control plane refused a memory write: %s",
-}
 
 
 def backoff(tries: int) -> int:
@@ -126,6 +116,10 @@ class Supervisor:
         self.forced = False
         self.broken = False
         self.unreachable = False
+        #: The control plane refuses this supervisor's credential: messages wait.
+        self.denied = False
+        #: When the log last said that the credential is refused (monotonic seconds).
+        self._denied_at = -DENIED_EVERY
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -175,6 +169,12 @@ class Supervisor:
             await asyncio.sleep(wait)
         return tries + 1
 
+    @property
+    def held_back(self) -> bool:
+        """Whether the outbox cannot be sent now: the control plane cannot be reached, or
+        refuses this supervisor's credential."""
+        return self.unreachable or self.denied
+
     async def _pause(self, seconds: float) -> None:
         """Sleep, but wake at once when a stop is asked."""
         with contextlib.suppress(TimeoutError):
@@ -205,13 +205,13 @@ class Supervisor:
                     if lane
                 )
             )
-            if self.unreachable and self.stopping:
+            if self.held_back and self.stopping:
                 return
 
     async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
         for message in messages:
             await self._send(connection, message)
-            if self.unreachable and self.stopping:
+            if self.held_back and self.stopping:
                 return
 
     async def _send(self, connection: BoundedConnection, message: Message) -> None:
@@ -235,6 +235,15 @@ class Supervisor:
                 tries = await self._retry_later(ex, tries)
                 continue
             except Refused as ex:
+                if ex.code in DENIED:
+                    self.denied = True
+                    self._denied(ex, "its messages stay in the outbox")
+                    if self.stopping:
+                        log.warning(KEPT_DENIED[message.kind], label)
+                        return
+                    await self._pause(DENIED_EVERY)
+                    continue
+                self.denied = False
                 if ex.code in TRY_AGAIN:
                     wait = backoff(tries)
                     log.warning(
@@ -256,6 +265,21 @@ class Supervisor:
                 self._reported(label, message.body)
                 self._nudge.set()
             return
+
+    def _denied(self, ex: Refused, then: str) -> None:
+        """Say, once a minute at most, that the control plane refuses this supervisor's
+        credential, and what that means."""
+        now = time.monotonic()
+        if now - self._denied_at < DENIED_EVERY:
+            return
+        self._denied_at = now
+        log.warning(
+            "the control plane refuses this supervisor's credential (%s: %s); %s until it is "
+            "given a good one (token_file: in stateous.yaml, or STATEOUS_TOKEN)",
+            ex.code,
+            ex.message,
+            then,
+        )
 
     def _reported(self, label: str, body: dict[str, Any]) -> None:
         if body["kind"] == "event":
@@ -339,6 +363,10 @@ class Supervisor:
                 body["request"] = uuid.uuid4().hex
                 tries = await self._retry_later(ex, tries)
             except Refused as ex:
+                if ex.code in DENIED:
+                    self._denied(ex, "it claims no task")
+                    await self._pause(DENIED_EVERY)
+                    continue
                 log.warning("the control plane refused a claim: %s", ex.message)
                 await self._pause(IDLE if ex.code not in TRY_AGAIN else backoff(tries))
                 tries += 1
@@ -540,7 +568,7 @@ class Supervisor:
             heart = self._watched(self._heartbeat_loop(), "heartbeat")
             await self._claim_loop()
             await self._wait_for_routines()
-            if not self.forced and not self.unreachable:
+            if not self.forced and not self.held_back:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
             for loop_task in (sender, heart):
@@ -553,7 +581,7 @@ class Supervisor:
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
         """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
         while not self._drained.is_set() and not self.broken:
-            if self.unreachable and (self.stopping or final):
+            if self.held_back and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
 
@@ -563,30 +591,3 @@ class Supervisor:
             if not jobs:
                 return
             await asyncio.wait(jobs)
-
-
-def supervise(folder: Path, url: str | None = None) -> int:
-    """Run the supervisor of a folder until it stops; return its exit code."""
-    supervisor = Supervisor.open(folder, url)
-    return asyncio.run(supervisor.run())
-
-
-class Beside:
-    """A supervisor in a thread of its own, beside a control plane in the same process."""
-
-    def __init__(self, folder: Path, url: str) -> None:
-        self.supervisor = Supervisor.open(folder, url)
-        self.code = 0
-        self._thread = threading.Thread(target=self._run, name="stateous-supervisor", daemon=True)
-
-    def _run(self) -> None:
-        self.code = asyncio.run(self.supervisor.run(signals=False))
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def request_stop(self) -> None:
-        self.supervisor.request_stop()
-
-    def wait(self) -> None:
-        self._thread.join()

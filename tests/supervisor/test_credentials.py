@@ -9,6 +9,7 @@ with one line that names the file.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,16 @@ import pytest
 
 from stateous.supervisor.folder import read_settings
 from tests.client.recording import BEARER, SECRET, Recorder
+from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served
-from tests.supervisor.support import Supervisors, wait_until, write_folder, write_graph
+from tests.supervisor.support import (
+    APPROVE,
+    Supervisors,
+    outbox,
+    wait_until,
+    write_folder,
+    write_graph,
+)
 
 
 @pytest.fixture
@@ -133,3 +142,66 @@ def test_a_token_file_or_ca_file_that_cannot_be_used_refuses_to_start_with_one_l
     (line,) = lines
     assert line.startswith("error: " + says.format(path=path)), line
     assert SECRET not in line
+
+
+GATED = """
+@on_state(states.draft)
+def draft(ctx: ItemContext) -> events.submitted:
+    (HERE / "started").touch()
+    while not (HERE / "gate").exists():
+        time.sleep(0.02)
+    return events.submitted
+"""
+
+
+def credential(db: Path, folder: Path, name: str, role: str) -> str:
+    done = run_stateous("auth", "add", name, "--role", role, "--db", f"sqlite:///{db}", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_revoked_supervisors_report_stays_in_the_outbox_until_a_good_secret_is_given(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "guarded.sqlite"
+    ops = credential(db, tmp_path, "ops", "operator")
+    box = credential(db, tmp_path, "box", "supervisor")
+    served = launcher.serve(graph, db, "--lease", "1m")
+    operator = {"Authorization": f"Bearer {ops}"}
+    folder = write_folder(tmp_path / "box-1", served.url, graph, GATED, APPROVE)
+    (folder / "secret").write_text(box + "\n")
+    add_settings(folder, "token_file: secret")
+    supervisor = supervisors.serving(folder, env={"STATEOUS_TOKEN": ""})
+    body = {"token": "ORDER-1", "context": {"title": "an order"}}
+    assert served.request("POST", "/tokens", body, operator)[0] == 201
+    wait_until((folder / "started").exists, "the routine started")
+
+    assert (
+        run_stateous("auth", "revoke", "box", "--db", f"sqlite:///{db}", cwd=tmp_path).returncode
+        == 0
+    )
+    (folder / "gate").touch()
+
+    line = supervisor.wait_log(
+        re.compile(r"the control plane refuses this supervisor's credential.*")
+    )
+    assert "(unauthorized: " in line and "stay in the outbox" in line
+    assert box not in "\n".join(supervisor.log)
+    assert outbox(folder) == [("report", 1, 1, "ORDER-1")]
+    assert supervisor.stop() == 0
+    assert outbox(folder) == [("report", 1, 1, "ORDER-1")]
+    refused_lines = [
+        text for text in supervisor.log if "refuses this supervisor's credential (" in text
+    ]
+    assert len(refused_lines) == 1
+    assert supervisor.log[-1] == (
+        "task 1 of ORDER-1: the control plane refuses this supervisor's credential; the "
+        "report stays in the outbox for a start with a good one"
+    )
+
+    (folder / "secret").write_text(credential(db, tmp_path, "box-2", "supervisor") + "\n")
+    again = supervisors.serving(folder, env={"STATEOUS_TOKEN": ""})
+    wait_until(lambda: outbox(folder) == [], "an empty outbox", 15)
+    status, token = served.request("GET", "/tokens/ORDER-1", headers=operator)
+    assert status == 200 and token["state"] in ("review", "__end__")
+    assert again.stop() == 0

@@ -1,0 +1,42 @@
+"""What the supervisor does with each refusal of the control plane, and what its log says.
+
+A refusal that says "later" (`database_busy`, `not_serving`) is tried again after
+the back-off; one that refuses this supervisor's credential keeps every message in
+the outbox until a good one is given; one that says the report cannot fit turns it
+into a failed attempt; any other drops the message, with one log line.
+"""
+
+from __future__ import annotations
+
+#: Refusals after which a report is turned into a failed attempt.
+REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
+#: Refusals that say "try again later", not "this message is wrong".
+TRY_AGAIN = ("database_busy", "not_serving")
+#: Refusals of this supervisor's credential: its messages wait for a good one.
+DENIED = ("unauthorized", "forbidden")
+#: How often the log says again that the credential is refused, and a message waiting for
+#: a good one is sent again, in seconds.
+DENIED_EVERY = 60.0
+#: What the log says of a message of each kind left in the outbox at a stop.
+KEPT_AT_STOP = {
+    "report": "%s: the control plane cannot be reached; the report stays in the outbox "
+    "for the next start",
+    "note": "%s: the control plane cannot be reached; the note stays in the outbox "
+    "for the next start",
+    "memory": "%s: the control plane cannot be reached; the memory write stays in the outbox "
+    "for the next start",
+}
+#: What the log says of a refused note or memory write, which is then dropped.
+REFUSED = {
+    "note": "%s: the control plane refused a note: %s",
+    "memory": "%s: the control plane refused a memory write: %s",
+}
+#: What the log says of a message kept at a stop because the credential is refused.
+KEPT_DENIED = {
+    "report": "%s: the control plane refuses this supervisor's credential; the report stays "
+    "in the outbox for a start with a good one",
+    "note": "%s: the control plane refuses this supervisor's credential; the note stays in "
+    "the outbox for a start with a good one",
+    "memory": "%s: the control plane refuses this supervisor's credential; the memory write "
+    "stays in the outbox for a start with a good one",
+}
