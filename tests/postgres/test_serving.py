@@ -148,3 +148,29 @@ def test_serve_refuses_a_database_server_it_cannot_reach_in_one_line(
     [line] = done.stderr.splitlines()
     assert done.returncode == 1
     assert line.startswith("error: cannot connect to the database: "), line
+
+
+def auth(url: str, folder: Path, *args: str) -> CompletedProcess[str]:
+    from tests.conftest import run_stateous
+
+    return run_stateous("auth", *args, "--db", url, cwd=folder)
+
+
+def test_credentials_on_postgres_are_asked_for_and_a_revoke_counts_at_once(
+    launcher: Launcher, graph: Path, url: str, tmp_path: Path
+) -> None:
+    code, lines, _ = launcher.refused(graph, None, "--db", url, listen="0.0.0.0:0")
+    assert code == 1 and lines[0].startswith("error: listening on 0.0.0.0:0 lets other computers")
+
+    added = auth(url, tmp_path, "add", "ops-1", "--role", "operator")
+    assert added.returncode == 0, added.stderr
+    secret = added.stdout.strip()
+    served = launcher.serve(graph, None, "--db", url, listen="0.0.0.0:0")
+    operator = {"Authorization": f"Bearer {secret}"}
+    assert served.request("GET", "/tokens")[0] == 401
+    assert served.request("GET", "/tokens", headers=operator)[0] == 200
+
+    assert auth(url, tmp_path, "revoke", "ops-1").returncode == 0
+    status, answer = served.request("GET", "/tokens", headers=operator)
+    assert (status, answer["code"]) == (401, "unauthorized")
+    assert served.stop() == 0

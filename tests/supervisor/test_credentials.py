@@ -10,6 +10,7 @@ with one line that names the file.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -205,3 +206,23 @@ def test_a_revoked_supervisors_report_stays_in_the_outbox_until_a_good_secret_is
     status, token = served.request("GET", "/tokens/ORDER-1", headers=operator)
     assert status == 200 and token["state"] in ("review", "__end__")
     assert again.stop() == 0
+
+
+def test_a_supervisor_without_its_secret_claims_nothing_and_says_why_once(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "guarded.sqlite"
+    ops = credential(db, tmp_path, "ops", "operator")
+    served = launcher.serve(graph, db)
+    operator = {"Authorization": f"Bearer {ops}"}
+    body = {"token": "ORDER-1", "context": {"title": "an order"}}
+    assert served.request("POST", "/tokens", body, operator)[0] == 201
+    folder = write_folder(tmp_path / "box-1", served.url, graph)
+    supervisor = supervisors.serving(folder, env={"STATEOUS_TOKEN": ""})
+
+    line = supervisor.wait_log(re.compile(r"the control plane refuses this supervisor's .*"))
+    assert "(unauthorized: " in line and "it claims no task" in line
+    time.sleep(1.5)
+    assert served.request("GET", "/tokens/ORDER-1", headers=operator)[1]["state"] == "draft"
+    assert supervisor.stop() == 0
+    assert sum("refuses this supervisor's credential" in text for text in supervisor.log) == 1
