@@ -117,3 +117,29 @@ def test_a_credential_added_beside_a_running_serve_turns_authentication_on(
         time.sleep(0.1)
     assert ask(served.port, "/tokens", out.strip()) == 200
     assert served.stop() == 0
+
+
+def test_token_show_names_the_credential_that_made_each_change(
+    tmp_path: Path, launcher: Launcher
+) -> None:
+    db = tmp_path / "cp.db"
+    _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    _, hook, _ = auth(
+        tmp_path, "add", "ci-webhook", "--role", "webhook", "--events", "submitted", db=db
+    )
+    (tmp_path / "ops.secret").write_text(out)
+    (tmp_path / "hook.secret").write_text(hook)
+    served = launcher.serve(orders_graph(tmp_path), db)
+    url = ("--url", served.url)
+
+    def token(*args: str, secret: str) -> str:
+        done = run_stateous("token", *args, *url, "--token-file", secret, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    token("start", "ORDER-1", '{"title": "first"}', secret="ops.secret")
+    token("fire", "ORDER-1", "submitted", secret="hook.secret")
+    shown = token("show", "ORDER-1", secret="ops.secret").splitlines()
+    assert any(line.endswith("  #1  started (by ops-1)") for line in shown), shown
+    assert any(line.endswith("submitted in draft (by ci-webhook)") for line in shown), shown
+    assert served.stop() == 0

@@ -46,7 +46,7 @@ def test_the_document_is_served_at_openapi_json(served: Served) -> None:
 
 #: Requests that fit the document and requests that break it, from a fixed seed.
 FUZZ = SchemathesisConfig.from_dict(
-    {"generation": {"mode": "all", "max-examples": 70, "deterministic": True}, "seed": 17}
+    {"generation": {"mode": "all", "max-examples": 100, "deterministic": True}, "seed": 17}
 )
 schema = schemathesis.openapi.from_dict(openapi.document(), config=FUZZ)
 CODES = documented_codes() - {"unexpected"}
