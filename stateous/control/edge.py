@@ -177,6 +177,8 @@ class Channel(HTTPChannel):
     linger = False
     #: When lingering ends (0 while not lingering).
     lingering_until = 0.0
+    #: A request thread works for it now, and writes its answers itself.
+    serving = False
 
     def service(self) -> None:
         with self.outbuf_lock:
@@ -184,7 +186,12 @@ class Channel(HTTPChannel):
         if self.parked:
             self.server.pull_trigger()
             return
-        super().service()
+        self.serving = True
+        try:
+            super().service()
+        finally:
+            # Waitress pulls the loop's trigger after a service: what is left is sent then.
+            self.serving = False
 
     def handle_write(self) -> None:
         super().handle_write()
@@ -198,7 +205,8 @@ class Channel(HTTPChannel):
         return bool(self.lingering_until) or bool(super().readable())
 
     def writable(self) -> bool:
-        return not self.lingering_until and bool(super().writable())
+        # While a request thread writes, the loop would only spin on the socket's lock.
+        return not self.lingering_until and not self.serving and bool(super().writable())
 
     def handle_read(self) -> None:
         if not self.lingering_until:
