@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
 
-Pure-Python wheels are unpacked once into the zip's root and run from there. Wheels with
+The package and the pure-Python wheels are written under `_python/<tag>/` once per targeted
+CPython, each module's source beside its bytecode compiled by that CPython (`compileall`, so
+that no start compiles them again; the source is for tracebacks). A target whose interpreter
+is not on this machine gets the source only, and compiles it at each start. Wheels with
 compiled extensions (apsw, msgspec, and psycopg's binary with `--with-postgres`) are unpacked
-whole under `_native/<tag>/`, once per targeted CPython, and listed with their hashes in
-`_native/manifest.json`; `stateous/_zipapp.py`, written as the zip's `__main__.py`, unpacks the
-running interpreter's set on first run. Wheels come from `pip download` and are kept in a user
-cache folder by name, so a rebuild asks nothing of the network. Each step says on stderr what
-it fetches or takes from the cache, so that a first build on a slow network does not look hung.
-It imports only the standard library and never installs anything.
+whole under `_native/<tag>/` and listed with their hashes in `_native/manifest.json`;
+`stateous/_zipapp.py`, written as the zip's `__main__.py`, unpacks the running interpreter's set
+on first run and puts its `_python/<tag>/` first on the path. Wheels come from `pip download`
+and are kept in a user cache folder by name, so a rebuild asks nothing of the network. Each
+step says on stderr what it fetches or takes from the cache, so that a first build on a slow
+network does not look hung. It imports only the standard library and never installs anything.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "stateous"
 BOOTSTRAP = PACKAGE / "_zipapp.py"
 NATIVE = "_native"
+PYTHON = "_python"
 DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
 
 #: The exact versions shipped, within pyproject.toml's ranges, the same for every target.
@@ -175,25 +179,75 @@ class Archive:
 
 
 def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
-    """Write the bootstrap, the package, the pure wheels and each target's compiled wheels."""
+    """Write the bootstrap, then for each target its Python tree and its compiled wheels."""
     compiled = {**COMPILED, **(POSTGRES_COMPILED if with_postgres else {})}
     pure = {**PURE, **(POSTGRES_PURE if with_postgres else {})}
     platform = sysconfig.get_platform()
     archive.add("__main__.py", BOOTSTRAP.read_bytes())
-    archive.add_all(package_members())
+    tree = dict(package_members())
     for wheel in pure_wheels(pure):
-        archive.add_all(wheel_members(wheel))
+        tree |= wheel_members(wheel)
     for wheel in compiled_wheels(PURE_PART, pythons[0], platform):
-        archive.add_all((name, data) for name, data in wheel_members(wheel) if not native(name))
+        tree |= ((name, data) for name, data in wheel_members(wheel) if not native(name))
     targets = {}
     for python in pythons:
         tag = "cp" + python.replace(".", "")
+        archive.add_all(tree.items(), f"{PYTHON}/{tag}/")
+        archive.add_all(bytecode(tree, python), f"{PYTHON}/{tag}/")
         files: dict[str, str] = {}
         for wheel in compiled_wheels(compiled, python, platform):
             files |= archive.add_all(wheel_members(wheel), f"{NATIVE}/{tag}/")
         targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(files)}", "files": files}
     manifest = {"platform": platform, "targets": targets}
     archive.add(f"{NATIVE}/manifest.json", json.dumps(manifest, indent=1).encode())
+
+
+def interpreter(python: str) -> str | None:
+    """Return a command that runs CPython `python` (e.g. `3.12`) on this machine, or None."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" == python:
+        return sys.executable
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [
+        f"python{python}",
+        *map(str, sorted(pyenv.glob(f"versions/{python}.*/bin/python3"))),
+    ]
+    report = "import sys; print('%d.%d' % sys.version_info[:2])"
+    for candidate in candidates:
+        try:
+            done = subprocess.run([candidate, "-I", "-c", report], capture_output=True, text=True)
+        except OSError:
+            continue
+        if done.returncode == 0 and done.stdout.strip() == python:
+            return candidate
+    return None
+
+
+def bytecode(tree: dict[str, bytes], python: str) -> list[tuple[str, bytes]]:
+    """Compile the tree's modules with CPython `python`; answer each `.pyc`, written beside
+    its source (zipimport reads that place), or nothing when that CPython is not here."""
+    command = interpreter(python)
+    if command is None:
+        say(f"no CPython {python} here: its modules are compiled at each start")
+        return []
+    say(f"compiling the modules with CPython {python}")
+    with tempfile.TemporaryDirectory() as folder:
+        for name, data in tree.items():
+            if name.endswith(".py"):
+                path = Path(folder, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+        # -b: module.pyc beside module.py; -s: tracebacks name stateous/engine.py, not a
+        # temporary folder; unchecked-hash: nothing to compare with at import.
+        options = ["-b", "-q", "-j", "0", "-s", folder, "--invalidation-mode", "unchecked-hash"]
+        done = subprocess.run(
+            [command, "-I", "-m", "compileall", *options, folder], capture_output=True, text=True
+        )
+        if done.returncode != 0:
+            raise BuildError(f"CPython {python} could not compile the modules:\n{done.stdout}")
+        return [
+            (path.relative_to(folder).as_posix(), path.read_bytes())
+            for path in sorted(Path(folder).rglob("*.pyc"))
+        ]
 
 
 def build(out: Path, pythons: list[str], with_postgres: bool) -> Path:

@@ -1,11 +1,13 @@
 """The start of `stateous.pyz`: unpack this CPython's compiled extensions, then run the CLI.
 
-build_zipapp.py writes this file as the zip's `__main__.py`. Compiled extensions cannot load
-from inside a zip, so the zip carries them per CPython under `_native/<tag>/` and the first run
-unpacks the running interpreter's set into a cache folder named by its content hash, through a
-temporary folder and one rename, so that racing or killed first runs never leave a broken folder.
-It must import nothing but the standard library and platformdirs (the rest of the package needs
-the extensions it unpacks), and must stay readable by older Pythons, which get one line.
+build_zipapp.py writes this file as the zip's `__main__.py`. The zip carries the Python code
+per CPython under `_python/<tag>/`, compiled by that CPython, which this puts first on the
+path. Compiled extensions cannot load from inside a zip, so the zip carries them per CPython
+under `_native/<tag>/` and the first run unpacks the running interpreter's set into a cache
+folder named by its content hash, through a temporary folder and one rename, so that racing or
+killed first runs never leave a broken folder. It must import nothing but the standard library
+and platformdirs (the rest of the package needs the extensions it unpacks), and must stay
+readable by older Pythons, which get one line.
 """
 
 import importlib
@@ -17,6 +19,8 @@ import zipimport
 
 #: Where the zip keeps its compiled extensions and their manifest.
 NATIVE = "_native"
+#: Where the zip keeps the Python code (source and bytecode) of each CPython it carries.
+PYTHON = "_python"
 MANIFEST = NATIVE + "/manifest.json"
 #: An environment variable that names the cache folder instead of platformdirs' user cache.
 CACHE_VARIABLE = "STATEOUS_CACHE"
@@ -130,12 +134,14 @@ def remove_stale(root: str) -> None:
 
 
 def prepare(loader: zipimport.zipimporter) -> str:
-    """Unpack the running interpreter's extensions from the loader's zip and return their folder.
+    """Put the running interpreter's code on the path, unpack its extensions from the loader's
+    zip and return their folder.
 
     The manifest is read through the zip importer, which has read the zip's index already.
     """
     manifest = json.loads(loader.get_data(os.path.join(loader.archive, *MANIFEST.split("/"))))
     entry = choose(manifest, running_tag(), running_platform())
+    sys.path.insert(0, os.path.join(loader.archive, PYTHON, entry["tag"]))
     return unpack(loader.archive, entry, cache_root())
 
 

@@ -238,13 +238,44 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
         manifest = json.loads(archive.read(_zipapp.MANIFEST))
         names = set(archive.namelist())
     assert sorted(manifest["targets"]) == ["cp311", "cp312", "cp313"]
-    assert {
-        "__main__.py",
-        "stateous/__init__.py",
-        "falcon/__init__.py",
-        "yaml/__init__.py",
-    } <= names
+    assert "__main__.py" in names
+    for tag in manifest["targets"]:
+        for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
+            assert {f"_python/{tag}/{module}.py", f"_python/{tag}/{module}.pyc"} <= names
+        assert f"_python/{tag}/yaml/__init__.py" in names
     assert not any(name.endswith(".so") for name in names if not name.startswith("_native/"))
+
+
+MAGIC = "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"
+SHOW_A_TRACEBACK = """
+import sys, traceback
+sys.path.insert(0, sys.argv[1])
+from stateous.model.durations import parse_duration
+try:
+    parse_duration("soon")
+except ValueError:
+    traceback.print_exc()
+"""
+
+
+def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_source(
+    python: str, pyz: Path
+) -> None:
+    version = subprocess.run([python, "-I", "-c", REPORT], capture_output=True, text=True)
+    tag = "cp" + version.stdout.split()[0].replace(".", "")
+    magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
+    with zipfile.ZipFile(pyz) as archive:
+        compiled = archive.read(f"_python/{tag}/stateous/control/engine.pyc")
+    assert compiled[:4].hex() == magic.stdout.strip()
+
+    done = subprocess.run(
+        [python, "-I", "-c", SHOW_A_TRACEBACK, f"{pyz}/_python/{tag}"],
+        capture_output=True,
+        text=True,
+    )
+    lines = [line.strip() for line in done.stderr.splitlines()]
+    at = lines.index('File "stateous/model/durations.py", line 22, in parse_duration')
+    assert lines[at + 1].startswith("raise ValueError("), done.stderr
 
 
 def test_version_runs_in_isolated_mode_from_an_empty_folder(
@@ -469,11 +500,13 @@ def test_the_build_says_on_stderr_what_it_fetches_and_what_it_wrote(tmp_path: Pa
     assert first[:-1] == [
         "fetching pure-Python wheels: falcon, waitress, platformdirs ...",
         f"fetching wheels for CPython {version}: PyYAML ...",
+        f"compiling the modules with CPython {version}",
         f"fetching wheels for CPython {version}: apsw, msgspec ...",
     ]
     assert second[:-1] == [
         "pure-Python wheels from the cache: falcon, waitress, platformdirs",
         f"wheels for CPython {version} from the cache: PyYAML",
+        f"compiling the modules with CPython {version}",
         f"wheels for CPython {version} from the cache: apsw, msgspec",
     ]
     size = (tmp_path / "stateous.pyz").stat().st_size / 2**20
