@@ -111,8 +111,8 @@ def back_up_sqlite(url: str, target: Path, force: bool) -> None:
     with staged(target, force) as temporary:
         copied = copy_sqlite(str(database), str(temporary))
     print(
-        f"wrote {target}: {size(target.stat().st_size)}, {copied.tokens} tokens, "
-        f"schema version {copied.version}"
+        f"wrote {target}: {size(target.stat().st_size)}, {copied.tokens} "
+        f"token{'' if copied.tokens == 1 else 's'}, schema version {copied.version}"
     )
     stale = " and ".join(f"{database}{suffix}" for suffix in SIDECARS[:2])
     print(

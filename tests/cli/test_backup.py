@@ -374,3 +374,25 @@ def run_pg_restore(url: str, dump: Path) -> Any:
         text=True,
         timeout=60,
     )
+
+
+@pytest.mark.skipif(shutil.which("pg_dump") is None, reason="pg_dump is not on the PATH")
+def test_a_pg_dump_that_fails_leaves_nothing_and_says_why_in_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://app:{SECRET_PASSWORD}@127.0.0.1:1/orders"
+
+    done = run_stateous("backup", "--db", url, "orders.dump", cwd=tmp_path)
+
+    assert done.returncode == 1
+    assert done.stderr.startswith('error: pg_dump failed: connection to server at "127.0.0.1", ')
+    assert len(done.stderr.splitlines()) == 1
+    assert SECRET_PASSWORD not in done.stdout + done.stderr
+    assert files_in(tmp_path) == set()
+
+
+def test_a_backup_file_is_readable_by_its_owner_only(tmp_path: Path) -> None:
+    make_database(tmp_path / "live.sqlite")
+
+    done = run_stateous("backup", "--db", "sqlite:///live.sqlite", "copy.db", cwd=tmp_path)
+
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE((tmp_path / "copy.db").stat().st_mode) == 0o600
