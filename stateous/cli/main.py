@@ -8,7 +8,16 @@ import sys
 from collections.abc import Sequence
 
 from stateous._version import __version__
-from stateous.cli import auth, demo, init_supervisor, serving, supervising, tokens, workflows
+from stateous.cli import (
+    auth,
+    backup,
+    demo,
+    init_supervisor,
+    serving,
+    supervising,
+    tokens,
+    workflows,
+)
 from stateous.cli.errors import reported
 
 #: The exit code when stdout's reader has gone: what a shell reports for a process
@@ -53,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     init_supervisor.add_command(init)
     serving.add_commands(commands)
     auth.add_commands(commands)
+    backup.add_commands(commands)
     tokens.add_commands(commands)
     supervising.add_commands(commands)
     demo.add_commands(commands)
