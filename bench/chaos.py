@@ -529,6 +529,12 @@ class Findings:
     problems: list[str] = field(default_factory=list)
     #: (token, task, attempt) of every attempt whose lease ended.
     ended_leases: list[tuple[str, int, int]] = field(default_factory=list)
+
+    @property
+    def ended_attempts(self) -> list[tuple[int, int]]:
+        """(task, attempt) of every attempt whose lease ended."""
+        return [(task, attempt) for _, task, attempt in self.ended_leases]
+
     statuses: Counter[str] = field(default_factory=Counter)
     planned_failures: int = 0
 
@@ -617,7 +623,8 @@ def summary(run: Run, driver: Driver, found: Findings) -> list[str]:
         f"{driver.duplicates} answered as duplicates",
         f"failed attempts on purpose: {found.planned_failures}",
         f"ended leases: {len(found.ended_leases)}; tasks held by killed supervisors: "
-        f"{len(tally.held_at_kills)}",
+        f"{len(tally.held_at_kills)}; ended leases of tasks no killed supervisor held: "
+        f"{sum(held not in tally.held_at_kills for held in found.ended_attempts)}",
         f"wall time: {tally.wall:.1f} s from the first start to the last token ended",
     ]
 
