@@ -291,6 +291,10 @@ def make_folder(work: Path, graph: Path, name: str, port: int, work_seconds: flo
 # the driver: starts tokens and fires `approved` through the proxy, trying again after a cut
 
 
+class DriverFailed(Exception):
+    """The control plane refused what the outside world sent."""
+
+
 class Driver:
     """The outside world: starts the tokens, and fires `approved` at tokens in approval."""
 
@@ -301,6 +305,7 @@ class Driver:
         self.fired: set[str] = set()
         self.duplicates = 0  # answers that said a fire was a duplicate
         self.stopped = threading.Event()
+        self.failure: str | None = None
         self.started_at = 0.0
         self._connection: http.client.HTTPConnection | None = None
 
@@ -322,12 +327,21 @@ class Driver:
                 self._connection = None
                 time.sleep(0.05)
                 continue
+            if response.status == 503:  # the database is busy: the client sends it again
+                time.sleep(0.05)
+                continue
             if response.status >= 300:
-                raise SystemExit(f"{method} {path}: {response.status} {raw!r}")
+                raise DriverFailed(f"{method} {path}: {response.status} {raw!r}")
             return msgspec.json.decode(raw)
         return None
 
     def run(self) -> None:
+        try:
+            self._run()
+        except DriverFailed as ex:
+            self.failure = str(ex)
+
+    def _run(self) -> None:
         self.started_at = time.monotonic()
         for token in self.tokens:
             number = int(token.rsplit("-", 1)[1])
@@ -436,6 +450,8 @@ class Run:
         control_back: float | None = None
         try:
             while time.monotonic() < deadline:
+                if driver.failure is not None:
+                    return False
                 ended = self.database.ended()
                 if ended >= self.args.tokens:
                     self.tally.wall = time.monotonic() - driver.started_at
@@ -599,9 +615,10 @@ def check(run: Run, driver: Driver, back: dict[str, tuple[dict[str, Any], list[A
             for token, task, attempt in found.ended_leases
             if (task, attempt) not in held
         ]
+        more = f" and {len(others) - 10} more" if len(others) > 10 else ""
         found.problems.append(
             f"{len(found.ended_leases)} leases ended, but the killed supervisors held only "
-            f"{len(held)} task(s) when killed; not held by one: {', '.join(others)}"
+            f"{len(held)} task(s) when killed; not held by one: {', '.join(others[:10])}{more}"
         )
     return found
 
@@ -667,7 +684,9 @@ def main(argv: list[str] | None = None) -> int:
         run.settle()
         back = read_back(run.control.port, driver.tokens)
         found = check(run, driver, back)
-        if not finished:
+        if driver.failure is not None:
+            found.problems.insert(0, f"the control plane refused a request: {driver.failure}")
+        elif not finished:
             found.problems.insert(0, f"not every token ended within {args.timeout:.0f} s")
         for line in summary(run, driver, found):
             print(line)
