@@ -120,7 +120,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description="Make a credential and print its secret once, on one line.",
     )
     add.add_argument("name", metavar="NAME", help="the credential's name, e.g. ci-webhook")
-    add.add_argument("--role", required=True, choices=[role.value for role in Role])
+    add.add_argument(
+        "--role",
+        required=True,
+        choices=[role.value for role in Role],
+        help="operator: every route; supervisor: claims, heartbeats, reports, notes, memory; "
+        "webhook: only its events",
+    )
     add.add_argument(
         "--events", metavar="E1,E2", help="the events that a webhook credential may fire"
     )

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from stateous.control.engine import Engine
+from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import Hold
 from stateous.control.store import HoldLost
 
@@ -44,6 +45,11 @@ class Clock(threading.Thread):
             except HoldLost as ex:
                 self.on_lost(ex)
                 return
+            except (DatabaseBusy, OutcomeUnknown) as ex:
+                # The database did not answer: no lease may end for this silence.
+                self.engine.leases_owed = True
+                self._failed(ex)
+                continue
             except Exception as ex:
                 self._failed(ex)
                 continue

@@ -8,6 +8,7 @@ calls it, the store keeps what it decides.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -15,10 +16,12 @@ from stateous.control import checks
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
+    DatabaseBusy,
     EventNotAllowed,
     InvalidContext,
     InvalidPayload,
     InvalidTokenId,
+    OutcomeUnknown,
     TaskNotFound,
     TaskNotHeld,
     TokenNotActive,
@@ -26,7 +29,9 @@ from stateous.control.errors import (
 )
 from stateous.control.graph import Graph, Route
 from stateous.control.moves import Arrival, Moves, Unrouted
-from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx, to_iso
+from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
+from stateous.control.views import history_entry, view
+from stateous.model.durations import in_words
 from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -47,27 +52,7 @@ from stateous.model.wire import (
     TokenView,
 )
 
-
-def view(token: TokenRow) -> TokenView:
-    """Show a token as the API does."""
-    return TokenView(
-        token=token.token,
-        state=token.state,
-        status=token.status,
-        visit=token.visit,
-        context=token.context,
-        entered_at=to_iso(token.entered_at),
-        parent=token.parent,
-    )
-
-
-def _lease_words(seconds: float) -> str:
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            count = int(seconds // size)
-            return f"{count} {unit}{'s' if count != 1 else ''}"
-    count = round(seconds)
-    return f"{count} second{'s' if count != 1 else ''}"
+log = logging.getLogger("stateous.control.engine")
 
 
 class Engine:
@@ -78,6 +63,9 @@ class Engine:
         self.store = store
         self.lease = lease
         self.moves = Moves(graph)
+        #: Set whenever the database failed the clock or a heartbeat: the next tick renews
+        #: every claimed lease before it ends any (docs/concepts/reliability.md).
+        self.leases_owed = False
 
     def _write(self, operation: Callable[[Tx], Result], by: str | None) -> Result:
         """Run a change in one transaction; `by`, the credential that asked for it, is named
@@ -113,10 +101,7 @@ class Engine:
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:
             self._token(tx, token)
-            return [
-                HistoryEntry(seq=entry.seq, at=to_iso(entry.at), kind=entry.kind, data=entry.data)
-                for entry in tx.history(token)
-            ]
+            return [history_entry(entry) for entry in tx.history(token)]
 
         return self.store.read(read)
 
@@ -386,7 +371,12 @@ class Engine:
                 tx.save_task(task)
             return lost
 
-        return self.store.write(operation)
+        try:
+            return self.store.write(operation)
+        except (DatabaseBusy, OutcomeUnknown):
+            # The supervisor tried; its lease must not end for the database's silence.
+            self.leases_owed = True
+            raise
 
     def _held_task(
         self,
@@ -530,15 +520,15 @@ class Engine:
             def operation(tx: Tx, ident: int = ident) -> bool:
                 task = tx.task(ident)
                 if (
-                    task is None
+                    self.leases_owed  # a heartbeat failed on the database since the tick began
+                    or task is None
                     or task.status != TaskStatus.CLAIMED
                     or (task.lease_until or 0) > tx.now
                 ):
                     return False
                 token = self._token(tx, task.token)
                 reason = (
-                    f"{task.claimed_by} stopped answering: "
-                    f"no heartbeat for {_lease_words(self.lease)}"
+                    f"{task.claimed_by} stopped answering: no heartbeat for {in_words(self.lease)}"
                 )
                 self._fail_attempt(tx, task, token, reason)
                 return True
@@ -573,7 +563,24 @@ class Engine:
             fired += self.store.write(operation)
         return fired
 
+    def renew_leases(self) -> int:
+        """Give every claimed task a lease of full length from now (no ledger row: for the
+        supervisors nothing happened); answer how many were renewed."""
+        return self.store.write(lambda tx: tx.renew_leases(tx.now + self.lease))
+
     def tick(self) -> None:
-        """One beat of the clock: end the leases that are over, then fire due timers."""
-        self.expire_leases()
-        self.fire_timers()
+        """One beat of the clock: renew the leases owed after an outage of the database, end
+        the leases that are over, then fire due timers."""
+        try:
+            if self.leases_owed:
+                self.leases_owed = False
+                renewed = self.renew_leases()
+                if renewed:
+                    log.info(
+                        "the database answers again: %d claimed tasks get a full lease", renewed
+                    )
+            self.expire_leases()
+            self.fire_timers()
+        except (DatabaseBusy, OutcomeUnknown):
+            self.leases_owed = True
+            raise

@@ -172,6 +172,10 @@ class ControlPlane:
             raise
         self.hold = Hold(self.store, self.lock)
         self.hold.take(self.graph.structure, self.graph.checksum)
+        # Leases do not end for the time no control plane served (docs/concepts/reliability.md).
+        renewed = self.engine.renew_leases()
+        if renewed:
+            log.info("%d claimed tasks get a full lease from this start", renewed)
         self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
 
     def _check_open_to_others(self, db: str) -> None:

@@ -26,3 +26,13 @@ def parse_duration(text: object) -> int:
     if seconds > LONGEST:
         raise ValueError(f"{text!r} is too long: the longest duration is '3650d'")
     return seconds
+
+
+def in_words(seconds: float) -> str:
+    """A number of seconds as a person says it: '2 minutes', '1 hour', '90 seconds'."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    count = round(seconds)
+    return f"{count} second{'s' if count != 1 else ''}"

@@ -57,34 +57,69 @@ def test_a_second_serve_is_refused_and_after_a_kill_9_a_new_one_starts_at_once(
     assert second.stop() == 0
 
 
-def test_a_serve_that_loses_its_lock_connection_answers_not_serving_and_exits_1(
+def end_lock_session(url: str, *, then_hold: bool = False) -> psycopg.Connection[Any]:
+    """End the session that holds the serving lock of `url`'s schema; with `then_hold`, take
+    the lock in the same round trip, as another control plane would."""
+    admin = psycopg.connect(url, autocommit=True)
+    key = "%s, hashtext(current_schema())"
+    ended = admin.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = %s AND objid::int = hashtext(current_schema())",
+        (LOCK_CLASS,),
+    ).fetchall()
+    assert ended == [(True,)]
+    if then_hold:
+        admin.execute(f"SELECT pg_advisory_lock({key})", (LOCK_CLASS,))
+    return admin
+
+
+def test_a_serve_whose_lock_session_ends_takes_the_lock_again_and_serves_on(
     launcher: Launcher, graph: Path, url: str
 ) -> None:
     served = launcher.serve(graph, None, "--db", url)
     start_token(served, "ORDER-1")
-    with psycopg.connect(url, autocommit=True) as admin:
-        ended = admin.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
-            "AND classid = %s AND objid::int = hashtext(current_schema())",
-            (LOCK_CLASS,),
-        ).fetchall()
-    assert ended == [(True,)]
 
-    answers = set()
-    deadline = time.monotonic() + 10
-    while served.process.poll() is None and time.monotonic() < deadline:
-        try:
-            status, body = served.request("GET", "/tokens/ORDER-1")
-        except OSError:
-            break
-        answers.add(status if status == 200 else (status, body["code"]))
-        time.sleep(0.05)
-    assert served.process.wait(timeout=10) == 1
+    end_lock_session(url).close()
+
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        status, body = served.request("GET", "/tokens/ORDER-1")
+        assert status == 200, body
+        time.sleep(0.1)
+    with psycopg.connect(url, autocommit=True) as admin:
+        held = admin.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+            "AND objid::int = hashtext(current_schema()) AND granted",
+            (LOCK_CLASS,),
+        ).fetchone()
+    assert held == (1,)
+    assert served.stop() == 0
+
+
+def test_a_serve_whose_lock_another_took_while_it_was_away_answers_not_serving_and_exits_1(
+    launcher: Launcher, graph: Path, url: str
+) -> None:
+    served = launcher.serve(graph, None, "--db", url)
+    start_token(served, "ORDER-1")
+    admin = end_lock_session(url, then_hold=True)
+
+    try:
+        answers = set()
+        deadline = time.monotonic() + 10
+        while served.process.poll() is None and time.monotonic() < deadline:
+            try:
+                status, body = served.request("GET", "/tokens/ORDER-1")
+            except OSError:
+                break
+            answers.add(status if status == 200 else (status, body["code"]))
+            time.sleep(0.05)
+        assert served.process.wait(timeout=10) == 1
+    finally:
+        admin.close()
     assert answers <= {200, (503, "not_serving")}
-    lines = served.rest()
-    assert "the connection that held the database was lost" in " ".join(lines)
-    assert lines[-1] == (
-        "error: the connection that held the database was lost; this control plane stopped"
+    assert served.rest()[-1] == (
+        "error: another control plane took the database while this one could not reach it; "
+        "this control plane stopped"
     )
 
 

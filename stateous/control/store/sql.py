@@ -365,6 +365,17 @@ class SqlTx(ABC):
         )
         return [row[0] for row in rows]
 
+    def renew_leases(self, until: float) -> int:
+        """Give every claimed task whose lease ends before `until` a lease to `until`;
+        answer how many."""
+        stamp = to_column(until)
+        rows = self.execute(
+            f"UPDATE tasks SET lease_until = ? WHERE status = {word(TaskStatus.CLAIMED)} "
+            "AND lease_until < ? RETURNING id",
+            (stamp, stamp),
+        )
+        return len(rows)
+
     # timers
 
     def insert_timer(

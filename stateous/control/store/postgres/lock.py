@@ -12,9 +12,15 @@ from contextlib import suppress
 
 import psycopg
 
+from stateous.control.errors import DatabaseBusy
 from stateous.control.store.locks import HoldLost, HoldRefused
 from stateous.control.store.migrations import SchemaError
-from stateous.control.store.postgres.connection import Connection, connect, first_line
+from stateous.control.store.postgres.connection import (
+    Connection,
+    Unreachable,
+    connect,
+    first_line,
+)
 
 #: The first key of the advisory locks of Stateous (the letters "STAT").
 LOCK_CLASS = 0x53544154
@@ -44,14 +50,25 @@ class AdvisoryLock:
         self._connection = connection
 
     def check(self) -> None:
-        """Raise `HoldLost` when the connection that holds the lock is gone."""
+        """Raise `HoldLost` when another control plane took the lock. When only the lock's
+        connection is gone (the database restarted, a proxy cut it), take the lock again
+        on a new one: the hold's row then shows whether anybody served in between. While
+        the database cannot be reached, raise `DatabaseBusy`."""
         if self._connection is None:
             return
         try:
             self._connection.execute("SELECT 1")
-        except psycopg.Error as ex:
-            cause = "the connection that held the database was lost"
-            raise HoldLost(f"{cause} ({first_line(ex)})", cause) from None
+            return
+        except psycopg.Error:
+            with suppress(psycopg.Error):
+                self._connection.close()
+        try:
+            self.take()
+        except HoldRefused:
+            cause = "another control plane took the database while this one could not reach it"
+            raise HoldLost(cause, cause) from None
+        except (psycopg.Error, Unreachable) as ex:
+            raise DatabaseBusy(f"the database cannot be reached ({first_line(ex)})") from None
 
     def release(self) -> None:
         if self._connection is not None:

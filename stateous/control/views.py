@@ -1,0 +1,24 @@
+"""How the API shows what the store keeps: a token, an entry of its history."""
+
+from __future__ import annotations
+
+from stateous.control.store import Entry, TokenRow, to_iso
+from stateous.model.wire import HistoryEntry, TokenView
+
+
+def view(token: TokenRow) -> TokenView:
+    """Show a token as the API does."""
+    return TokenView(
+        token=token.token,
+        state=token.state,
+        status=token.status,
+        visit=token.visit,
+        context=token.context,
+        entered_at=to_iso(token.entered_at),
+        parent=token.parent,
+    )
+
+
+def history_entry(entry: Entry) -> HistoryEntry:
+    """Show a ledger row as the API does."""
+    return HistoryEntry(seq=entry.seq, at=to_iso(entry.at), kind=entry.kind, data=entry.data)
