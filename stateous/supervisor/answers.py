@@ -117,6 +117,10 @@ class _Answer(http.client.HTTPResponse):
             if size > ANSWER_LIMIT:
                 raise _TooLong
             pieces.append(piece)
+        if self.length:
+            # http.client returns a body cut short by a closed connection as if it were
+            # whole; it is a lost answer (the request is sent again as it was), not a bad one.
+            raise http.client.IncompleteRead(b"".join(pieces), self.length)
         return b"".join(pieces)
 
 

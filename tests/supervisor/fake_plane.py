@@ -111,6 +111,21 @@ class Declared:
         handler.wfile.write(b'{"task": 1')
 
 
+@dataclass(frozen=True)
+class Halved:
+    """An answer whose connection breaks halfway through its body, as a cut link leaves it."""
+
+    whole: Raw
+
+    def send(self, handler: Handler) -> None:
+        handler.close_connection = True
+        handler.send_response(self.whole.status)
+        handler.send_header("Content-Type", self.whole.kind)
+        handler.send_header("Content-Length", str(len(self.whole.body)))
+        handler.end_headers()
+        handler.wfile.write(self.whole.body[: len(self.whole.body) // 2])
+
+
 _NOBODY_LOST = json({"lost": []})
 _TAKEN = json({})
 
@@ -150,6 +165,8 @@ class Seen:
     """What the fake control plane got, in order, with monotonic times."""
 
     claims: list[float] = field(default_factory=list)
+    #: The request id of each claim.
+    claim_requests: list[str] = field(default_factory=list)
     heartbeats: list[tuple[float, list[int]]] = field(default_factory=list)
     reports: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     notes: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
@@ -182,6 +199,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         try:
             if parts == ["tasks", "claim"]:
                 plane.seen.claims.append(time.monotonic())
+                plane.seen.claim_requests.append(body["request"])
                 answer = plane.next("claims", None)
                 if answer is None:
                     self._empty()

@@ -28,6 +28,7 @@ from tests.supervisor.fake_plane import (
     Declared,
     Endless,
     FakePlane,
+    Halved,
     Raw,
     Trickle,
     grant,
@@ -194,6 +195,25 @@ def test_a_grant_whose_task_is_no_task_id_leaves_nothing_in_the_outbox_for_the_n
         again = supervisors.serving(folder)
         assert reported(plane, 2) == SUBMITTED
         assert_clean_stop(again, folder)
+    finally:
+        plane.close()
+
+
+def test_a_grant_cut_off_halfway_is_claimed_again_with_the_same_request_id(
+    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+) -> None:
+    whole = json(grant(2, "ORDER-2"))
+    plane = fake(checksum, claims=[Halved(whole), whole])
+    try:
+        folder = folder_of(plane, tmp_path, graph, NOTED)
+        supervisor = supervisors.serving(folder)
+
+        assert reported(plane, 2) == SUBMITTED
+        first, second = plane.seen.claim_requests[:2]
+        assert first == second
+        assert bad_claim_reasons(supervisor) == []
+        assert any("trying again in 1s" in line for line in supervisor.log), supervisor.log
+        assert_clean_stop(supervisor, folder)
     finally:
         plane.close()
 
