@@ -48,7 +48,7 @@ def test_a_standby_takes_over_from_a_primary_that_stops_gracefully(
     assert second.stop() == 0
 
 
-def test_a_standby_with_nobody_serving_serves_at_once_and_a_plain_second_serve_is_refused(
+def test_a_standby_with_nobody_serving_serves_at_once_and_one_that_waits_stops_on_sigterm(
     launcher: Launcher, graph: Path, tmp_path: Path
 ) -> None:
     db = ("--db", f"sqlite:///{tmp_path / 'o.db'}")
@@ -59,6 +59,9 @@ def test_a_standby_with_nobody_serving_serves_at_once_and_a_plain_second_serve_i
         1,
         ["error: another control plane serves this database; stop it first"],
     )
+    waiting = standby(launcher, graph, *db)
+    assert waiting.stop() == 0
+    assert waiting.lines[-1] == "stopped"
     assert first.stop() == 0
 
 
