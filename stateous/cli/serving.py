@@ -58,6 +58,7 @@ def run_serve(args: argparse.Namespace) -> int:
         no_auth=args.no_auth,
         allowed_hosts=tuple(args.allowed_host),
         limits=limits,
+        standby=args.standby,
     )
     if args.supervise is None:
         return plane.run()
@@ -133,5 +134,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help="a host name that requests may name besides this computer's (a proxy's); repeat "
         "for more",
+    )
+    serve.add_argument(
+        "--standby",
+        action="store_true",
+        help="when another control plane serves the database, wait for it to stop or die and "
+        "take over (answers 503 not_serving meanwhile) instead of refusing to start",
     )
     serve.set_defaults(run=run_serve)

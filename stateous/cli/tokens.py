@@ -67,11 +67,12 @@ def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Calla
             with Client(
                 url, timeout=args.timeout, token_file=args.token_file, ca_file=args.ca_file
             ) as client:
-                lines = act(client, args)
-        except Refused as ex:
-            raise CommandError(
-                f"the control plane at {url.rstrip('/')} refused ({ex.status}): {ex.message}"
-            ) from None
+                try:
+                    lines = act(client, args)
+                except Refused as ex:
+                    raise CommandError(
+                        f"the control plane at {client.url} refused ({ex.status}): {ex.message}"
+                    ) from None
         except ClientError as ex:
             raise CommandError(str(ex)) from None
         if lines:
@@ -136,7 +137,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     url.add_argument(
         "--url",
         metavar="URL",
-        help=f"the control plane's URL (default: $STATEOUS_URL, else {DEFAULT_URL})",
+        help=(
+            "the control plane's URL, or several separated by commas (its standbys), tried "
+            f"in order (default: $STATEOUS_URL, else {DEFAULT_URL})"
+        ),
     )
     url.add_argument(
         "--timeout",

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from stateous.client.http import BadSetting
+from stateous.client.errors import BadSetting
 
 #: The environment variables that the clients read when nothing else is given.
 TOKEN_VARIABLE = "STATEOUS_TOKEN"

@@ -2,7 +2,9 @@
 
 Each method sends one request on a kept-alive `Connection` and returns the decoded
 JSON answer. A refusal raises `Refused` (or `NotFound`), a silent control plane
-`Unreachable`. Only a `database_busy` answer is sent again, a few times: nothing
+`Unreachable`. Given several URLs (a primary and its standbys), it sends to the
+one that answered last and moves on past one that cannot be reached or answers
+`not_serving` (`urls.py`). Only a `database_busy` answer is sent again, a few times: nothing
 was written then, so sending it again cannot apply a change twice.
 """
 
@@ -10,12 +12,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlencode
 
 from stateous.client.access import Access
 from stateous.client.http import Connection, Refused, segment
+from stateous.client.urls import Urls
 
 #: How many times a `database_busy` answer is sent again before it is raised.
 BUSY_RETRIES = 3
@@ -24,8 +28,10 @@ BUSY_PAUSE = 0.1
 
 
 class Client:
-    """A connection to one control plane; use it from one thread at a time.
+    """A connection to a control plane; use it from one thread at a time.
 
+    `url` is one URL, a list of them, or a string of them separated by commas (as
+    `STATEOUS_URL` may hold): the control plane and its standbys, tried in order.
     Every request carries the secret of `token`, of the file `token_file`, or else
     of `STATEOUS_TOKEN`, as `Authorization: Bearer ...`. An `https://` URL is
     verified with the CA certificates of `ca_file`, else of `STATEOUS_CA_FILE`,
@@ -34,7 +40,7 @@ class Client:
 
     def __init__(
         self,
-        url: str,
+        url: str | Sequence[str],
         *,
         timeout: float = 30.0,
         token: str | None = None,
@@ -42,8 +48,17 @@ class Client:
         ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         access = Access.read(token=token, token_file=token_file, ca_file=ca_file)
-        self._connection = Connection(url, timeout, access=access)
-        self.url = self._connection.url
+        self._connection = Connection(Urls(url), timeout, access=access)
+
+    @property
+    def url(self) -> str:
+        """The URL that requests go to now: the first, else the one that answered last."""
+        return self._connection.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        """Every URL given, in order, without a trailing `/`."""
+        return self._connection.urls.all
 
     def __enter__(self) -> Client:
         return self

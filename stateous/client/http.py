@@ -3,8 +3,10 @@
 The client, the token commands and the supervisor all talk to the control plane
 through this: the standard library's `http.client`, msgspec for JSON, and the
 API's refusals (`{"error", "code"}`) turned into exceptions. It retries nothing
-itself, except reopening a kept-alive connection that the server had closed.
-An `https://` URL is verified with the CA file of its `Access`, else with the
+itself, except reopening a kept-alive connection that the server had closed, and
+sending a request to the next of several control planes (`urls.py`) when the one
+it went to could not be reached or answered `not_serving`: in both cases nothing
+was done with it. An `https://` URL is verified with the CA file of its `Access`, else with the
 system's store; every request carries the access's secret, if it has one.
 """
 
@@ -15,47 +17,37 @@ import http.client
 import re
 import socket
 import ssl
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 import msgspec
 
+from stateous.client.errors import (
+    BadSetting,
+    ClientError,
+    NotFound,
+    NotServing,
+    Refused,
+    Unreachable,
+    Unverified,
+)
+from stateous.client.urls import Urls
+
 if TYPE_CHECKING:
     from stateous.client.access import Access
 
-
-class ClientError(Exception):
-    """A call to the control plane failed."""
-
-
-class BadSetting(ClientError):
-    """A token file, a secret or a CA file cannot be used; the sentence names it."""
-
-
-class Unreachable(ClientError):
-    """The control plane did not answer: no connection, a timeout, a dropped answer."""
-
-
-class Unverified(Unreachable):
-    """The control plane's certificate did not pass: no trusted CA signed it, or another host's.
-
-    It is a kind of `Unreachable`, so a supervisor tries again as it does when the
-    control plane is down: the certificate may be put right meanwhile.
-    """
-
-
-class Refused(ClientError):
-    """The control plane answered with a refusal; programs read `code`, people `message`."""
-
-    def __init__(self, status: int, message: str, code: str | None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.code = code
-
-
-class NotFound(Refused):
-    """A refusal with the status 404: no such token, task or path."""
+__all__ = [
+    "BadSetting",
+    "ClientError",
+    "Connection",
+    "NotFound",
+    "NotServing",
+    "Refused",
+    "Unreachable",
+    "Unverified",
+    "segment",
+]
 
 
 def segment(value: str | int) -> str:
@@ -96,38 +88,76 @@ _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 
 
-class Connection:
-    """A kept-alive connection to one control plane; not for several threads at once.
+class _NotSent(Exception):
+    """No connection could be opened, so the request was not sent; `error` says why."""
 
-    `timeout` is how many seconds it waits to connect, and then for each part of
-    an answer; a control plane that stays silent longer raises `Unreachable`.
-    `access` holds the secret to send and the TLS context to verify with.
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _unreachable(url: str, ex: OSError | http.client.HTTPException) -> Unreachable:
+    """Word a connection that failed for another reason than a timeout or TLS."""
+    reason = (
+        ex.strerror if isinstance(ex, OSError) and ex.strerror else str(ex) or type(ex).__name__
+    )
+    return Unreachable(f"cannot reach the control plane at {url} ({reason})")
+
+
+class Connection:
+    """A kept-alive connection to a control plane; not for several threads at once.
+
+    `urls` is one URL, several (a list, or a string with commas), or a `Urls` that
+    other connections share. `timeout` is how many seconds it waits to connect, and
+    then for each part of an answer; a control plane that stays silent longer raises
+    `Unreachable`. `access` holds the secret to send and the TLS context to verify with.
     """
 
-    def __init__(self, url: str, timeout: float = 30.0, *, access: Access | None = None) -> None:
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ClientError(f"{url!r} is not an http:// or https:// URL")
-        self.url = url.rstrip("/")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port
-        self._prefix = parts.path.rstrip("/")
+    def __init__(
+        self,
+        urls: str | Sequence[str] | Urls,
+        timeout: float = 30.0,
+        *,
+        access: Access | None = None,
+    ) -> None:
+        self.urls = urls if isinstance(urls, Urls) else Urls(urls)
         self.timeout = timeout
         self._tls = access.tls if access is not None else None
         self._token = access.token if access is not None else None
         self._connection: http.client.HTTPConnection | None = None
+        #: The URL that the open connection goes to.
+        self._at = self.urls.current
+
+    @property
+    def url(self) -> str:
+        """The URL that requests go to now."""
+        return self.urls.current
 
     def _open(self) -> http.client.HTTPConnection:
+        """Connect to `self._at`; raise `_NotSent` when that fails."""
+        parts = urlsplit(self._at)
+        assert parts.hostname is not None
         connection: http.client.HTTPConnection
-        if self._https:
+        if parts.scheme == "https":
             context = self._tls or system_tls()
             connection = http.client.HTTPSConnection(
-                self._host, self._port, timeout=self.timeout, context=context
+                parts.hostname, parts.port, timeout=self.timeout, context=context
             )
         else:
-            connection = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout)
-        connection.connect()
+            connection = http.client.HTTPConnection(
+                parts.hostname, parts.port, timeout=self.timeout
+            )
+        try:
+            connection.connect()
+        except TimeoutError:
+            connection.close()
+            raise _NotSent(Unreachable(silent(self._at, self.timeout))) from None
+        except ssl.SSLError as ex:
+            connection.close()
+            raise _NotSent(tls_trouble(self._at, ex)) from None
+        except OSError as ex:
+            connection.close()
+            raise _NotSent(_unreachable(self._at, ex)) from None
         connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection
 
@@ -138,17 +168,46 @@ class Connection:
         body: Any = None,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """Send one request; return (status, JSON answer or None), or raise a ClientError."""
+        """Send one request; return (status, JSON answer or None), or raise a ClientError.
+
+        A request that could not be sent, or that was answered `not_serving`, goes to
+        the next URL, each URL once; after any other failure the next request goes to
+        the next URL. The error of the last URL tried is raised.
+        """
         data = b"" if body is None else _encode(body)
         sent = {"Content-Type": "application/json", **(headers or {})}
         if self._token is not None:
             sent["Authorization"] = self._token.header()
+        for left in range(len(self.urls) - 1, -1, -1):
+            url = self.urls.current
+            if url != self._at:
+                self.close()
+                self._at = url
+            try:
+                return self._answer(*self._send(method, path, data, sent))
+            except _NotSent as ex:
+                if not left:
+                    raise ex.error from None
+            except NotServing:
+                if not left:
+                    raise
+            except Unreachable:
+                self.urls.move_from(url)
+                raise
+            self.urls.move_from(url)
+        raise AssertionError("unreachable: the last URL raises")
+
+    def _send(
+        self, method: str, path: str, data: bytes, sent: dict[str, str]
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        """Send one request to `self._at`; return its response and its raw body."""
+        url, prefix = self._at, urlsplit(self._at).path.rstrip("/")
         for fresh in (False, True):
             try:
                 if self._connection is None or fresh:
                     self.close()
                     self._connection = self._open()
-                self._connection.request(method, self._prefix + path, data, sent)
+                self._connection.request(method, prefix + path, data, sent)
                 response = self._connection.getresponse()
                 raw = response.read()
                 break
@@ -160,27 +219,22 @@ class Connection:
             ):
                 self.close()
                 if fresh:
-                    raise Unreachable(
-                        f"the control plane at {self.url} closed the connection"
-                    ) from None
+                    raise Unreachable(f"the control plane at {url} closed the connection") from None
             except TimeoutError:
                 self.close()
-                raise Unreachable(silent(self.url, self.timeout)) from None
+                raise Unreachable(silent(url, self.timeout)) from None
             except ssl.SSLError as ex:
                 self.close()
-                raise tls_trouble(self.url, ex) from None
+                raise tls_trouble(url, ex) from None
             except (OSError, http.client.HTTPException) as ex:
                 self.close()
-                reason = (
-                    ex.strerror
-                    if isinstance(ex, OSError) and ex.strerror
-                    else str(ex) or type(ex).__name__
-                )
-                raise Unreachable(
-                    f"cannot reach the control plane at {self.url} ({reason})"
-                ) from None
+                raise _unreachable(url, ex) from None
         if response.will_close:
             self.close()
+        return response, raw
+
+    def _answer(self, response: http.client.HTTPResponse, raw: bytes) -> tuple[int, Any]:
+        """The status and decoded JSON of an answer; a refusal raised as its exception."""
         answer = None
         if raw:
             try:
@@ -193,6 +247,8 @@ class Connection:
                 message = str(answer.get("error", message))
                 code = answer.get("code")
             kind = NotFound if response.status == 404 else Refused
+            if code == "not_serving":
+                kind = NotServing
             raise kind(response.status, message, code)
         return response.status, answer
 

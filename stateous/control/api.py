@@ -31,7 +31,7 @@ from stateous.control.access import (
     signed_by,
 )
 from stateous.control.checks import MAX_TASK_ID
-from stateous.control.errors import EngineError, InvalidBody, TaskNotFound
+from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.model import wire
 from stateous.model.text import printable
 
@@ -388,5 +388,26 @@ def create_app(
         app.add_route(f"/tasks/{{task}}/{action}", tasks, suffix=action)
     app.add_error_handler(Exception, failed)
     app.add_error_handler(falcon.HTTPError, falcon_refused)
+    app.add_error_handler(EngineError, engine_refused)
+    return app
+
+
+#: What a standby answers to every request, `/health` first.
+STANDBY = (
+    "this control plane is a standby: it waits for the database, which another control plane serves"
+)
+
+
+def standing_by(req: falcon.Request, resp: falcon.Response) -> None:
+    """Every path of a standby, with every method: `not_serving`, saying why."""
+    raise NotServing(STANDBY)
+
+
+def create_standby_app() -> falcon.App:
+    """Build the WSGI app of a standby: 503 `not_serving` to every request, until it holds
+    the database and serves the API instead."""
+    app = falcon.App()
+    app.add_sink(standing_by)
+    app.add_error_handler(Exception, failed)
     app.add_error_handler(EngineError, engine_refused)
     return app

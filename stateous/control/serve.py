@@ -4,7 +4,9 @@ The port is bound before the database opens, so a port in use costs nothing. The
 database (SQLite or Postgres, by its URL) is held (a lock that lives with the process
 and the `control_plane` row), its structure checked
 against live tokens, then the clock and the HTTP server start. SIGINT or SIGTERM
-finishes the requests in progress, gives the hold up and stops.
+finishes the requests in progress, gives the hold up and stops. A standby
+(`--standby`) whose database another control plane holds answers `not_serving`
+on its port and asks for the lock four times a second; it serves once it has it.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol, TextIO
+from typing import Any, Protocol, TextIO
 
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control.access import Access, served_hosts
-from stateous.control.api import Guard, create_app
+from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
@@ -35,10 +37,13 @@ from stateous.control.hold import Hold
 from stateous.control.store import (
     POSTGRES,
     HoldLost,
+    HoldRefused,
+    Lock,
     Store,
     Tx,
     UnknownUrl,
-    open_store,
+    open_held,
+    serving_lock,
     sqlite_path,
 )
 from stateous.model.errors import Failure
@@ -47,6 +52,10 @@ log = logging.getLogger("stateous.control.serve")
 
 #: Connections to Postgres beside one per request thread: one for the clock, one spare.
 SPARE_CONNECTIONS = 2
+#: How often a standby asks for the serving lock, in seconds.
+STANDBY_EVERY = 0.25
+NO_AUTH = "authentication is off (--no-auth): whoever reaches this port can do anything"
+TOOK_OVER = "took over the database: the control plane that served it is gone"
 
 
 class ServeError(Failure):
@@ -131,7 +140,12 @@ def check_structure(store: Store, graph: Graph) -> None:
 
 
 class ControlPlane:
-    """One running control plane: its socket, store, hold, clock and HTTP server."""
+    """One running control plane: its socket, store, hold, clock and HTTP server.
+
+    A `standby` whose database another control plane serves binds its port, answers
+    `not_serving` and asks for the serving lock every `STANDBY_EVERY` seconds; once it
+    has it, it opens the database and serves as any control plane.
+    """
 
     def __init__(
         self,
@@ -144,8 +158,11 @@ class ControlPlane:
         no_auth: bool = False,
         allowed_hosts: tuple[str, ...] = (),
         limits: Limits = DEFAULT_LIMITS,
+        standby: bool = False,
     ) -> None:
         self.err = err
+        self.db = db
+        self.lease = lease
         self.no_auth = no_auth
         self.allowed_hosts = allowed_hosts
         self.limits = limits
@@ -157,41 +174,57 @@ class ControlPlane:
         check_url(db)
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
+        #: Why a standby that took the database could not serve it.
+        self.failed: Exception | None = None
+        #: The serving lock while a standby waits for it; None once it is held.
+        self.waiting: Lock | None = None
         try:
-            self.lock, self.store = open_store(db, connections=limits.threads + SPARE_CONNECTIONS)
+            lock = serving_lock(db)
+            try:
+                lock.take()
+            except HoldRefused:
+                if not standby:
+                    raise
+                self.waiting = lock
+            else:
+                self._open(lock)
         except BaseException:
             self.listener.close()
             raise
-        self.engine = Engine(self.graph, self.store, lease=lease)
-        self.access = Access(self.store, enabled=not no_auth)
+
+    def _open(self, lock: Lock) -> None:
+        """Open the database under its serving lock, check it, hold it and make the clock."""
+        self.lock = lock
+        self.store = open_held(self.db, lock, connections=self.limits.threads + SPARE_CONNECTIONS)
         try:
-            self._check_open_to_others(db)
+            self.engine = Engine(self.graph, self.store, lease=self.lease)
+            self.access = Access(self.store, enabled=not self.no_auth)
+            self._check_open_to_others()
             check_structure(self.store, self.graph)
+            self.hold = Hold(self.store, self.lock)
+            self.hold.take(self.graph.structure, self.graph.checksum)
         except BaseException:
             self._close_opened()
             raise
-        self.hold = Hold(self.store, self.lock)
-        self.hold.take(self.graph.structure, self.graph.checksum)
         # Leases do not end for the time no control plane served (docs/concepts/reliability.md).
         renewed = self.engine.renew_leases()
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
         self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
 
-    def _check_open_to_others(self, db: str) -> None:
+    def _check_open_to_others(self) -> None:
         """Refuse to let other computers in without a credential to ask them for."""
         if self.address.is_loopback or self.no_auth or self.access.required:
             return
         raise ServeError(
             f"listening on {self.address.host}:{self.address.port} lets other computers in, "
             "and the database holds no credential to ask them for; add one first "
-            f"(stateous auth add NAME --role operator --db {db}), or serve with --no-auth"
+            f"(stateous auth add NAME --role operator --db {self.db}), or serve with --no-auth"
         )
 
     def _close_opened(self) -> None:
         self.store.close()
         self.lock.release()
-        self.listener.close()
 
     @property
     def port(self) -> int:
@@ -207,6 +240,11 @@ class ControlPlane:
     def url(self) -> str:
         return self.address.url(self.port)
 
+    def _app(self) -> Any:
+        """The WSGI app of the API over this control plane's engine."""
+        guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
+        return create_app(self.engine, guard, NO_AUTH if self.no_auth else None)
+
     def run(self, companion: Companion | None = None) -> int:
         """Serve until a stop signal; return the exit code.
 
@@ -216,17 +254,10 @@ class ControlPlane:
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         dispatcher = Draining()
         dispatcher.set_thread_count(self.limits.threads)
-        warning = None
         if self.no_auth:
-            warning = "authentication is off (--no-auth): whoever reaches this port can do anything"
-            print(f"warning: {warning}", file=self.err)
-        guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
-        server = create_server(
-            create_app(self.engine, guard, warning),
-            self.limits,
-            self.listener,
-            dispatcher=dispatcher,
-        )
+            print(f"warning: {NO_AUTH}", file=self.err)
+        switch = Switch(create_standby_app() if self.waiting is not None else self._app())
+        server = create_server(switch, self.limits, self.listener, dispatcher=dispatcher)
         missing = open_files_short(self.limits)
         if missing:
             print(
@@ -237,30 +268,96 @@ class ControlPlane:
         stopper = _Stopper(companion)
         previous = signal.signal(signal.SIGTERM, stopper)
         previous_interrupt = signal.signal(signal.SIGINT, stopper)
-        self.clock.start()
-        print(f"serving on {self.address.url(self.port)} (Ctrl-C stops)", file=self.err, flush=True)
+        stop = threading.Event()
+        waiter = threading.Thread(
+            target=self._wait_for_database, args=(switch, stop), name="stateous-standby"
+        )
+        if self.waiting is None:
+            self._start_serving()
+        else:
+            print(
+                f"standby on {self.url}: another control plane serves the database; "
+                "waiting to take it over (Ctrl-C stops)",
+                file=self.err,
+                flush=True,
+            )
+            waiter.start()
         try:
             server.run()
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_interrupt)
+            stop.set()
+            if waiter.is_alive():
+                waiter.join()
             wasyncore.loop(timeout=0.05, map=server._map, count=20, use_poll=True)
             wasyncore.close_all(server._map)
-            self.clock.stop()
             self._close()
-        if self.lost is not None:
-            print(f"error: {self.lost.cause}; this control plane stopped", file=self.err)
-            return 1
+        for why in (self.lost and self.lost.cause, self.failed):
+            if why:
+                print(f"error: {why}; this control plane stopped", file=self.err)
+                return 1
         print("stopped", file=self.err)
         return 0
 
-    def _close(self) -> None:
-        if self.lost is None:
+    def _start_serving(self) -> None:
+        self.clock.start()
+        print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
+
+    def _wait_for_database(self, switch: Switch, stop: threading.Event) -> None:
+        """A standby's wait: take the serving lock as soon as it is free, then serve."""
+        assert self.waiting is not None
+        said = ""
+        while not stop.wait(STANDBY_EVERY):
             try:
-                self.hold.give_up()
-            except Exception as ex:
-                log.warning("could not give up the hold: %s", ex)
-        self._close_opened()
+                self.waiting.take()
+            except HoldRefused:
+                continue
+            except Failure as ex:  # the database cannot be reached now: say so once
+                if str(ex) != said:
+                    said = str(ex)
+                    log.warning("%s; the standby goes on waiting", ex)
+                continue
+            if stop.is_set():
+                self.waiting.release()
+                return
+            try:
+                self._open(self.waiting)
+            except Exception as ex:  # its lock is given back: another standby may take it
+                log.debug("the standby could not serve", exc_info=ex)
+                self.failed = ex
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            self.waiting = None
+            switch.app = self._app()
+            print(TOOK_OVER, file=self.err, flush=True)
+            self._start_serving()
+            return
+
+    def _close(self) -> None:
+        """Give the hold up and close the database (a standby: its lock) and the socket."""
+        if self.waiting is not None:
+            self.waiting.release()
+        else:
+            self.clock.stop()
+            if self.lost is None:
+                try:
+                    self.hold.give_up()
+                except Exception as ex:
+                    log.warning("could not give up the hold: %s", ex)
+            self._close_opened()
+        self.listener.close()
+
+
+class Switch:
+    """The WSGI app that the server calls: a standby's until it holds the database, then the
+    API's. A request reads `app` once, so it is answered by one or the other."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        return self.app(environ, start_response)
 
 
 class Draining(ThreadedTaskDispatcher):

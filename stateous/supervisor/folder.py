@@ -20,12 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import msgspec
 
 from stateous.client.access import Access
 from stateous.client.http import BadSetting
+from stateous.client.urls import is_http
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
@@ -49,7 +49,8 @@ class FolderError(Failure):
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    url: str
+    #: The control plane, and its standbys after it, each without a trailing `/`.
+    urls: tuple[str, ...]
     tasks: int
     name: str
     #: The secret and the trusted CAs of every connection; their repr hides the secret.
@@ -77,10 +78,7 @@ def read_settings(folder: Path) -> Settings:
             f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file "
             "and ca_file"
         )
-    url = raw.get("url")
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise FolderError(f"{path}: url must be an http:// or https:// address, not {url!r}")
+    urls = read_urls(path, raw.get("url"))
     tasks = raw.get("tasks", 4)
     if not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= TASK_LIMIT:
         raise FolderError(f"{path}: tasks must be a whole number from 1 to {TASK_LIMIT}")
@@ -89,7 +87,20 @@ def read_settings(folder: Path) -> Settings:
         raise FolderError(
             f"{path}: name must have 1 to {NAME_LIMIT} characters and no control characters"
         )
-    return Settings(url=url.rstrip("/"), tasks=tasks, name=name, access=read_access(folder, raw))
+    return Settings(urls=urls, tasks=tasks, name=name, access=read_access(folder, raw))
+
+
+def read_urls(path: Path, value: Any) -> tuple[str, ...]:
+    """The `url:` of stateous.yaml: one address, or a list of them (a control plane and its
+    standbys); name what is wrong."""
+    items = value if isinstance(value, list) and value else [value]
+    for item in items:
+        if not isinstance(item, str) or not is_http(item):
+            raise FolderError(
+                f"{path}: url must be an http:// or https:// address, or a list of them, "
+                f"not {item!r}"
+            )
+    return tuple(item.rstrip("/") for item in items)
 
 
 def _file_setting(folder: Path, raw: dict[str, Any], key: str) -> Path | None:

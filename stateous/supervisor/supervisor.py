@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from stateous.client.http import Refused, Unreachable
+from stateous.client.http import NotServing, Refused, Unreachable
+from stateous.client.urls import Urls
 from stateous.model.invocation import invoked_as
 from stateous.model.wire import FIXED_LEASE, Grant
 from stateous.supervisor.answers import (
@@ -110,7 +111,7 @@ class Supervisor:
         self.settings = settings
         self.routines = routines
         self.outbox = outbox
-        self.url = settings.url
+        self.urls = Urls(settings.urls)  # shared: the connections move together
         self.running: dict[int, Running] = {}
         self.stopping = False
         self.forced = False
@@ -135,7 +136,7 @@ class Supervisor:
             raise FolderError(f"{folder} is not a folder")
         settings = read_settings(folder)
         if url is not None:
-            settings = replace(settings, url=url.rstrip("/"))
+            settings = replace(settings, urls=(url.rstrip("/"),))
         routines = load_routines(folder)
         return cls(folder, settings, routines, Outbox(folder))
 
@@ -182,7 +183,7 @@ class Supervisor:
 
     def _connect(self) -> BoundedConnection:
         """A new connection to the control plane, with this folder's credential and CA."""
-        return BoundedConnection(self.url, access=self.settings.access)
+        return BoundedConnection(self.urls, access=self.settings.access)
 
     async def _send_loop(self) -> None:
         """Send the outbox: the messages of one task in order, several tasks at once."""
@@ -319,13 +320,13 @@ class Supervisor:
         while not self.stopping:
             try:
                 health = await self._call(connection, "GET", "/health", None, read_health)
-            except Unreachable as ex:
+            except (Unreachable, NotServing) as ex:
                 tries = await self._retry_later(ex, tries)
                 continue
             except (Refused, BadAnswer) as ex:
                 reason = ex.message if isinstance(ex, Refused) else ex.reason
                 raise FolderError(
-                    f"{self.url} did not answer as a Stateous control plane: {reason}"
+                    f"{self.urls.current} did not answer as a Stateous control plane: {reason}"
                 ) from None
             finally:
                 connection.close()
@@ -334,7 +335,7 @@ class Supervisor:
                 raise FolderError(
                     f"{contract} is for another version of the workflow "
                     f"({self.routines.checksum}; the control plane serves {health.checksum}): "
-                    f"run `{invoked_as()} init supervisor {self.url} {self.folder}` again"
+                    f"run `{invoked_as()} init supervisor {self.urls.current} {self.folder}` again"
                 )
             return True
         return False
@@ -557,7 +558,8 @@ class Supervisor:
             if not await self._await_control_plane():
                 return 0
             served = ", ".join(sorted(self.routines.by_state))
-            log.info("%s serves %s; the control plane is %s", self.settings.name, served, self.url)
+            name, url = self.settings.name, self.urls.current
+            log.info("%s serves %s; the control plane is %s", name, served, url)
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)

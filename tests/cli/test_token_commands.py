@@ -577,6 +577,21 @@ def test_the_url_comes_from_stateous_url_else_the_default(cli: Cli) -> None:
     assert "http://127.0.0.1:8080" in default.stderr
 
 
+def test_stateous_url_may_name_several_control_planes_and_the_one_that_serves_answers(
+    cli: Cli,
+) -> None:
+    dead = f"http://127.0.0.1:{closed_port()}"
+    cli.line("start", "TICKET-1", '{"repo": "acme/api"}')
+    shown = cli.run("show", "TICKET-1", env={"STATEOUS_URL": f"{dead},{cli.url}"})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith("TICKET-1: coding, active\n")
+    listed = cli.run("show", "--url", f"{dead},{cli.url}")
+    assert (listed.returncode, listed.stdout) == (0, "TICKET-1: coding, active\n")
+    assert cli.error("show", "NOPE", "--url", f"{dead},{cli.url}") == cli.refused(
+        404, "no token has the id 'NOPE'"
+    )
+
+
 def test_every_ledger_kind_reads_as_a_sentence_of_its_own() -> None:
     from stateous.cli.history import SENTENCES
     from stateous.model.vocabulary import Kind

@@ -32,7 +32,7 @@ holds its database by a `Lock` that lives as long as its process (`locks.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
@@ -75,7 +75,9 @@ __all__ = [
     "UnknownUrl",
     "from_column",
     "open_database",
+    "open_held",
     "open_store",
+    "serving_lock",
     "sqlite_path",
     "to_column",
     "to_iso",
@@ -97,30 +99,48 @@ def sqlite_path(url: str) -> str:
     raise UnknownUrl(f"{url!r} is neither a sqlite:/// nor a postgresql:// URL")
 
 
+def serving_lock(url: str) -> Lock:
+    """The serving lock of the database at `url`, not taken yet."""
+    if url.startswith(POSTGRES):
+        return _postgres().AdvisoryLock(url)
+    from stateous.control.store.locks import FileLock
+
+    return FileLock(sqlite_path(url))
+
+
 def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
     """Take the serving lock of the database at `url`, then open its store, making or
     upgrading its tables; Postgres gets up to `connections` connections."""
-    if url.startswith(POSTGRES):
-        try:
-            from stateous.control.store.postgres import AdvisoryLock, PostgresStore
-        except ModuleNotFoundError as ex:
-            if (ex.name or "").partition(".")[0] != "psycopg":
-                raise
-            raise StoreError(
-                "serving Postgres needs psycopg, which is missing; install stateous[postgres]"
-            ) from None
-        lock: Lock = AdvisoryLock(url)
-        lock.take()
-        opened = _opened(lock, lambda: PostgresStore(url, size=connections))
-    else:
-        from stateous.control.store.locks import FileLock
+    lock = serving_lock(url)
+    lock.take()
+    return lock, open_held(url, lock, connections=connections)
+
+
+def open_held(url: str, lock: Lock, *, connections: int) -> Store:
+    """Open the store at `url` under its serving `lock`, taken already; give the lock back if
+    the store cannot be opened."""
+    try:
+        if url.startswith(POSTGRES):
+            return _postgres().PostgresStore(url, size=connections)
         from stateous.control.store.sqlite import SqliteStore
 
-        path = sqlite_path(url)
-        lock = FileLock(path)
-        lock.take()
-        opened = _opened(lock, lambda: SqliteStore(path))
-    return lock, opened
+        return SqliteStore(sqlite_path(url))
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _postgres() -> ModuleType:
+    """The Postgres store's package, or a sentence saying that its driver is missing."""
+    try:
+        from stateous.control.store import postgres
+    except ModuleNotFoundError as ex:
+        if (ex.name or "").partition(".")[0] != "psycopg":
+            raise
+        raise StoreError(
+            "serving Postgres needs psycopg, which is missing; install stateous[postgres]"
+        ) from None
+    return postgres
 
 
 def open_database(url: str) -> Store:
@@ -140,12 +160,3 @@ def open_database(url: str) -> Store:
     from stateous.control.store.sqlite import SqliteStore
 
     return SqliteStore(sqlite_path(url))
-
-
-def _opened(lock: Lock, opener: Callable[[], Store]) -> Store:
-    """Open a store under its lock; give the lock back if the store cannot be opened."""
-    try:
-        return opener()
-    except BaseException:
-        lock.release()
-        raise

@@ -27,25 +27,35 @@ LOCK_CLASS = 0x53544154
 
 
 class AdvisoryLock:
-    """The lock of `url`'s schema, held by a connection that lives as long as this process."""
+    """The lock of `url`'s schema, held by a connection that lives as long as this process.
+
+    A refused `take` keeps its connection for the next one, so a standby that asks
+    again and again does so on one connection.
+    """
 
     def __init__(self, url: str) -> None:
         self.url = url
         self._connection: Connection | None = None
+        self._asking: Connection | None = None
 
     def take(self) -> None:
-        connection = connect(self.url)
-        schema, taken = connection.execute(
-            "SELECT current_schema(), pg_try_advisory_lock(%s, hashtext(current_schema()))",
-            (LOCK_CLASS,),
-        ).fetchone() or (None, None)
-        if not taken:
+        connection = self._asking or connect(self.url)
+        self._asking = None
+        try:
+            schema, taken = connection.execute(
+                "SELECT current_schema(), pg_try_advisory_lock(%s, hashtext(current_schema()))",
+                (LOCK_CLASS,),
+            ).fetchone() or (None, None)
+        except psycopg.Error as ex:
             connection.close()
+            raise Unreachable(f"the database did not answer: {first_line(ex)}") from None
         if schema is None:
+            connection.close()
             raise SchemaError(
                 "no schema named by the connection's search_path exists; create one or name another"
             )
         if not taken:
+            self._asking = connection
             raise HoldRefused("another control plane serves this database; stop it first")
         self._connection = connection
 
@@ -71,7 +81,8 @@ class AdvisoryLock:
             raise DatabaseBusy(f"the database cannot be reached ({first_line(ex)})") from None
 
     def release(self) -> None:
-        if self._connection is not None:
-            with suppress(psycopg.Error):
-                self._connection.close()
-            self._connection = None
+        for connection in (self._connection, self._asking):
+            if connection is not None:
+                with suppress(psycopg.Error):
+                    connection.close()
+        self._connection = self._asking = None

@@ -1,0 +1,42 @@
+"""The errors of the clients: a call that failed, and why."""
+
+from __future__ import annotations
+
+
+class ClientError(Exception):
+    """A call to the control plane failed."""
+
+
+class BadSetting(ClientError):
+    """A URL, a token file, a secret or a CA file cannot be used; the sentence names it."""
+
+
+class Unreachable(ClientError):
+    """The control plane did not answer: no connection, a timeout, a dropped answer."""
+
+
+class Unverified(Unreachable):
+    """The control plane's certificate did not pass: no trusted CA signed it, or another host's.
+
+    It is a kind of `Unreachable`, so a supervisor tries again as it does when the
+    control plane is down: the certificate may be put right meanwhile.
+    """
+
+
+class Refused(ClientError):
+    """The control plane answered with a refusal; programs read `code`, people `message`."""
+
+    def __init__(self, status: int, message: str, code: str | None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+
+
+class NotFound(Refused):
+    """A refusal with the status 404: no such token, task or path."""
+
+
+class NotServing(Refused):
+    """A refusal with the code `not_serving`: a standby, or a control plane that lost its
+    database; another control plane may serve it, or soon will."""
