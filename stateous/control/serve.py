@@ -272,18 +272,21 @@ class ControlPlane:
         waiter = threading.Thread(
             target=self._wait_for_database, args=(switch, stop), name="stateous-standby"
         )
-        if self.waiting is None:
-            self._start_serving()
-        else:
-            print(
-                f"standby on {self.url}: another control plane serves the database; "
-                "waiting to take it over (Ctrl-C stops)",
-                file=self.err,
-                flush=True,
-            )
-            waiter.start()
         try:
+            if self.waiting is None:
+                self._start_serving()
+            else:
+                print(
+                    f"standby on {self.url}: another control plane serves the database; "
+                    "waiting to take it over (Ctrl-C stops)",
+                    file=self.err,
+                    flush=True,
+                )
+                waiter.start()
             server.run()
+        except KeyboardInterrupt:
+            # A stop signal before the loop ran (waitress handles the ones after).
+            dispatcher.shutdown()
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_interrupt)
