@@ -128,15 +128,12 @@ class Supervisor:
         """Send one request in a thread; return its answer as `read` makes it."""
         return await asyncio.to_thread(connection.ask, method, path, body, read)
 
-    async def _retry_later(self, ex: Exception, tries: int, *, until_stop: bool = True) -> int:
+    async def _retry_later(self, ex: Exception, tries: int) -> int:
         """Log a control plane that is unreachable or answers badly, wait the back-off;
         return the count of tries."""
         wait = backoff(tries)
         log.warning("%s; trying again in %ds", ex, wait)
-        if until_stop:
-            await self._pause(wait)
-        else:
-            await asyncio.sleep(wait)
+        await self._pause(wait)
         return tries + 1
 
     @property
@@ -225,7 +222,8 @@ class Supervisor:
                         wait,
                     )
                     tries += 1
-                    await self._pause(wait)
+                    # At a stop too: the last reports wait for a busy database, not in a spin.
+                    await asyncio.sleep(wait)
                     continue
                 self.unreachable = False
                 if self._refused(message, label, ex):
