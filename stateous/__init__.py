@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         Occurrence,
         OutcomeError,
         StateRef,
+        TaskGone,
         on_state,
     )
 
@@ -36,6 +37,7 @@ _HOMES = {
     "Occurrence": "stateous.supervisor.routine",
     "OutcomeError": "stateous.supervisor.routine",
     "StateRef": "stateous.supervisor.routine",
+    "TaskGone": "stateous.supervisor.routine",
     "on_state": "stateous.supervisor.routine",
 }
 
@@ -48,6 +50,7 @@ __all__ = [
     "Occurrence",
     "OutcomeError",
     "StateRef",
+    "TaskGone",
     "Workflow",
     "__version__",
     "on_state",

@@ -107,6 +107,8 @@ class Outbox:
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
         self._guard = threading.Lock()
+        #: The attempts dropped since the last `pending`, whose messages it may still list.
+        self._dropped: set[tuple[int, int]] = set()
 
     def put(self, task: int, attempt: int, token: str, kind: str, body: dict[str, Any]) -> int:
         """Keep a message on disk; return its number in the order of sending."""
@@ -121,6 +123,7 @@ class Outbox:
     def pending(self) -> list[Message]:
         """Every message that has not landed yet, oldest first; drop those that never can."""
         with self._guard:
+            self._dropped.clear()
             rows = self._db.execute(
                 "SELECT id, task, attempt, token, kind, body FROM messages ORDER BY id"
             ).fetchall()
@@ -149,7 +152,13 @@ class Outbox:
         """Drop the messages of an attempt that is lost; return how many."""
         with self._guard:
             self._db.execute("DELETE FROM messages WHERE task = ? AND attempt = ?", (task, attempt))
+            self._dropped.add((task, attempt))
             return int(self._db.changes())
+
+    def was_dropped(self, message: Message) -> bool:
+        """Tell whether a message listed by `pending` belongs to an attempt dropped since."""
+        with self._guard:
+            return (message.task, message.attempt) in self._dropped
 
     def close(self) -> None:
         self._db.close()

@@ -3,15 +3,22 @@
 A refusal that says "later" (`database_busy`, `not_serving`) is tried again after
 the back-off; one that refuses this supervisor's credential keeps every message in
 the outbox until a good one is given; one that says the report cannot fit turns it
-into a failed attempt; any other drops the message, with one log line.
+into a failed attempt; one that says the attempt is over or not held, for a note or a
+memory write of a running task, means the task is gone; any other drops the message,
+with one log line.
 """
 
 from __future__ import annotations
+
+#: Seconds to wait before trying an unreachable control plane again.
+BACKOFF = (1, 2, 4, 8, 16, 30)
 
 #: Refusals after which a report is turned into a failed attempt.
 REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
 #: Refusals that say "try again later", not "this message is wrong".
 TRY_AGAIN = ("database_busy", "not_serving")
+#: Refusals that say that the attempt of a message is over, or its task not held.
+GONE = ("attempt_over", "task_not_held")
 #: Refusals of this supervisor's credential: its messages wait for a good one.
 DENIED = ("unauthorized", "forbidden")
 #: How often the log says again that the credential is refused, and a message waiting for
@@ -40,3 +47,8 @@ KEPT_DENIED = {
     "memory": "%s: the control plane refuses this supervisor's credential; the memory write "
     "stays in the outbox for a start with a good one",
 }
+
+
+def backoff(tries: int) -> int:
+    """The seconds to wait after `tries` failed tries: 1, 2, 4, 8, 16, then 30."""
+    return BACKOFF[min(tries, len(BACKOFF) - 1)]

@@ -1,4 +1,4 @@
-"""What a routine sees: `on_state`, `Context`, `Occurrence`, `StateRef`, `OutcomeError`.
+"""What a routine sees: `on_state`, `Context`, `Occurrence`, `StateRef`, `OutcomeError`, `TaskGone`.
 
 A routine is a function marked with `@on_state(states.X)`. It gets a `Context`
 (the token's context, its memory, notes and timers) and returns an `Occurrence`
@@ -39,6 +39,15 @@ _MARK = "__stateous_state__"
 
 class OutcomeError(ValueError):
     """Data that does not name an event of the state, or whose payload does not fit."""
+
+
+class TaskGone(BaseException):
+    """Raised by `ctx.check()` once the routine's task is gone: cancelled, taken back by the
+    control plane, or given back at a forced stop.
+
+    Like `asyncio.CancelledError` it is not an `Exception`, so the `except Exception` of an
+    agent's loop lets it through and the routine ends; what it returns then is ignored.
+    """
 
 
 def _model_values(value: Any) -> Any:
@@ -220,8 +229,11 @@ def routine_state(value: object) -> StateRef | None:
 
 
 class Sink(Protocol):
-    """Where a context sends what is saved at once: notes and memory writes."""
+    """Where a context sends what is saved at once: notes and memory writes; `gone` says
+    why the task is no longer held (None while it is)."""
 
+    @property
+    def gone(self) -> str | None: ...
     def note(self, text: str) -> None: ...
     def memory(self, key: str, value: Any) -> None: ...
 
@@ -274,7 +286,8 @@ class Context(Generic[Model]):
 
     `ctx["key"]` reads a copy, `ctx["key"] = value` is a change saved with the
     outcome; `ctx.memory` and `ctx.note()` are saved at once; `ctx.schedule()` sets
-    a timer with the outcome.
+    a timer with the outcome; `ctx.cancelled` and `ctx.check()` tell a long routine
+    that its task is gone.
     """
 
     def __init__(
@@ -316,6 +329,17 @@ class Context(Generic[Model]):
     def get(self, key: str, default: Any = None) -> Any:
         """Read a copy of a context value, or `default` when it is not set."""
         return copy.deepcopy(self._context[key]) if key in self._context else default
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the task is gone (cancelled, taken back, given back): time to stop."""
+        return self._sink.gone is not None
+
+    def check(self) -> None:
+        """Raise `TaskGone` if the task is gone; a long loop calls it at each step."""
+        gone = self._sink.gone
+        if gone is not None:
+            raise TaskGone(f"task {self.task} of {self.token} is gone: {gone}")
 
     def note(self, text: str) -> None:
         """Add one line of progress to the token's history, at once; empty text adds nothing."""

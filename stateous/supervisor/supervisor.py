@@ -4,7 +4,9 @@ Everything runs on one asyncio loop: `async def` routines on it, `def` routines
 in daemon threads, blocking HTTP calls in threads of their own. Every report,
 note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
-tasks and waits; a second one cancels the routines and exits 1. Every answer of the
+tasks and waits; a second one (or a loop that died) cancels the routines, gives
+their tasks back as failed attempts through the outbox, and exits 1. The heartbeat
+is heartbeat.py's; what a task is while it runs, held.py's. Every answer of the
 control plane is bounded and typed (answers.py): a bad one is one log line and a
 try again after the back-off, and a grant whose context does not fit the routine's
 model fails its attempt without running the routine.
@@ -14,26 +16,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
 from stateous.model.invocation import invoked_as
-from stateous.model.wire import FIXED_LEASE, Grant
-from stateous.supervisor.answers import (
-    BadAnswer,
-    BoundedConnection,
-    read_grant,
-    read_health,
-    read_lost,
-)
+from stateous.model.wire import Grant
+from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
 from stateous.supervisor.attempt import report_of, run_routine
 from stateous.supervisor.folder import (
     FolderError,
@@ -43,61 +40,28 @@ from stateous.supervisor.folder import (
     load_routines,
     read_settings,
 )
+from stateous.supervisor.heartbeat import Heart
+from stateous.supervisor.held import TOOK_BACK, Running, Sink, given_back
 from stateous.supervisor.outbox import Message, Outbox
 from stateous.supervisor.refusals import (
     DENIED,
     DENIED_EVERY,
+    GONE,
     KEPT_AT_STOP,
     KEPT_DENIED,
     REFUSED,
     REPORT_FAILS,
     TRY_AGAIN,
+    backoff,
 )
-from stateous.supervisor.routine import Context, EnteredBy, context_misfit
+from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
 
 log = logging.getLogger("stateous.supervisor")
 
-#: Seconds to wait before trying an unreachable control plane again.
-BACKOFF = (1, 2, 4, 8, 16, 30)
 #: How many tasks' messages are sent at once; one task's messages always go in order.
 LANES = 4
 #: Seconds between claims when the last one found nothing.
 IDLE = 1.0
-#: The lease to assume before a grant says otherwise.
-DEFAULT_LEASE = float(FIXED_LEASE)
-#: The shortest time between two heartbeats, in seconds, whatever the leases say.
-HEARTBEAT_FLOOR = 0.25
-
-
-def backoff(tries: int) -> int:
-    return BACKOFF[min(tries, len(BACKOFF) - 1)]
-
-
-@dataclass
-class Running:
-    """A task whose routine runs now."""
-
-    grant: Grant
-    job: asyncio.Task[None] | None = None
-    lost: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"task {self.grant.task} of {self.grant.token}"
-
-
-@dataclass
-class Sink:
-    """Where a routine's notes and memory writes go: the outbox, at once."""
-
-    supervisor: Supervisor
-    grant: Grant
-
-    def note(self, text: str) -> None:
-        self.supervisor.keep(self.grant, "note", {"text": text})
-
-    def memory(self, key: str, value: Any) -> None:
-        self.supervisor.keep(self.grant, "memory", {"key": key, "value": value})
 
 
 class Supervisor:
@@ -124,8 +88,9 @@ class Supervisor:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
-        self._beat = asyncio.Event()
         self._drained = asyncio.Event()
+        self._sender: asyncio.Task[None] | None = None
+        self.heart = Heart(settings.name, self.running, self._connect, self._lose)
         self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
 
@@ -146,7 +111,12 @@ class Supervisor:
         """Write a message to the outbox, then wake the sender; safe from any thread."""
         self.outbox.put(grant.task, grant.attempt, grant.token, kind, body)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._wake.set)
+            self._loop.call_soon_threadsafe(self._kept)
+
+    def _kept(self) -> None:
+        """A message waits: the outbox is not drained, and the sender has work."""
+        self._drained.clear()
+        self._wake.set()
 
     async def _call(
         self,
@@ -159,15 +129,12 @@ class Supervisor:
         """Send one request in a thread; return its answer as `read` makes it."""
         return await asyncio.to_thread(connection.ask, method, path, body, read)
 
-    async def _retry_later(self, ex: Exception, tries: int, *, until_stop: bool = True) -> int:
+    async def _retry_later(self, ex: Exception, tries: int) -> int:
         """Log a control plane that is unreachable or answers badly, wait the back-off;
         return the count of tries."""
         wait = backoff(tries)
         log.warning("%s; trying again in %ds", ex, wait)
-        if until_stop:
-            await self._pause(wait)
-        else:
-            await asyncio.sleep(wait)
+        await self._pause(wait)
         return tries + 1
 
     @property
@@ -211,6 +178,8 @@ class Supervisor:
 
     async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
         for message in messages:
+            if self.outbox.was_dropped(message):
+                continue
             await self._send(connection, message)
             if self.held_back and self.stopping:
                 return
@@ -254,7 +223,8 @@ class Supervisor:
                         wait,
                     )
                     tries += 1
-                    await self._pause(wait)
+                    # At a stop too: the last reports wait for a busy database, not in a spin.
+                    await asyncio.sleep(wait)
                     continue
                 self.unreachable = False
                 if self._refused(message, label, ex):
@@ -293,8 +263,9 @@ class Supervisor:
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
         if message.kind != "report":
-            log.warning(REFUSED[message.kind], label, ex.message)
             self.outbox.remove(message.id)
+            if ex.code not in GONE or not self._lose(message.task, TOOK_BACK, message.attempt):
+                log.warning(REFUSED[message.kind], label, ex.message)
             return False
         log.warning("%s: the control plane refused the report: %s", label, ex.message)
         if ex.code in REPORT_FAILS and message.body.get("kind") != "failed":
@@ -307,7 +278,7 @@ class Supervisor:
             message.body.update(failed)
             return True
         if ex.code == "task_not_held":
-            self._beat.set()
+            self.heart.asked.set()
         self.outbox.remove(message.id)
         return False
 
@@ -407,6 +378,10 @@ class Supervisor:
                 self._slots.release()
                 await self._idle()
                 continue
+            if self.forced:  # granted while the supervisor was stopped at once
+                self._give_back(grant)
+                self._slots.release()
+                break
             running = Running(grant)
             self.running[grant.task] = running
             log.info(
@@ -417,17 +392,16 @@ class Supervisor:
                 grant.attempt,
             )
             running.job = asyncio.create_task(self._work(running))
-            self._beat.set()
+            # The slot is free again whatever happens, even to a job cancelled unstarted.
+            running.job.add_done_callback(functools.partial(self._finish, running))
+            self.heart.asked.set()
         connection.close()
 
     async def _work(self, running: Running) -> None:
-        """Run a task's routine and keep its report; the slot is free again whatever happens."""
-        try:
-            outcome = await self._attempt(running)
-            if outcome is not None and not running.lost:
-                self.keep(running.grant, "report", outcome)
-        finally:
-            self._finish(running)
+        """Run a task's routine and keep its report, unless the task is gone."""
+        outcome = await self._attempt(running)
+        if outcome is not None and running.gone is None:
+            self.keep(running.grant, "report", outcome)
 
     async def _attempt(self, running: Running) -> dict[str, Any] | None:
         """The report of one attempt; None when its routine was cancelled."""
@@ -445,70 +419,39 @@ class Supervisor:
             context=grant.context,
             memory=grant.memory,
             entered_by=EnteredBy(grant.entered_by.name, grant.entered_by.payload),
-            sink=Sink(self, grant),
+            sink=Sink(running, self.keep),
         )
         try:
             return report_of(state, await run_routine(routine, ctx), ctx)
         except asyncio.CancelledError:
             return None
+        except TaskGone as ex:
+            if running.gone is not None:
+                return None
+            return {"kind": "failed", "error": failure_text(self.root, ex)}
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
             return {"kind": "failed", "error": error}
 
-    def _finish(self, running: Running) -> None:
+    def _finish(self, running: Running, job: object = None) -> None:
         self.running.pop(running.grant.task, None)
         self._slots.release()
 
-    def _beat_interval(self) -> float:
-        """A quarter of the shortest lease of the running tasks, and never below the floor."""
-        leases = [item.grant.lease for item in self.running.values()]
-        return max(min(leases, default=DEFAULT_LEASE) / 4, HEARTBEAT_FLOOR)
-
-    async def _heartbeat_loop(self) -> None:
-        connection = self._connect()
-        tries = 0
-        last = -HEARTBEAT_FLOOR
-        while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._beat.wait(), self._beat_interval())
-            self._beat.clear()
-            if not self.running:
-                continue
-            # However often a beat is asked for (each claim asks for one), they are
-            # never closer than the floor.
-            await asyncio.sleep(last + HEARTBEAT_FLOOR - time.monotonic())
-            if not self.running:
-                continue
-            last = time.monotonic()
-            tries = await self._heartbeat(connection, tries)
-
-    async def _heartbeat(self, connection: BoundedConnection, tries: int) -> int:
-        """Send one heartbeat for the running tasks; return the count of failed tries."""
-        body = {"supervisor": self.settings.name, "tasks": list(self.running)}
-        try:
-            lost = await self._call(connection, "POST", "/tasks/heartbeat", body, read_lost)
-        except (Unreachable, BadAnswer) as ex:
-            # Heartbeats go on during a stop, while routines run: this wait is not cut short.
-            tries = await self._retry_later(ex, tries, until_stop=False)
-            self._beat.set()
-            return tries
-        except Refused as ex:
-            log.warning("the control plane refused a heartbeat: %s", ex.message)
-            return tries
-        for task in lost:
-            self._lose(task)
-        return 0
-
-    def _lose(self, task: int) -> None:
+    def _lose(self, task: int, why: str, attempt: int | None = None) -> bool:
+        """Cancel the routine of a task that is gone and drop its messages; return whether
+        the task (of that attempt) runs here."""
         running = self.running.get(task)
-        if running is None or running.lost:
-            return
-        running.lost = True
-        log.info("%s: the control plane took it back; cancelling its routine", running.label)
+        if running is None or attempt not in (None, running.grant.attempt):
+            return False
+        if running.gone is not None:
+            return True
+        running.gone = why
+        log.info("%s: %s; cancelling its routine", running.label, why)
         self.outbox.drop_attempt(task, running.grant.attempt)
         if running.job is not None:
             running.job.cancel()
+        return True
 
     # stopping
 
@@ -519,19 +462,39 @@ class Supervisor:
 
     def _on_signal(self) -> None:
         if not self.stopping:
-            self.stopping = True
-            self._stop.set()
-            self._wake.set()
+            self._take_no_more()
             log.info(
                 "stopping: no new tasks; waiting for %d routine(s) (signal again to stop now)",
                 len(self.running),
             )
             return
+        self._stop_now()
+
+    def _take_no_more(self) -> None:
+        self.stopping = True
+        self._stop.set()
+        self._wake.set()
+
+    def _stop_now(self) -> None:
+        """Cancel the routines and give their tasks back, so they are tried again at once."""
+        self._take_no_more()
+        if self.forced:
+            return
         self.forced = True
-        log.info("stopping now: cancelling %d routine(s)", len(self.running))
+        log.info(
+            "stopping now: cancelling %d routine(s) and giving their tasks back", len(self.running)
+        )
         for running in list(self.running.values()):
+            if running.gone is not None:
+                continue
+            running.gone = given_back(self.settings.name)
+            self._give_back(running.grant)
             if running.job is not None:
                 running.job.cancel()
+
+    def _give_back(self, grant: Grant) -> None:
+        """Keep the failed attempt that gives a task back; the sender sends it before exit."""
+        self.keep(grant, "report", {"kind": "failed", "error": given_back(self.settings.name)})
 
     def _watched(self, loop: Any, name: str) -> asyncio.Task[None]:
         """Start a side loop; if it dies, stop taking tasks and exit 1 at the end."""
@@ -542,8 +505,7 @@ class Supervisor:
                 return
             log.error("the %s loop failed (%s); stopping", name, done.exception())
             self.broken = True
-            if not self.stopping:
-                self._on_signal()
+            self._stop_now()
 
         task.add_done_callback(check)
         return task
@@ -563,16 +525,17 @@ class Supervisor:
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)
-            sender = self._watched(self._send_loop(), "sending")
+            sender = self._sender = self._watched(self._send_loop(), "sending")
             self._wake.set()
             await asyncio.sleep(0)
             await self._drained_or_stopped()
-            heart = self._watched(self._heartbeat_loop(), "heartbeat")
+            heart = self._watched(self.heart.loop(), "heartbeat")
             await self._claim_loop()
             await self._wait_for_routines()
-            if not self.forced and not self.held_back:
+            if not self.held_back:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
+            self._say_kept()
             for loop_task in (sender, heart):
                 loop_task.cancel()
             await asyncio.gather(sender, heart, return_exceptions=True)
@@ -580,9 +543,17 @@ class Supervisor:
         finally:
             self.outbox.close()
 
+    def _say_kept(self) -> None:
+        """Say what stays in the outbox when the sender died, for the next start."""
+        sender = self._sender
+        if sender is not None and sender.done() and not sender.cancelled() and sender.exception():
+            left = len(self.outbox.pending())
+            if left:
+                log.warning("%d message(s) stay in the outbox for the next start", left)
+
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
         """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
-        while not self._drained.is_set() and not self.broken:
+        while not self._drained.is_set() and not (self._sender is None or self._sender.done()):
             if self.held_back and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)

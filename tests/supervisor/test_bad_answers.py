@@ -297,7 +297,8 @@ def test_a_heartbeat_answer_of_the_wrong_shape_is_one_log_line_and_the_task_goes
         assert reported(plane, 2) == SUBMITTED
         assert [beat for beat in supervisor.log if "heartbeat" in beat] == [
             "a bad answer from the control plane to POST /tasks/heartbeat: "
-            "Expected `object`, got `array`; trying again in 1s"
+            "Expected `object`, got `array`; trying again in 1s",
+            "a heartbeat reached the control plane again; 1 before it failed",
         ]
         assert_clean_stop(supervisor, folder)
     finally:

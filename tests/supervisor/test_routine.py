@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from stateous import Context, Occurrence, OutcomeError, StateRef, on_state
+from stateous import Context, Occurrence, OutcomeError, StateRef, TaskGone, on_state
 from stateous.control.validation import Invalid, compile_schema
 from stateous.supervisor.routine import EnteredBy, routine_state
 
@@ -45,6 +45,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, ...]] = []
+        self.gone: str | None = None
 
     def note(self, text: str) -> None:
         self.sent.append(("note", text))
@@ -85,6 +86,24 @@ def test_a_context_gives_the_ids_of_its_token_task_visit_attempt_and_entering_ev
         1,
     )
     assert (ctx.entered_by.name, ctx.entered_by.payload) == ("submitted", None)
+
+
+def test_a_context_says_its_task_is_gone_only_once_its_sink_says_why() -> None:
+    ctx, sink = make_context()
+
+    ctx.check()
+    assert ctx.cancelled is False
+    sink.gone = "the control plane took it back"
+
+    assert ctx.cancelled is True
+    with pytest.raises(
+        TaskGone, match=r"^task 3 of ORDER-1 is gone: the control plane took it back$"
+    ):
+        ctx.check()
+
+
+def test_task_gone_is_no_exception_so_a_routine_s_except_exception_lets_it_through() -> None:
+    assert not issubclass(TaskGone, Exception)
 
 
 def test_a_value_read_from_the_context_is_a_copy_that_changes_nothing() -> None:

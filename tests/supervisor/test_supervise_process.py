@@ -465,8 +465,11 @@ def test_a_second_stop_signal_cancels_the_running_routine_and_exits_1(
     supervisor.send(signal.SIGTERM)
 
     assert supervisor.wait() == 1
-    assert supervisor.log[-1] == "stopping now: cancelling 1 routine(s)"
-    assert served.kinds("ORDER-1")[-1] == "task_claimed"
+    assert supervisor.log[-2:] == [
+        "stopping now: cancelling 1 routine(s) and giving their tasks back",
+        "task 1 of ORDER-1: reported a failed attempt: box-1 was stopped: task given back",
+    ]
+    assert served.kinds("ORDER-1")[-3:] == ["task_claimed", "task_failed", "task_retrying"]
 
 
 # bad outcomes and bad folders

@@ -1,0 +1,125 @@
+"""The heartbeat: renew the leases of the running tasks, and try again within the lease.
+
+A heartbeat goes every quarter of the shortest lease of the running tasks. One that
+fails (no connection, no answer in time, a bad answer, a refusal that says "later" or
+any 5xx) is tried again after the outbox's back-off, but never later than an eighth
+of that lease after the last try began, and each try waits for its answer an eighth
+of the lease (a second at least): so a few cut heartbeats in a row never let the
+lease of a supervisor that is alive run out. The log says so once when heartbeats
+start failing, and once when one gets through again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from stateous.client.http import Refused, Unreachable
+from stateous.model.wire import FIXED_LEASE
+from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_lost
+from stateous.supervisor.held import TOOK_BACK, Running
+from stateous.supervisor.refusals import TRY_AGAIN, backoff
+
+log = logging.getLogger("stateous.supervisor")
+
+#: The lease to assume before a grant says otherwise.
+DEFAULT_LEASE = float(FIXED_LEASE)
+#: The shortest time between two heartbeats, in seconds, whatever the leases say.
+HEARTBEAT_FLOOR = 0.25
+#: The shortest wait for the answer to a heartbeat, in seconds.
+ANSWER_FLOOR = 1.0
+
+
+class Heart:
+    """The heartbeat loop of one supervisor, over its running tasks."""
+
+    def __init__(
+        self,
+        name: str,
+        running: dict[int, Running],
+        connect: Callable[[], BoundedConnection],
+        lose: Callable[[int, str], object],
+    ) -> None:
+        self.name = name
+        self.running = running
+        self.connect = connect
+        self.lose = lose
+        #: Set to ask for a heartbeat now (a new task runs, a report found its task not held).
+        self.asked = asyncio.Event()
+        #: Heartbeats that failed since the last one that got through.
+        self.failures = 0
+        self._said = ""
+
+    def _lease(self) -> float:
+        return min((item.grant.lease for item in self.running.values()), default=DEFAULT_LEASE)
+
+    def interval(self) -> float:
+        """A quarter of the shortest lease of the running tasks, and never below the floor."""
+        return max(self._lease() / 4, HEARTBEAT_FLOOR)
+
+    def retry_wait(self) -> float:
+        """The back-off after the failures so far, at most an eighth of the shortest lease."""
+        return max(min(backoff(self.failures - 1), self._lease() / 8), HEARTBEAT_FLOOR)
+
+    async def loop(self) -> None:
+        connection = self.connect()
+        last = -HEARTBEAT_FLOOR
+        wait = self.interval()
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.asked.wait(), max(wait, 0))
+            self.asked.clear()
+            if not self.running:
+                wait = self.interval()
+                continue
+            # However often a beat is asked for (each claim asks for one), they are
+            # never closer than the floor.
+            await asyncio.sleep(last + HEARTBEAT_FLOOR - time.monotonic())
+            if not self.running:
+                continue
+            last = time.monotonic()
+            if await self.beat(connection):
+                wait = self.interval()
+            else:
+                wait = last + self.retry_wait() - time.monotonic()
+
+    async def beat(self, connection: BoundedConnection) -> bool:
+        """Send one heartbeat for the running tasks; False when it must be tried again soon."""
+        body = {"supervisor": self.name, "tasks": list(self.running)}
+        answer_within = max(self._lease() / 8, ANSWER_FLOOR)
+        if connection.timeout != answer_within:
+            connection.close()
+            connection.timeout = answer_within
+        try:
+            lost = await asyncio.to_thread(
+                connection.ask, "POST", "/tasks/heartbeat", body, read_lost
+            )
+        except Unreachable as ex:
+            return self._failed(f"a heartbeat failed: {ex}")
+        except BadAnswer as ex:
+            return self._failed(str(ex))
+        except Refused as ex:
+            if ex.code in TRY_AGAIN or ex.status >= 500:
+                refused = f"the control plane refused a heartbeat ({ex.code}): {ex.message}"
+                return self._failed(refused)
+            log.warning("the control plane refused a heartbeat: %s", ex.message)
+            return True
+        if self.failures:
+            log.info(
+                "a heartbeat reached the control plane again; %d before it failed", self.failures
+            )
+        self.failures, self._said = 0, ""
+        for task in lost:
+            self.lose(task, TOOK_BACK)
+        return True
+
+    def _failed(self, reason: str) -> bool:
+        """Count a failed heartbeat; say why, unless the last line said the same."""
+        self.failures += 1
+        if reason != self._said:
+            self._said = reason
+            log.warning("%s; trying again in %gs", reason, self.retry_wait())
+        return False
