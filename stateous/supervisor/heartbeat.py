@@ -1,6 +1,8 @@
-"""The heartbeat: renew the leases of the running tasks, and try again within the lease.
+"""The heartbeat: renew the leases of the tasks held, and try again within the lease.
 
-A heartbeat goes every quarter of the shortest lease of the running tasks. One that
+A task is held while its routine runs and then until its report lands: a report that
+waits in the outbox behind a cut connection must not find its lease ended. A heartbeat
+goes every quarter of the shortest lease of the tasks held. One that
 fails (no connection, no answer in time, a bad answer, a refusal that says "later" or
 any 5xx) is tried again after the outbox's back-off, but never later than an eighth
 of that lease after the last try began, and each try waits for its answer an eighth
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from stateous.client.http import Refused, Unreachable
-from stateous.model.wire import FIXED_LEASE
+from stateous.model.wire import FIXED_LEASE, Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_lost
 from stateous.supervisor.held import TOOK_BACK, Running
 from stateous.supervisor.refusals import TRY_AGAIN, backoff
@@ -42,9 +44,14 @@ class Heart:
         running: dict[int, Running],
         connect: Callable[[], BoundedConnection],
         lose: Callable[[int, str], object],
+        reporting: Callable[[], list[int]],
     ) -> None:
         self.name = name
         self.running = running
+        #: The tasks whose report waits in the outbox.
+        self.reporting = reporting
+        #: The lease of the last grant, for tasks held after their routine ended.
+        self.last_lease = DEFAULT_LEASE
         self.connect = connect
         self.lose = lose
         #: Set to ask for a heartbeat now (a new task runs, a report found its task not held).
@@ -53,8 +60,17 @@ class Heart:
         self.failures = 0
         self._said = ""
 
+    def holds(self, grant: Grant) -> None:
+        """A new task runs: keep its lease in mind and renew it now."""
+        self.last_lease = grant.lease
+        self.asked.set()
+
     def _lease(self) -> float:
-        return min((item.grant.lease for item in self.running.values()), default=DEFAULT_LEASE)
+        return min((item.grant.lease for item in self.running.values()), default=self.last_lease)
+
+    def held(self) -> list[int]:
+        """The tasks to renew: those that run here and those whose report waits."""
+        return sorted({*self.running, *self.reporting()})
 
     def interval(self) -> float:
         """A quarter of the shortest lease of the running tasks, and never below the floor."""
@@ -72,23 +88,21 @@ class Heart:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.asked.wait(), max(wait, 0))
             self.asked.clear()
-            if not self.running:
+            if not (tasks := self.held()):
                 wait = self.interval()
                 continue
             # However often a beat is asked for (each claim asks for one), they are
             # never closer than the floor.
             await asyncio.sleep(last + HEARTBEAT_FLOOR - time.monotonic())
-            if not self.running:
-                continue
             last = time.monotonic()
-            if await self.beat(connection):
+            if await self.beat(connection, tasks):
                 wait = self.interval()
             else:
                 wait = last + self.retry_wait() - time.monotonic()
 
-    async def beat(self, connection: BoundedConnection) -> bool:
-        """Send one heartbeat for the running tasks; False when it must be tried again soon."""
-        body = {"supervisor": self.name, "tasks": list(self.running)}
+    async def beat(self, connection: BoundedConnection, tasks: list[int]) -> bool:
+        """Send one heartbeat for these tasks; False when it must be tried again soon."""
+        body = {"supervisor": self.name, "tasks": tasks}
         answer_within = max(self._lease() / 8, ANSWER_FLOOR)
         if connection.timeout != answer_within:
             connection.close()

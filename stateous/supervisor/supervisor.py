@@ -90,7 +90,9 @@ class Supervisor:
         self._wake = asyncio.Event()
         self._drained = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
-        self.heart = Heart(settings.name, self.running, self._connect, self._lose)
+        self.heart = Heart(
+            settings.name, self.running, self._connect, self._lose, self.outbox.reporting
+        )
         self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
 
@@ -394,7 +396,7 @@ class Supervisor:
             running.job = asyncio.create_task(self._work(running))
             # The slot is free again whatever happens, even to a job cancelled unstarted.
             running.job.add_done_callback(functools.partial(self._finish, running))
-            self.heart.asked.set()
+            self.heart.holds(grant)
         connection.close()
 
     async def _work(self, running: Running) -> None:

@@ -74,6 +74,8 @@ class Cutter:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         self.cutting = False
+        #: While set, only reports are cut.
+        self.cutting_reports = False
         self.heartbeats: list[tuple[float, bool]] = []
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, name="cutter", daemon=True).start()
@@ -92,7 +94,7 @@ class Cutter:
         try:
             while first := reader.readline():
                 head, _, body = _read_message(reader, first)
-                cut = self.cutting
+                cut = self.cutting or (self.cutting_reports and b"/report " in first)
                 if first.startswith(b"POST /tasks/heartbeat "):
                     with self._lock:
                         self.heartbeats.append((time.monotonic(), not cut))
@@ -149,6 +151,30 @@ def test_cut_heartbeats_are_tried_again_every_eighth_of_the_lease_and_the_lease_
         assert len(failing) == 2, failing
         assert failing[0].endswith("; trying again in 0.25s"), failing
         assert re.fullmatch(r"a heartbeat reached .* again; \d+ before it failed", failing[1])
+    finally:
+        proxy.close()
+
+
+def test_a_finished_task_whose_report_waits_in_the_outbox_keeps_its_lease_until_it_lands(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db, "--lease", "2s")
+    proxy = Cutter(served.port)
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, SUBMITS, APPROVE)
+        supervisors.serving(folder)
+        proxy.cutting_reports = True
+        start_token(served, "ORDER-1")
+        served.wait_history("ORDER-1", "task_claimed")
+        # Two whole leases in which the routine has ended and only its report cannot land.
+        time.sleep(4.0)
+        proxy.cutting_reports = False
+        served.wait_history("ORDER-1", "task_done", timeout=20)
+
+        history = served.history("ORDER-1")
+        assert "task_failed" not in [entry["kind"] for entry in history], history
+        claims = [entry["data"] for entry in history if entry["kind"] == "task_claimed"]
+        assert [claim["attempt"] for claim in claims if claim["task"] == claims[0]["task"]] == [1]
     finally:
         proxy.close()
 
