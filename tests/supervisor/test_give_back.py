@@ -179,6 +179,29 @@ def test_a_finished_task_whose_report_waits_in_the_outbox_keeps_its_lease_until_
         proxy.close()
 
 
+def test_a_supervisor_that_heartbeats_through_three_leases_without_a_control_plane_loses_nothing(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db, "--lease", "2s")
+    folder = write_folder(tmp_path / "box-1", served.url, graph, GATED, APPROVE)
+    supervisors.serving(folder)
+    start_token(served, "ORDER-1")
+    wait_until((folder / "started").exists, "the routine started")
+
+    assert served.kill() == -signal.SIGKILL
+    time.sleep(6.0)  # three leases of 2 s with no control plane
+    again = launcher.serve(graph, db, "--lease", "2s", listen=f"127.0.0.1:{served.port}")
+    time.sleep(4.0)  # two more leases, renewed by heartbeats only
+    (folder / "gate").touch()
+    again.wait_history("ORDER-1", "task_done", timeout=20)
+
+    history = again.history("ORDER-1")
+    assert "task_failed" not in [entry["kind"] for entry in history], history
+    claims = [entry["data"] for entry in history if entry["kind"] == "task_claimed"]
+    assert [claim["attempt"] for claim in claims if claim["task"] == claims[0]["task"]] == [1]
+    assert again.ok("GET", "/tokens/ORDER-1")["state"] == "review"
+
+
 def at(entry: dict[str, Any]) -> float:
     """When a history entry was written, in seconds, on the control plane's clock."""
     return datetime.fromisoformat(entry["at"].replace("Z", "+00:00")).timestamp()
