@@ -5,18 +5,15 @@ or taking its serving lock; a Postgres database is dumped by `pg_dump`, when it 
 on the PATH. Either way the copy is written to a temporary file beside FILE and
 renamed to FILE only once it is whole, so a failed backup leaves nothing, and an
 existing FILE is kept unless `--force` is given. The copy holds what the database
-holds, credentials' hashes included.
+holds, credentials' hashes included. The modules that only a backup needs are
+imported when it runs, so that every other command starts without them.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,6 +60,8 @@ def check_target(target: Path, database: Path | None) -> None:
 def staged(target: Path, force: bool) -> Iterator[Path]:
     """A new, empty file beside `target` that becomes `target` when the block ends well,
     and is removed, with any file SQLite kept beside it, however the block ends."""
+    import tempfile
+
     if target.exists() and not force:
         raise FileExists(f"{target} exists; give --force to replace it")
     try:
@@ -122,6 +121,10 @@ def back_up_sqlite(url: str, target: Path, force: bool) -> None:
 
 
 def back_up_postgres(url: str, target: Path, force: bool) -> None:
+    import shlex
+    import shutil
+    import subprocess
+
     from stateous.control.store.backup import dump_settings
 
     settings = dump_settings(url)

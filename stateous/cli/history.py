@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stateous.model.graph_file import GraphFile, WorkflowSpec
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
 from stateous.model.vocabulary import LIVE_TOKEN, Kind, TokenStatus
+
+if TYPE_CHECKING:
+    from stateous.model.graph_file import GraphFile, WorkflowSpec
 
 #: How the graph file names START and END, and how a person reads them.
 SHOWN_NAMES = {START_NAME: "START", END_NAME: "END"}

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from stateous.cli.errors import CommandError
-from stateous.cli.supervising import LOG_FORMAT
+from stateous.cli.supervising import start_logging
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
@@ -49,7 +48,7 @@ def run_serve(args: argparse.Namespace) -> int:
         connection_limit=whole("--connection-limit", args.connection_limit, MOST_CONNECTIONS),
         channel_timeout=duration("--channel-timeout", args.channel_timeout),
     )
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    start_logging()
     plane = ControlPlane(
         args.graph,
         args.db,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 
 from stateous.cli.access import SETTINGS_HINT, refuse_token_option
@@ -11,11 +10,19 @@ from stateous.cli.access import SETTINGS_HINT, refuse_token_option
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
 
+def start_logging() -> None:
+    """Log at INFO to stderr, as `serve` and `supervise` do (logging is imported only here,
+    when a command that logs runs)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+
+
 def run_supervise(args: argparse.Namespace) -> int:
     """Supervise a folder until Ctrl-C or SIGTERM."""
     from stateous.supervisor.running import supervise
 
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    start_logging()
     return supervise(Path(args.folder))
 
 
