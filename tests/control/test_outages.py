@@ -6,21 +6,22 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
-from tests.control.serving import Launcher, orders, write_graph
+from tests.control.serving import Launcher, Served, orders, write_graph
 from tests.control.test_serve_process import check_seqs, claim, heartbeat, start_token
 
 LEASE = 2.0
 
 
-def report(served, task: int, attempt: int, supervisor: str):  # type: ignore[no-untyped-def]
+def report(served: Served, task: int, attempt: int, supervisor: str) -> tuple[int, Any]:
     body = {"kind": "event", "event": "submitted", "attempt": attempt, "supervisor": supervisor}
     return served.request("POST", f"/tasks/{task}/report", body)
 
 
-def test_a_lease_does_not_end_for_the_time_no_control_plane_served(
-    launcher: Launcher, tmp_path: Path
-) -> None:
+def claimed_then_killed(launcher: Launcher, tmp_path: Path) -> tuple[Path, Path, int]:
+    """Serve `orders` with a lease of 2 s, let box-1 claim ORDER-1's task and beat once, then
+    kill -9 the control plane; answer the graph file, the database and the task."""
     graph, db = tmp_path / "orders.json", tmp_path / "orders.sqlite"
     write_graph(graph, orders())
     first = launcher.serve(graph, db, "--lease", "2s")
@@ -28,7 +29,13 @@ def test_a_lease_does_not_end_for_the_time_no_control_plane_served(
     task = claim(first, "box-1")["task"]
     assert heartbeat(first, "box-1", task) == []
     assert first.kill() == -signal.SIGKILL
+    return graph, db, task
 
+
+def test_a_lease_does_not_end_for_the_time_no_control_plane_served(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    graph, db, task = claimed_then_killed(launcher, tmp_path)
     time.sleep(3 * LEASE)  # three whole leases with no control plane
     again = launcher.serve(graph, db, "--lease", "2s")
     # The supervisor's heartbeats, tried all along, get through again: nothing was lost.
@@ -49,12 +56,7 @@ def test_a_lease_does_not_end_for_the_time_no_control_plane_served(
 def test_after_a_start_a_silent_supervisor_still_loses_its_lease_after_one_whole_lease(
     launcher: Launcher, tmp_path: Path
 ) -> None:
-    graph, db = tmp_path / "orders.json", tmp_path / "orders.sqlite"
-    write_graph(graph, orders())
-    first = launcher.serve(graph, db, "--lease", "2s")
-    start_token(first, "ORDER-1")
-    task = claim(first, "box-1")["task"]
-    assert first.kill() == -signal.SIGKILL
+    graph, db, task = claimed_then_killed(launcher, tmp_path)
     time.sleep(LEASE)
 
     again = launcher.serve(graph, db, "--lease", "2s")
