@@ -535,53 +535,47 @@ class Run:
             thread.join(timeout=STOP_TIMEOUT)
 
     def finish_control(self) -> None:
-        """A kill just before the last token ended is watched to its takeover too."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while len(self.planes) > 1 and self.killed_at is not None:
-            if time.monotonic() > deadline:
-                break  # no takeover: the check says so
-            self.watch_control(time.monotonic())
-            time.sleep(0.05)
+        """Start again at once a control plane still down at the end."""
         for plane in self.planes:
             if not plane.alive:
                 plane.start(standby=len(self.planes) > 1)
         self.killed_at = None
 
     def kill_control(self, fault: Fault) -> bool:
-        """kill -9 the serving control plane, when every control plane is up and one serves."""
-        if self.killed_at is not None or not all(plane.alive for plane in self.planes):
-            return False
+        """kill -9 the serving control plane, when every control plane is up.
+
+        With a standby, wait for it to take over, to time it.
+        """
+        if self.killed_at is not None:
+            return False  # one is down: this kill waits until it is back
         self.control.kill()
         self.tally.control_kills += 1
         self.killed_at = time.monotonic()
         self.back_at = self.killed_at + fault.pause
+        if len(self.planes) > 1:
+            waited = self.take_over(self.killed_at)
+            if waited is not None:
+                self.tally.takeovers.append(waited)
         return True
 
-    def watch_control(self, now: float) -> None:
-        """After a kill: note when a control plane serves again, and start the killed one.
+    def take_over(self, since: float) -> float | None:
+        """Wait until a control plane serves; the seconds since `since`, None if none does."""
+        deadline = since + START_TIMEOUT
+        while time.monotonic() < deadline:
+            serving = [index for index, plane in enumerate(self.planes) if plane.serving]
+            if serving:
+                self.serving = serving[0]
+                return time.monotonic() - since
+            time.sleep(0.01)
+        return None
 
-        Alone, the killed one starts again after its pause. With a standby, the standby
-        takes over, and the killed one starts again after its pause as the new standby,
-        once another serves (each standby takes over when the lock is free).
-        """
-        if self.killed_at is None:
+    def watch_control(self, now: float) -> None:
+        """Start the killed control plane again after its pause (with a standby: as one)."""
+        if self.killed_at is None or now < self.back_at:
             return
-        if len(self.planes) == 1:
-            if now >= self.back_at:
-                self.control.start()
-                self.killed_at = None
-            return
-        if not self.control.alive:
-            serving = next((i for i, plane in enumerate(self.planes) if plane.serving), None)
-            if serving is None:
-                return
-            self.tally.takeovers.append(time.monotonic() - self.killed_at)
-            killed, self.serving = self.control, serving
-        else:
-            killed = next(plane for plane in self.planes if not plane.alive)
-        if now >= self.back_at:
-            killed.start(standby=True)
-            self.killed_at = None
+        killed = next(plane for plane in self.planes if not plane.alive)
+        killed.start(standby=len(self.planes) > 1)
+        self.killed_at = None
 
     def kill_box(self, fault: Fault) -> bool:
         """kill -9 the fault's supervisor, or the next one alive; count the tasks it held."""
@@ -601,11 +595,8 @@ class Run:
 
     def settle(self) -> None:
         """Wait for a control plane to serve and the outboxes to drain; stop the supervisors."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while not self.control.serving and time.monotonic() < deadline:
-            found = [index for index, plane in enumerate(self.planes) if plane.serving]
-            self.serving = found[0] if found else self.serving
-            time.sleep(0.05)
+        if not self.control.serving:
+            self.take_over(time.monotonic())  # after a kill that no takeover followed
         for box in self.boxes:
             if not box.alive:
                 box.start()
