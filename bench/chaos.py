@@ -1,7 +1,8 @@
 """Chaos run: tokens through real `serve` and `supervise` processes while things break.
 
 Run: .venv/bin/python bench/chaos.py [--seed 1] [--tokens 300] [--supervisors 4] [--kills 10]
-     [--control-kills 2] [--cut 0.2] [--lease 5s] [--db sqlite|postgresql://...] [--no-faults]
+     [--control-kills 2] [--cut 0.2] [--lease 5s] [--db sqlite|postgresql://...] [--standby]
+     [--no-faults]
 
 A workflow of four states (draft, review and ship have routines and retries; approval
 waits for an `approved` event that this run fires from outside with an Idempotency-Key,
@@ -10,8 +11,17 @@ processes. Between them sits a proxy of this run's own (chaos_proxy.py) that cut
 fraction of the requests at a random point. On a schedule that the seed fixes (by the
 share of tokens ended), supervisors and the control plane get `kill -9`; a supervisor
 starts again on the same folder, so its outbox drains, and the control plane on the same
-database and port. At the end the run reads every token and its history over HTTP and
-checks that:
+database and port.
+
+With `--standby` there are two control planes on the database, on two ports: one serves,
+the other waits as `serve --standby`. Every client has a port on the proxy for each (a
+supervisor's `stateous.yaml` lists both URLs) and moves to the other on a refused
+connection or `not_serving`. A control-plane kill hits the one that serves; the standby
+takes over, and the killed one starts again, after its pause, as the new standby, so that
+there are always two. The summary adds the takeovers and the time from each kill to the
+standby serving; a kill that no takeover followed is a failed check.
+
+At the end the run reads every token and its history over HTTP and checks that:
 
 - every token ended;
 - no event was applied twice (one `approved` per token, one outcome per visit);
@@ -35,6 +45,7 @@ import re
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,6 +72,7 @@ from stateous.model.graph_file import dump  # noqa: E402
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus  # noqa: E402
 
 SERVING = re.compile(r"serving on http://127\.0\.0\.1:(\d+) \(Ctrl-C stops\)")
+STANDBY = re.compile(r"standby on http://127\.0\.0\.1:(\d+): ")
 #: The error of the failed attempt that the clock records when a lease ends.
 LEASE_ENDED = re.compile(r" stopped answering: ")
 ENDED = (TokenStatus.COMPLETED, TokenStatus.FAILED, TokenStatus.CANCELLED)
@@ -190,21 +202,24 @@ def outbox_size(folder: Path) -> int:
 class ControlPlane:
     """`stateous serve` on one database and one port, started again after each kill."""
 
-    def __init__(self, work: Path, graph: Path, db: str, lease: str) -> None:
+    def __init__(self, work: Path, graph: Path, db: str, lease: str, name: str = "serve") -> None:
         self.work, self.graph, self.db, self.lease = work, graph, db, lease
+        self.name = name
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = work / "serve.log"
+        self.log = work / f"{name}.log"
+        self._seen = 0  # where this process's part of the log begins
 
-    def start(self) -> None:
+    def start(self, standby: bool = False) -> None:
+        """Start it and wait until it serves, or, with `standby`, until it waits as one."""
         listen = f"127.0.0.1:{self.port}"
         argv = stateous(
             "serve", str(self.graph), "--db", self.db, "--listen", listen, "--lease", self.lease
         )
-        seen = self.log.read_text() if self.log.exists() else ""
+        self._seen = len(self.log.read_text()) if self.log.exists() else 0
         with self.log.open("a") as log:
             self.process = subprocess.Popen(
-                argv,
+                [*argv, *(["--standby"] if standby else [])],
                 cwd=self.work,
                 env=environment(),
                 stdin=subprocess.DEVNULL,
@@ -213,13 +228,25 @@ class ControlPlane:
             )
         deadline = time.monotonic() + START_TIMEOUT
         while True:
-            found = SERVING.search(self.log.read_text()[len(seen) :])
+            found = SERVING.search(self._said()) or (standby and STANDBY.search(self._said()))
             if found:
                 self.port = int(found[1])
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"serve did not start: {self.log.read_text()[len(seen) :]}")
+                raise SystemExit(f"{self.name} did not start: {self._said()}")
             time.sleep(0.02)
+
+    def _said(self) -> str:
+        return self.log.read_text()[self._seen :]
+
+    @property
+    def serving(self) -> bool:
+        """Whether this process has said that it serves (a standby, once it took over)."""
+        return self.alive and SERVING.search(self._said()) is not None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def kill(self) -> None:
         assert self.process is not None
@@ -232,11 +259,11 @@ class ControlPlane:
 
 @dataclass
 class Box:
-    """One supervisor's folder, its port on the proxy, and its process of the moment."""
+    """One supervisor's folder, its ports on the proxy, and its process of the moment."""
 
     name: str
     folder: Path
-    port: int
+    ports: list[int]
     process: subprocess.Popen[bytes] | None = None
     restart_at: float | None = None
 
@@ -269,7 +296,7 @@ def stop(process: subprocess.Popen[bytes] | None) -> None:
         process.wait()
 
 
-def make_folder(work: Path, graph: Path, name: str, port: int, work_seconds: float) -> Path:
+def make_folder(work: Path, graph: Path, name: str, ports: list[int], work_seconds: float) -> Path:
     folder = work / name
     subprocess.run(
         stateous("init", "supervisor", str(graph), str(folder)),
@@ -282,9 +309,8 @@ def make_folder(work: Path, graph: Path, name: str, port: int, work_seconds: flo
         if stub.name != "contract.py":
             stub.unlink()
     (folder / "routines.py").write_text(ROUTINES.format(work=work_seconds))
-    (folder / "stateous.yaml").write_text(
-        f'url: "http://127.0.0.1:{port}"\ntasks: 4\nname: {name}\n'
-    )
+    urls = "".join(f'\n  - "http://127.0.0.1:{port}"' for port in ports)
+    (folder / "stateous.yaml").write_text(f"url:{urls}\ntasks: 4\nname: {name}\n")
     return folder
 
 
@@ -296,10 +322,15 @@ class DriverFailed(Exception):
 
 
 class Driver:
-    """The outside world: starts the tokens, and fires `approved` at tokens in approval."""
+    """The outside world: starts the tokens, and fires `approved` at tokens in approval.
 
-    def __init__(self, port: int, tokens: list[str], twice: set[str]) -> None:
-        self.port = port
+    It knows a port per control plane, as a client with several URLs does: it moves to the
+    next one when a connection fails or the answer is `not_serving`.
+    """
+
+    def __init__(self, ports: list[int], tokens: list[str], twice: set[str]) -> None:
+        self.ports = ports
+        self._turn = 0
         self.tokens = tokens
         self.twice = twice
         self.fired: set[str] = set()
@@ -317,23 +348,32 @@ class Driver:
         data = msgspec.json.encode(body if body is not None else {})
         while not self.stopped.is_set():
             if self._connection is None:
-                self._connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+                port = self.ports[self._turn % len(self.ports)]
+                self._connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             try:
                 self._connection.request(method, path, body=data, headers=headers)
                 response = self._connection.getresponse()
                 raw = response.read()
             except (OSError, http.client.HTTPException):
-                self._connection.close()
-                self._connection = None
-                time.sleep(0.05)
+                self._next()
                 continue
-            if response.status == 503:  # the database is busy: the client sends it again
+            if response.status == 503:  # busy: the same again; not serving: the next one
+                if b'"not_serving"' in raw:
+                    self._next()
                 time.sleep(0.05)
                 continue
             if response.status >= 300:
                 raise DriverFailed(f"{method} {path}: {response.status} {raw!r}")
             return msgspec.json.decode(raw)
         return None
+
+    def _next(self) -> None:
+        """Close the connection; the next one goes to the next control plane."""
+        assert self._connection is not None
+        self._connection.close()
+        self._connection = None
+        self._turn += 1
+        time.sleep(0.05)
 
     def run(self) -> None:
         try:
@@ -403,6 +443,8 @@ class Tally:
     control_kills: int = 0
     #: (task, attempt) of every task that a supervisor held when it was killed.
     held_at_kills: set[tuple[int, int]] = field(default_factory=set)
+    #: With a standby: seconds from each kill of the serving control plane to the next serving.
+    takeovers: list[float] = field(default_factory=list)
     wall: float = 0.0
 
 
@@ -416,24 +458,41 @@ class Run:
         self.graph.write_bytes(dump(compile_workflow(workflow())))
         db = args.db if args.db != "sqlite" else f"sqlite:///{work / 'chaos.db'}"
         self.database = Database(db)
-        self.control = ControlPlane(work, self.graph, db, args.lease)
+        names = ["serve-a", "serve-b"] if args.standby else ["serve"]
+        self.planes = [ControlPlane(work, self.graph, db, args.lease, name) for name in names]
+        self.serving = 0  # the index of the plane that serves, or served last
         self.tally = Tally()
         self.boxes: list[Box] = []
         self.proxy: Proxy | None = None
+        #: When the last kill of the control plane was, until the killed one is back,
+        #: and when it may start again.
+        self.killed_at: float | None = None
+        self.back_at = 0.0
+
+    @property
+    def control(self) -> ControlPlane:
+        """The control plane that serves, or served last."""
+        return self.planes[self.serving]
 
     def setup(self) -> Driver:
-        self.control.start()
+        for index, plane in enumerate(self.planes):
+            plane.start(standby=index > 0)
         self.proxy = Proxy(self.control.port, self.args.cut, self.rng.randrange(2**32))
         for number in range(1, self.args.supervisors + 1):
             name = f"box-{number}"
-            port = self.proxy.listen(name)
-            folder = make_folder(self.work, self.graph, name, port, self.args.work)
-            self.boxes.append(Box(name, folder, port))
+            ports = self.listen(name)
+            folder = make_folder(self.work, self.graph, name, ports, self.args.work)
+            self.boxes.append(Box(name, folder, ports))
         for box in self.boxes:
             box.start()
         tokens = [f"T-{number}" for number in range(1, self.args.tokens + 1)]
         twice = {token for token in tokens if self.rng.random() < 0.2}
-        return Driver(self.proxy.listen("driver"), tokens, twice)
+        return Driver(self.listen("driver"), tokens, twice)
+
+    def listen(self, client: str) -> list[int]:
+        """The client's ports on the proxy, one per control plane."""
+        assert self.proxy is not None
+        return [self.proxy.listen(client, plane.port) for plane in self.planes]
 
     def drive(self, driver: Driver) -> bool:
         """Run the kills while tokens move; True when every token ended in time."""
@@ -447,7 +506,6 @@ class Run:
         thread = threading.Thread(target=driver.run, name="driver", daemon=True)
         thread.start()
         deadline = time.monotonic() + self.args.timeout
-        control_back: float | None = None
         try:
             while time.monotonic() < deadline:
                 if driver.failure is not None:
@@ -457,30 +515,67 @@ class Run:
                     self.tally.wall = time.monotonic() - driver.started_at
                     return True
                 now = time.monotonic()
-                if control_back is not None and now >= control_back:
-                    self.control.start()
-                    control_back = None
+                self.watch_control(now)
                 for box in self.boxes:
                     if box.restart_at is not None and now >= box.restart_at:
                         box.start()
                 while faults and ended >= faults[0].at * self.args.tokens:
                     fault = faults[0]
                     if fault.what == "control":
-                        if control_back is not None:
-                            break  # already down: this kill waits until it is back
-                        self.control.kill()
-                        self.tally.control_kills += 1
-                        control_back = time.monotonic() + fault.pause
+                        if not self.kill_control(fault):
+                            break  # one is down: this kill waits until both are back
                     elif not self.kill_box(fault):
                         break
                     faults.pop(0)
                 time.sleep(0.05)
             return False
         finally:
-            if control_back is not None:
-                self.control.start()
+            self.finish_control()
             driver.stopped.set()
             thread.join(timeout=STOP_TIMEOUT)
+
+    def finish_control(self) -> None:
+        """Start again at once a control plane still down at the end."""
+        for plane in self.planes:
+            if not plane.alive:
+                plane.start(standby=len(self.planes) > 1)
+        self.killed_at = None
+
+    def kill_control(self, fault: Fault) -> bool:
+        """kill -9 the serving control plane, when every control plane is up.
+
+        With a standby, wait for it to take over, to time it.
+        """
+        if self.killed_at is not None:
+            return False  # one is down: this kill waits until it is back
+        self.control.kill()
+        self.tally.control_kills += 1
+        self.killed_at = time.monotonic()
+        self.back_at = self.killed_at + fault.pause
+        if len(self.planes) > 1:
+            waited = self.take_over(self.killed_at)
+            if waited is not None:
+                self.tally.takeovers.append(waited)
+        return True
+
+    def take_over(self, since: float) -> float | None:
+        """Wait until a control plane serves; the seconds since `since`, None if none does."""
+        deadline = since + START_TIMEOUT
+        while time.monotonic() < deadline:
+            serving = [index for index, plane in enumerate(self.planes) if plane.serving]
+            if serving:
+                self.serving = serving[0]
+                return time.monotonic() - since
+            time.sleep(0.01)
+        return None
+
+    def watch_control(self, now: float) -> None:
+        """Start the killed control plane again after its pause (with a standby: as one)."""
+        if self.killed_at is None or now < self.back_at:
+            return
+        killed = next(plane for plane in self.planes if not plane.alive)
+        killed.start(standby=len(self.planes) > 1)
+        self.killed_at = None
 
     def kill_box(self, fault: Fault) -> bool:
         """kill -9 the fault's supervisor, or the next one alive; count the tasks it held."""
@@ -499,7 +594,9 @@ class Run:
         return True
 
     def settle(self) -> None:
-        """Wait for the outboxes to drain, then stop every supervisor."""
+        """Wait for a control plane to serve and the outboxes to drain; stop the supervisors."""
+        if not self.control.serving:
+            self.take_over(time.monotonic())  # after a kill that no takeover followed
         for box in self.boxes:
             if not box.alive:
                 box.start()
@@ -514,7 +611,8 @@ class Run:
             stop(box.process)
         if self.proxy is not None:
             self.proxy.close()
-        self.control.stop()
+        for plane in sorted(self.planes, key=lambda plane: plane.serving):
+            plane.stop()  # the standby first, so that it does not take over at the end
 
 
 # reading back and checking
@@ -608,6 +706,11 @@ def check(run: Run, driver: Driver, back: dict[str, tuple[dict[str, Any], list[A
         left = outbox_size(box.folder)
         if left:
             found.problems.append(f"the outbox of {box.name} still holds {left} message(s)")
+    if len(run.planes) > 1 and len(run.tally.takeovers) < run.tally.control_kills:
+        found.problems.append(
+            f"the standby took over after {len(run.tally.takeovers)} of "
+            f"{run.tally.control_kills} kill(s) of the serving control plane"
+        )
     held = run.tally.held_at_kills
     if len(found.ended_leases) > len(held):
         others = [
@@ -629,9 +732,9 @@ def summary(run: Run, driver: Driver, found: Findings) -> list[str]:
     statuses = ", ".join(f"{count} {status}" for status, count in sorted(found.statuses.items()))
     cuts = sum(proxy.cuts.values())
     points = ", ".join(f"{proxy.cuts[point]} {point}" for point in CUT_POINTS)
-    return [
+    lines = [
         f"chaos run: seed {args.seed}, {args.db.split(':', 1)[0]}, lease {args.lease}, "
-        f"{args.supervisors} supervisors",
+        f"{args.supervisors} supervisors" + (", a standby" if args.standby else ""),
         f"tokens: {args.tokens} ({statuses})",
         f"kills: {tally.supervisor_kills} of supervisors, {tally.control_kills} of the control "
         "plane",
@@ -644,6 +747,16 @@ def summary(run: Run, driver: Driver, found: Findings) -> list[str]:
         f"{sum(held not in tally.held_at_kills for held in found.ended_attempts)}",
         f"wall time: {tally.wall:.1f} s from the first start to the last token ended",
     ]
+    if args.standby:
+        waits = tally.takeovers
+        figures = (
+            f"; from the kill to the standby serving: max {max(waits):.2f} s, "
+            f"median {statistics.median(waits):.2f} s"
+            if waits
+            else ""
+        )
+        lines.insert(3, f"takeovers: {len(waits)}{figures}")
+    return lines
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -662,6 +775,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--db", default="sqlite", help="sqlite, or postgresql://USER@HOST:5432/EMPTY_DATABASE"
     )
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds for the tokens")
+    parser.add_argument(
+        "--standby",
+        action="store_true",
+        help="a second serve --standby on the same database; control-plane kills hit the "
+        "serving one, which starts again as the standby",
+    )
     parser.add_argument("--no-faults", action="store_true", help="no cuts and no kills")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder and logs")
     args = parser.parse_args(argv)

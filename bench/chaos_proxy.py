@@ -1,7 +1,9 @@
 """A TCP proxy for the chaos run that cuts HTTP/1.1 requests at random points.
 
 Each client (a supervisor, or the run's own driver) gets a port of its own, so that
-the run can drop every connection of a supervisor it has just killed. The proxy reads
+the run can drop every connection of a supervisor it has just killed; with a standby,
+each client gets one port per control plane, as it has one URL per control plane. The
+proxy reads
 each request whole (head and a body framed by Content-Length, as Stateous's clients
 send them), and for a fraction of the requests cuts the connection at one of four
 points: before anything is sent on, halfway through the request, after the request
@@ -52,7 +54,7 @@ def _close(sock: socket.socket) -> None:
 
 
 class Proxy:
-    """Listens on one port per client and forwards to the control plane at `upstream`."""
+    """Listens on ports of each client and forwards to a control plane (`upstream` by default)."""
 
     def __init__(self, upstream: int, cut: float, seed: int) -> None:
         self.upstream = upstream
@@ -65,13 +67,17 @@ class Proxy:
         self.requests = 0
         self.cuts: Counter[str] = Counter()
 
-    def listen(self, client: str) -> int:
-        """Open a port for `client`; return it."""
+    def listen(self, client: str, upstream: int | None = None) -> int:
+        """Open a port for `client` to the control plane at `upstream`; return it."""
         listener = socket.create_server(("127.0.0.1", 0))
         self._listeners.append(listener)
-        self._open[client] = set()
+        self._open.setdefault(client, set())
+        target = self.upstream if upstream is None else upstream
         threading.Thread(
-            target=self._accept, args=(listener, client), name=f"proxy-{client}", daemon=True
+            target=self._accept,
+            args=(listener, client, target),
+            name=f"proxy-{client}-{target}",
+            daemon=True,
         ).start()
         return int(listener.getsockname()[1])
 
@@ -88,13 +94,13 @@ class Proxy:
         for client in list(self._open):
             self.drop(client)
 
-    def _accept(self, listener: socket.socket, client: str) -> None:
+    def _accept(self, listener: socket.socket, client: str, upstream: int) -> None:
         while True:
             try:
                 sock, _ = listener.accept()
             except OSError:
                 return
-            threading.Thread(target=self._serve, args=(sock, client), daemon=True).start()
+            threading.Thread(target=self._serve, args=(sock, client, upstream), daemon=True).start()
 
     def _decide(self) -> str | None:
         """The point at which to cut the next request, or None to pass it on."""
@@ -106,9 +112,9 @@ class Proxy:
             self.cuts[point] += 1
             return point
 
-    def _serve(self, sock: socket.socket, client: str) -> None:
+    def _serve(self, sock: socket.socket, client: str, port: int) -> None:
         try:
-            upstream = socket.create_connection(("127.0.0.1", self.upstream), timeout=30)
+            upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
         except OSError:
             _close(sock)  # the control plane is down: the client sees a refused connection
             return

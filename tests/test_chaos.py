@@ -1,13 +1,15 @@
 """A small, seeded run of bench/chaos.py, and its checks caught in the act.
 
 The run is real: `stateous serve` and two `stateous supervise` processes, kill -9 of
-both on the seed's schedule, a tenth of the requests cut by the run's proxy. The seed
+both on the seed's schedule, a tenth of the requests cut by the run's proxy; and the same
+with a second `serve --standby` that takes over at each kill of the serving one. The seed
 fixes what is killed when; the checks must hold under any timing.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,11 @@ from tests.control.support import BACKENDS, open_backend
 SMALL = [
     "--seed", "7", "--tokens", "30", "--supervisors", "2", "--kills", "2",
     "--control-kills", "1", "--cut", "0.1", "--lease", "2s", "--work", "0.1",
+    "--timeout", "60",
+]  # fmt: skip
+STANDBY = [
+    "--standby", "--seed", "7", "--tokens", "30", "--supervisors", "2", "--kills", "2",
+    "--control-kills", "2", "--cut", "0.1", "--lease", "2s", "--work", "0.1",
     "--timeout", "60",
 ]  # fmt: skip
 
@@ -48,6 +55,19 @@ def test_a_small_seeded_chaos_run_ends_every_token_and_passes_every_check(
     assert code == 0, out
     assert "tokens: 30 (30 completed)" in out, out
     assert "kills: 2 of supervisors, 1 of the control plane" in out, out
+    assert out.rstrip().endswith("all checks passed"), out
+
+
+def test_a_small_seeded_chaos_run_with_a_standby_takes_over_at_each_kill_and_passes_every_check(
+    chaos: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = chaos.main([*STANDBY, "--db", "sqlite"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "tokens: 30 (30 completed)" in out, out
+    assert "kills: 2 of supervisors, 2 of the control plane" in out, out
+    took = re.search(r"takeovers: 2; from the kill to the standby serving: max ([\d.]+) s", out)
+    assert took and float(took[1]) < 2.0, out
     assert out.rstrip().endswith("all checks passed"), out
 
 
