@@ -131,11 +131,11 @@ class Supervisor:
         """Send one request in a thread; return its answer as `read` makes it."""
         return await asyncio.to_thread(connection.ask, method, path, body, read)
 
-    async def _retry_later(self, ex: Exception, tries: int) -> int:
-        """Log a control plane that is unreachable or answers badly, wait the back-off;
-        return the count of tries."""
-        wait = backoff(tries)
-        log.warning("%s; trying again in %ds", ex, wait)
+    async def _retry_later(self, ex: Exception, tries: int, most: float | None = None) -> int:
+        """Log a control plane that is unreachable or answers badly, wait the back-off (no
+        longer than `most` seconds); return the count of tries."""
+        wait = backoff(tries) if most is None else min(backoff(tries), most)
+        log.warning("%s; trying again in %gs", ex, wait)
         await self._pause(wait)
         return tries + 1
 
@@ -332,7 +332,8 @@ class Supervisor:
                 grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
                 return None if grant is None else self._usable(grant)
             except Unreachable as ex:
-                tries = await self._retry_later(ex, tries)
+                # The claim may have been granted: ask again before its lease could end.
+                tries = await self._retry_later(ex, tries, self.heart.last_lease / 8)
             except BadAnswer as ex:
                 body["request"] = uuid.uuid4().hex
                 tries = await self._retry_later(ex, tries)

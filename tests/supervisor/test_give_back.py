@@ -76,6 +76,8 @@ class Cutter:
         self.cutting = False
         #: While set, only reports are cut.
         self.cutting_reports = False
+        #: How many more granted claims to forward without passing their answer back.
+        self.claim_answers_to_drop = 0
         self.heartbeats: list[tuple[float, bool]] = []
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, name="cutter", daemon=True).start()
@@ -102,6 +104,14 @@ class Cutter:
                     return
                 upstream.sendall(head + body)
                 answer_head, _, answer = _read_message(answers, answers.readline())
+                granted = answer_head.startswith(b"HTTP/1.1 200")
+                if (
+                    first.startswith(b"POST /tasks/claim ")
+                    and granted
+                    and self.claim_answers_to_drop
+                ):
+                    self.claim_answers_to_drop -= 1
+                    return
                 client.sendall(answer_head + answer)
         except OSError:
             return
@@ -172,6 +182,31 @@ def test_a_finished_task_whose_report_waits_in_the_outbox_keeps_its_lease_until_
         served.wait_history("ORDER-1", "task_done", timeout=20)
 
         history = served.history("ORDER-1")
+        assert "task_failed" not in [entry["kind"] for entry in history], history
+        claims = [entry["data"] for entry in history if entry["kind"] == "task_claimed"]
+        assert [claim["attempt"] for claim in claims if claim["task"] == claims[0]["task"]] == [1]
+    finally:
+        proxy.close()
+
+
+def test_a_claim_whose_answers_are_lost_is_asked_again_before_the_lease_of_its_grant_ends(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db, "--lease", "2s")
+    proxy = Cutter(served.port)
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, SUBMITS, APPROVE)
+        supervisors.serving(folder)
+        start_token(served, "ORDER-1")  # a first grant: the supervisor learns the lease
+        served.wait_history("ORDER-1", "task_done")
+        # The claim of the next token is granted, and its answer lost, eight times in a
+        # row (a stale connection is tried again at once): the back-off alone (1, 2, 4 s)
+        # would outlast the lease of 2 s.
+        proxy.claim_answers_to_drop = 8
+        start_token(served, "ORDER-2")
+        served.wait_history("ORDER-2", "task_done", timeout=20)
+
+        history = served.history("ORDER-2")
         assert "task_failed" not in [entry["kind"] for entry in history], history
         claims = [entry["data"] for entry in history if entry["kind"] == "task_claimed"]
         assert [claim["attempt"] for claim in claims if claim["task"] == claims[0]["task"]] == [1]
