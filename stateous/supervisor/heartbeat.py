@@ -43,8 +43,8 @@ class Heart:
         name: str,
         running: dict[int, Running],
         connect: Callable[[], BoundedConnection],
-        lose: Callable[[int, str], object],
-        reporting: Callable[[], list[int]],
+        lose: Callable[[int, str, int], object],
+        reporting: Callable[[], dict[int, int]],
     ) -> None:
         self.name = name
         self.running = running
@@ -68,9 +68,10 @@ class Heart:
     def _lease(self) -> float:
         return min((item.grant.lease for item in self.running.values()), default=self.last_lease)
 
-    def held(self) -> list[int]:
-        """The tasks to renew: those that run here and those whose report waits."""
-        return sorted({*self.running, *self.reporting()})
+    def held(self) -> dict[int, int]:
+        """The tasks to renew, with their attempts: those that run here and those whose
+        report waits."""
+        return self.reporting() | {task: item.grant.attempt for task, item in self.running.items()}
 
     def interval(self) -> float:
         """A quarter of the shortest lease of the running tasks, and never below the floor."""
@@ -100,9 +101,10 @@ class Heart:
             else:
                 wait = last + self.retry_wait() - time.monotonic()
 
-    async def beat(self, connection: BoundedConnection, tasks: list[int]) -> bool:
-        """Send one heartbeat for these tasks; False when it must be tried again soon."""
-        body = {"supervisor": self.name, "tasks": tasks}
+    async def beat(self, connection: BoundedConnection, tasks: dict[int, int]) -> bool:
+        """Send one heartbeat for these tasks (and attempts); False when it must be tried
+        again soon."""
+        body = {"supervisor": self.name, "tasks": sorted(tasks)}
         answer_within = max(self._lease() / 8, ANSWER_FLOOR)
         if connection.timeout != answer_within:
             connection.close()
@@ -127,7 +129,9 @@ class Heart:
             )
         self.failures, self._said = 0, ""
         for task in lost:
-            self.lose(task, TOOK_BACK)
+            # Only the attempt this beat was for: by its answer a new one may run here.
+            if task in tasks:
+                self.lose(task, TOOK_BACK, tasks[task])
         return True
 
     def _failed(self, reason: str) -> bool:

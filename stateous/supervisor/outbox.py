@@ -136,13 +136,14 @@ class Outbox:
                 self.remove(row[0])
         return messages
 
-    def reporting(self) -> list[int]:
-        """The tasks whose report waits here: the supervisor still holds them until it lands."""
+    def reporting(self) -> dict[int, int]:
+        """The tasks whose report waits here, with the attempt it reports: the supervisor
+        still holds them until it lands."""
         with self._guard:
             rows = self._db.execute(
-                "SELECT DISTINCT task FROM messages WHERE kind = 'report'"
+                "SELECT task, attempt FROM messages WHERE kind = 'report'"
             ).fetchall()
-        return [row[0] for row in rows]
+        return {task: attempt for task, attempt in rows}
 
     def replace(self, message: int, kind: str, body: dict[str, Any]) -> None:
         """Turn a message into another one in the same place of the order."""
