@@ -294,7 +294,9 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
-        grant = self.engine.claim(body.supervisor, body.states, body.request, by=caller(req))
+        grant = self.engine.claim(
+            body.supervisor, body.states, body.request, by=caller(req), wait=body.wait
+        )
         if grant is None:
             resp.status = falcon.HTTP_204
         else:
