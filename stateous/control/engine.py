@@ -298,9 +298,10 @@ class Engine:
         *,
         by: str | None = None,
         wait: float = 0.0,
+        gone: Callable[[], bool] | None = None,
     ) -> Grant | None:
         """Give the oldest queued task of these states to a supervisor, or None; with `wait`,
-        once one is queued within that many seconds."""
+        once one is queued within that many seconds, unless `gone` says the client left."""
         checks.supervisor_name(supervisor)
         checks.claimed_states(states)
         checks.request_id(request)
@@ -327,7 +328,8 @@ class Engine:
                 tx.put_claim(supervisor, request, None, None)
             return None
 
-        return self.waits.wait(states, wait if states else 0, partial(self._write, operation, by))
+        attempt = partial(self._write, operation, by)
+        return self.waits.wait(states, wait if states else 0, attempt, gone)
 
     def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
         last = tx.last_claim(supervisor)

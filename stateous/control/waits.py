@@ -56,10 +56,16 @@ class Waits:
         self._closed = False
 
     def wait(
-        self, states: list[str], seconds: float, attempt: Callable[[], Granted | None]
+        self,
+        states: list[str],
+        seconds: float,
+        attempt: Callable[[], Granted | None],
+        gone: Callable[[], bool] | None = None,
     ) -> Granted | None:
         """Run `attempt` (a claim), then again each time a task of `states` is queued,
-        until it grants one or `seconds` have passed; None when nothing was granted."""
+        until it grants one or `seconds` have passed; None when nothing was granted.
+        A client that `gone` says has left gets no more attempts: its grant would be
+        answered to nobody, and its task held until the lease ends."""
         waiter = self._enter(states) if seconds > 0 else None
         if waiter is None:
             return attempt()
@@ -71,13 +77,16 @@ class Waits:
                 if grant is not None or self._closed:
                     return grant
                 remaining = deadline - time.monotonic()
-                if remaining <= 0 or not waiter.woken.wait(remaining) or self._closed:
+                if remaining <= 0 or not waiter.woken.wait(remaining) or self._ended(gone):
                     break
                 waiter.woken.clear()
         finally:
             self._leave(waiter)
         # Woken as the wait ended: the task may be this claim's.
-        return attempt() if waiter.woken.is_set() and not self._closed else None
+        return attempt() if waiter.woken.is_set() and not self._ended(gone) else None
+
+    def _ended(self, gone: Callable[[], bool] | None) -> bool:
+        return self._closed or (gone is not None and gone())
 
     def _enter(self, states: list[str]) -> _Waiter | None:
         with self._lock:
