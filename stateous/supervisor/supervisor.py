@@ -63,6 +63,8 @@ log = logging.getLogger("stateous.supervisor")
 LANES = 4
 #: Seconds between claims when the last one found nothing at once (at most; jittered).
 IDLE = 1.0
+#: Seconds that a stop with the outbox held back gives the sender to say what it keeps.
+KEPT_SAID_WITHIN = 2.0
 #: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
 CLAIM_WAIT = 20
 
@@ -554,6 +556,9 @@ class Supervisor:
             if not self.held_back:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
+            else:
+                # Woken by the stop, the sender tries once more and says what it keeps.
+                await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
             self._say_kept()
             for loop_task in (sender, heart):
                 loop_task.cancel()
