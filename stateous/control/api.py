@@ -294,11 +294,7 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
-        # Waitress says when the client left (`edge.py` reads while a request is served).
-        gone = req.env.get("waitress.client_disconnected")
-        grant = self.engine.claim(
-            body.supervisor, body.states, body.request, by=caller(req), wait=body.wait, gone=gone
-        )
+        grant = self.engine.claim(body.supervisor, body.states, body.request, by=caller(req))
         if grant is None:
             resp.status = falcon.HTTP_204
         else:
