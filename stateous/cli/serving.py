@@ -95,7 +95,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--threads",
         default=str(DEFAULT_THREADS),
         metavar="N",
-        help=f"request threads; each may hold a database connection (default: {DEFAULT_THREADS})",
+        help=(
+            "request threads; each may hold a database connection, and claims that wait "
+            f"for a task hold at most N less two (default: {DEFAULT_THREADS})"
+        ),
     )
     serve.add_argument(
         "--connection-limit",

@@ -294,7 +294,11 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
-        grant = self.engine.claim(body.supervisor, body.states, body.request, by=caller(req))
+        # Waitress says when the client left (`edge.py` reads while a request is served).
+        gone = req.env.get("waitress.client_disconnected")
+        grant = self.engine.claim(
+            body.supervisor, body.states, body.request, by=caller(req), wait=body.wait, gone=gone
+        )
         if grant is None:
             resp.status = falcon.HTTP_204
         else:

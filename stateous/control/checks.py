@@ -14,6 +14,7 @@ from typing import Any
 from stateous.control.errors import InvalidArgument, InvalidContext, InvalidPayload, InvalidTokenId
 from stateous.control.graph import Flow
 from stateous.control.validation import Invalid
+from stateous.control.waits import LONGEST_WAIT
 from stateous.model.durations import parse_duration
 from stateous.model.names import BUILTIN_EVENTS, plain_text
 from stateous.model.names import NAME_LIMIT as NAME_LENGTH
@@ -84,6 +85,11 @@ def claimed_states(states: object) -> None:
 def request_id(request: str | None) -> None:
     if request is not None and not REQUEST_ID.match(request):
         raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
+
+
+def claim_wait(wait: float) -> None:
+    if not 0 <= wait <= LONGEST_WAIT:
+        raise InvalidArgument(f"a claim's wait is 0 to {LONGEST_WAIT:g} seconds")
 
 
 def heartbeat_tasks(tasks: object) -> None:

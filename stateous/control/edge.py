@@ -95,6 +95,9 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         outbuf_high_watermark=NO_WATERMARK,
         # select() cannot watch a descriptor past 1023; poll() can.
         asyncore_use_poll=True,
+        # The loop reads a connection while its request is served, so that it sees a
+        # client leave: a claim that waits for a task must not claim one for nobody.
+        channel_request_lookahead=1,
         ident="stateous",
     )
 

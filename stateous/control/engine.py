@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from stateous.control import checks
@@ -31,6 +32,7 @@ from stateous.control.graph import Graph, Route
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
+from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
 from stateous.model.durations import in_words
 from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
 from stateous.model.vocabulary import (
@@ -58,9 +60,13 @@ log = logging.getLogger("stateous.control.engine")
 class Engine:
     """The control plane's decisions, over one graph and one store."""
 
-    def __init__(self, graph: Graph, store: Store, *, lease: float = 120.0) -> None:
+    def __init__(
+        self, graph: Graph, store: Store, *, lease: float = 120.0, waits: Waits | None = None
+    ) -> None:
         self.graph = graph
-        self.store = store
+        #: The claims that wait for a task; every write wakes those it queued one for.
+        self.waits = waits or Waits(DEFAULT_WAITS)
+        self.store: Store = Waking(store, self.waits)
         self.lease = lease
         self.moves = Moves(graph)
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
@@ -291,11 +297,15 @@ class Engine:
         request: str | None = None,
         *,
         by: str | None = None,
+        wait: float = 0.0,
+        gone: Callable[[], bool] | None = None,
     ) -> Grant | None:
-        """Give the oldest queued task of these states to a supervisor, or None."""
+        """Give the oldest queued task of these states to a supervisor, or None; with `wait`,
+        once one is queued within that many seconds, unless `gone` says the client left."""
         checks.supervisor_name(supervisor)
         checks.claimed_states(states)
         checks.request_id(request)
+        checks.claim_wait(wait)
 
         def operation(tx: Tx) -> Grant | None:
             if request is not None:
@@ -318,7 +328,8 @@ class Engine:
                 tx.put_claim(supervisor, request, None, None)
             return None
 
-        return self._write(operation, by)
+        attempt = partial(self._write, operation, by)
+        return self.waits.wait(states, wait if states else 0, attempt, gone)
 
     def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
         last = tx.last_claim(supervisor)

@@ -46,6 +46,7 @@ from stateous.control.store import (
     serving_lock,
     sqlite_path,
 )
+from stateous.control.waits import Waits, held_waits
 from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
@@ -174,6 +175,8 @@ class ControlPlane:
         check_url(db)
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
+        #: The claims that wait for a task; a stop signal ends them first.
+        self.waits = Waits(held_waits(limits.threads))
         #: Why a standby that took the database could not serve it.
         self.failed: Exception | None = None
         #: The serving lock while a standby waits for it; None once it is held.
@@ -197,7 +200,7 @@ class ControlPlane:
         self.lock = lock
         self.store = open_held(self.db, lock, connections=self.limits.threads + SPARE_CONNECTIONS)
         try:
-            self.engine = Engine(self.graph, self.store, lease=self.lease)
+            self.engine = Engine(self.graph, self.store, lease=self.lease, waits=self.waits)
             self.access = Access(self.store, enabled=not self.no_auth)
             self._check_open_to_others()
             check_structure(self.store, self.graph)
@@ -265,7 +268,7 @@ class ControlPlane:
                 f"{missing} more open files than this process may have (ulimit -n)",
                 file=self.err,
             )
-        stopper = _Stopper(companion)
+        stopper = _Stopper(companion, self.waits)
         previous = signal.signal(signal.SIGTERM, stopper)
         previous_interrupt = signal.signal(signal.SIGINT, stopper)
         stop = threading.Event()
@@ -387,11 +390,14 @@ class Companion(Protocol):
 class _Stopper:
     """The SIGINT and SIGTERM handler: stop the companion first, then the server."""
 
-    def __init__(self, companion: Companion | None) -> None:
+    def __init__(self, companion: Companion | None, waits: Waits) -> None:
         self.companion = companion
+        self.waits = waits
         self.asked = False
 
     def __call__(self, signum: int, frame: object) -> None:
+        # A claim may wait 30 s for a task: the stop does not wait for it.
+        self.waits.close()
         if self.companion is None:
             raise KeyboardInterrupt
         self.companion.request_stop()

@@ -124,6 +124,8 @@ class ClaimBody(msgspec.Struct, kw_only=True):
     supervisor: str
     states: list[str]
     request: str | None = None
+    #: Seconds to wait for a task when none is queued, 0 to 30 (0: answer at once).
+    wait: float = 0.0
 
 
 class HeartbeatBody(msgspec.Struct, kw_only=True):

@@ -150,7 +150,12 @@ def _coded(refusal: Refused) -> bool:
 class BoundedConnection(Connection):
     """A connection to the control plane whose answers are bounded and checked."""
 
+    #: Set by `abort`: no request is sent again on this connection.
+    cut = False
+
     def _open(self) -> http.client.HTTPConnection:
+        if self.cut:
+            raise Unreachable("the request was cut by the stop")
         connection = super()._open()
         connection.response_class = _Answer
         return connection
@@ -178,6 +183,15 @@ class BoundedConnection(Connection):
         if not within_depth(answer):
             raise BadAnswer(TOO_DEEP)
         return status, answer
+
+    def abort(self) -> None:
+        """Cut the request in flight, from another thread: a claim that waits ends at once
+        (`Unreachable`), and its answer is not read."""
+        self.cut = True
+        link = self._connection
+        if link is not None and link.sock is not None:
+            with contextlib.suppress(OSError):
+                link.sock.shutdown(socket.SHUT_RDWR)
 
     def ask(
         self,

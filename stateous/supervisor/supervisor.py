@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import random
 import signal
 import time
 import uuid
@@ -60,10 +61,12 @@ log = logging.getLogger("stateous.supervisor")
 
 #: How many tasks' messages are sent at once; one task's messages always go in order.
 LANES = 4
-#: Seconds between claims when the last one found nothing.
+#: Seconds between claims when the last one found nothing at once (at most; jittered).
 IDLE = 1.0
 #: Seconds that a stop with the outbox held back gives the sender to say what it keeps.
 KEPT_SAID_WITHIN = 2.0
+#: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
+CLAIM_WAIT = 20
 
 
 class Supervisor:
@@ -97,6 +100,8 @@ class Supervisor:
         )
         self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
+        #: The connection of the claims, which a stop cuts while a claim waits.
+        self._claiming: BoundedConnection | None = None
 
     @classmethod
     def open(cls, folder: Path, url: str | None = None) -> Supervisor:
@@ -327,6 +332,7 @@ class Supervisor:
             "supervisor": self.settings.name,
             "states": sorted(self.routines.by_state),
             "request": uuid.uuid4().hex,
+            "wait": CLAIM_WAIT,
         }
         tries = 0
         while not self.stopping:
@@ -334,6 +340,8 @@ class Supervisor:
                 grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
                 return None if grant is None else self._usable(grant)
             except Unreachable as ex:
+                if self.stopping:  # the stop cut the waiting claim
+                    return None
                 # The claim may have been granted: ask again before its lease could end.
                 tries = await self._retry_later(ex, tries, self.heart.last_lease / 8)
             except BadAnswer as ex:
@@ -364,24 +372,30 @@ class Supervisor:
         return grant
 
     async def _idle(self) -> None:
-        """Wait a second before the next claim, less when a report may have queued work."""
+        """Wait up to a second before the next claim (jittered, so that supervisors turned
+        away together do not come back together), less when a report may have queued work."""
         waits = [asyncio.create_task(self._stop.wait()), asyncio.create_task(self._nudge.wait())]
-        await asyncio.wait(waits, timeout=IDLE, return_when=asyncio.FIRST_COMPLETED)
+        pause = random.uniform(IDLE / 2, IDLE)
+        await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         for waiting in waits:
             waiting.cancel()
 
     async def _claim_loop(self) -> None:
-        connection = self._connect()
+        connection = self._claiming = self._connect()
         while not self.stopping:
             await self._slots.acquire()
             if self.stopping:
                 self._slots.release()
                 break
             self._nudge.clear()
+            began = time.monotonic()
             grant = await self._claim(connection)
             if grant is None:
                 self._slots.release()
-                await self._idle()
+                # Answered before its wait: a control plane that holds its most waiting
+                # claims, or one that does not wait; else its wait ended: claim again.
+                if time.monotonic() - began < CLAIM_WAIT / 2:
+                    await self._idle()
                 continue
             if self.forced:  # granted while the supervisor was stopped at once
                 self._give_back(grant)
@@ -479,6 +493,8 @@ class Supervisor:
         self.stopping = True
         self._stop.set()
         self._wake.set()
+        if self._claiming is not None:
+            self._claiming.abort()
 
     def _stop_now(self) -> None:
         """Cancel the routines and give their tasks back, so they are tried again at once."""

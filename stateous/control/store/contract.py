@@ -28,6 +28,9 @@ class Tx(Protocol):
 
     now: float
     by: str | None
+    #: The states this transaction queued a task in; None when a task of any state may
+    #: have become claimable (`stateous.control.waits` wakes the claims waiting for them).
+    queued_in: set[str] | None
 
     # tokens
     def token(self, token: str) -> TokenRow | None: ...

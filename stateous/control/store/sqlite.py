@@ -23,7 +23,7 @@ import apsw
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
-from stateous.control.store.sql import SqlTx
+from stateous.control.store.queued import QueuedTx
 
 log = logging.getLogger("stateous.control.store")
 
@@ -196,7 +196,7 @@ class SqliteStore:
             job.done.set()
 
 
-class SqliteTx(SqlTx):
+class SqliteTx(QueuedTx):
     """One transaction on a SQLite connection."""
 
     def __init__(self, connection: apsw.Connection, now: float) -> None:

@@ -52,8 +52,8 @@ from stateous.control.store.postgres.connection import (
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
+from stateous.control.store.queued import QueuedTx
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
-from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import Kind
 
 log = logging.getLogger("stateous.control.store")
@@ -297,7 +297,7 @@ class Statements:
         return cursor.fetchall() if cursor.description is not None else []
 
 
-class PostgresTx(SqlTx):
+class PostgresTx(QueuedTx):
     """One transaction on a connection in pipeline mode.
 
     In a write, reading a token locks it, and first the top token of its family:

@@ -1,0 +1,34 @@
+"""A transaction that notes which states it queued a task in.
+
+A claim may wait for a task (`stateous.control.waits`); once a write commits, the
+claims waiting for the states it queued a task in are woken to claim again. The
+ledger says what was queued: `task_queued` names the state, and a retried task
+or a resumed token (whose queued task becomes claimable again) wakes every waiting
+claim, since the state is not at hand there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stateous.control.store.sql import SqlTx
+from stateous.model.vocabulary import Kind
+
+#: Entries after which a task of any state may be claimable.
+WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
+
+
+class QueuedTx(SqlTx):
+    """`SqlTx` that keeps `queued_in`: the states it queued a task in (None: maybe any)."""
+
+    def __init__(self, now: float) -> None:
+        super().__init__(now)
+        self.queued_in: set[str] | None = set()
+
+    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        if kind == Kind.TASK_QUEUED:
+            if self.queued_in is not None:
+                self.queued_in.add(data["state"])
+        elif kind in WAKE_ALL:
+            self.queued_in = None
+        super().record(token, kind, data, key)

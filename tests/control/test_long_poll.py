@@ -1,0 +1,155 @@
+"""Long-poll claims: `POST /tasks/claim` with `wait` holds the request until a task is queued.
+
+The first tests run `stateous serve` as a real process on a real port; the last ones serve
+the engine in-process over real HTTP on each backend (SQLite, and Postgres when given).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.control.conftest import Served as InProcess
+from tests.control.serving import Launcher, Served, orders, write_graph
+
+#: States no task is ever queued in: a claim for them waits for its whole `wait`.
+NOWHERE = ["nowhere"]
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Path:
+    path = tmp_path / "orders.json"
+    write_graph(path, orders())
+    return path
+
+
+def timed_claim(
+    served: Served | InProcess, states: list[str], wait: Any, request: str | None = None
+) -> tuple[int, Any, float, float]:
+    """Claim with `wait`: the status, the answer, and the monotonic times of send and answer."""
+    body: dict[str, Any] = {"supervisor": "s1", "states": states, "wait": wait}
+    if request is not None:
+        body["request"] = request
+    sent = time.monotonic()
+    answer = served.request("POST", "/tasks/claim", body)
+    return answer[0], answer[-1], sent, time.monotonic()
+
+
+def start(served: Served | InProcess, token: str) -> float:
+    """Start a token of `orders`; return the monotonic time of its answer."""
+    status = served.request("POST", "/tokens", {"token": token, "context": {"title": "x"}})[0]
+    assert status == 201
+    return time.monotonic()
+
+
+def test_a_waiting_claim_is_answered_with_the_grant_as_soon_as_a_task_is_queued(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(timed_claim, served, ["draft"], 5)
+        time.sleep(0.5)
+        started = start(served, "T-1")
+        status, grant, sent, answered = waiting.result(timeout=10)
+    assert status == 200, grant
+    assert (grant["token"], grant["state"], grant["attempt"]) == ("T-1", "draft", 1)
+    assert answered - sent >= 0.4  # it did wait for the task
+    assert answered - started < 1.0
+    assert "task_claimed" in served.kinds("T-1")
+
+
+def test_a_waiting_claim_with_nothing_queued_is_answered_204_when_its_wait_ends(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    status, answer, sent, answered = timed_claim(served, ["draft"], 1)
+    assert (status, answer) == (204, None)
+    assert 0.9 <= answered - sent < 3.0
+
+
+#: Waits that are refused, with the code of each refusal.
+REFUSED_WAITS = [
+    (-1, "invalid_argument"),
+    (31, "invalid_argument"),
+    (30.5, "invalid_argument"),
+    ("x", "invalid_body"),
+    (True, "invalid_body"),
+    (None, "invalid_body"),
+]
+
+
+def test_a_wait_outside_0_to_30_seconds_is_refused_and_writes_nothing(served: InProcess) -> None:
+    start(served, "T-1")
+    for wait, code in REFUSED_WAITS:
+        status, answer, _, _ = timed_claim(served, ["draft"], wait)
+        assert (status, answer["code"]) == (422, code), (wait, answer)
+        assert "wait" in answer["error"]
+    kinds = [entry["kind"] for entry in served.request("GET", "/tokens/T-1/history")[2]]
+    assert "task_claimed" not in kinds
+    # The task is still queued: a claim without a wait gets it.
+    assert timed_claim(served, ["draft"], 0)[0] == 200
+
+
+def test_waits_beyond_the_bound_are_answered_204_at_once_and_other_requests_pass(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite", "--threads", "4")
+    start(served, "T-1")
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        claims = [pool.submit(timed_claim, served, NOWHERE, 3) for _ in range(10)]
+        done, held = concurrent.futures.wait(claims, timeout=1.5)
+        # With 4 request threads a control plane holds 2 waits; the other 8 get 204 at once.
+        assert len(done) == 8
+        assert [claim.result()[0] for claim in done] == [204] * 8
+        sent = time.monotonic()
+        status, token = served.request("POST", "/tokens/T-1/events/submitted", {})
+        assert status == 200, token
+        assert time.monotonic() - sent < 0.5
+        assert [claim.result(timeout=10)[0] for claim in held] == [204, 204]
+
+
+def test_a_sigterm_ends_the_waiting_claims_and_serve_stops_at_once(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        claims = [pool.submit(timed_claim, served, NOWHERE, 30) for _ in range(3)]
+        time.sleep(0.5)
+        sent = time.monotonic()
+        assert served.stop() == 0
+        stopped = time.monotonic() - sent
+        answers = [claim.result(timeout=10)[0] for claim in claims]
+    assert stopped < 3.0
+    assert answers == [204, 204, 204]
+
+
+def test_a_waiting_claim_with_a_request_id_gets_the_same_grant_when_repeated(
+    served: InProcess,
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(timed_claim, served, ["draft"], 5, "r-1")
+        time.sleep(0.3)
+        started = start(served, "T-1")
+        status, grant, _, answered = waiting.result(timeout=10)
+    assert status == 200, grant
+    assert answered - started < 1.0
+    status, again, _, _ = timed_claim(served, ["draft"], 5, "r-1")
+    assert status == 200
+    assert (again["task"], again["attempt"]) == (grant["task"], grant["attempt"])
+    kinds = [entry["kind"] for entry in served.request("GET", "/tokens/T-1/history")[2]]
+    assert kinds.count("task_claimed") == 1
+
+
+def test_a_waiting_claim_is_not_woken_by_a_task_of_another_state(served: InProcess) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(timed_claim, served, ["review"], 1)
+        time.sleep(0.2)
+        start(served, "T-1")
+        status, _, sent, answered = waiting.result(timeout=10)
+    assert status == 204
+    assert answered - sent >= 0.9
+    assert timed_claim(served, ["draft"], 0)[0] == 200
