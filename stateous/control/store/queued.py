@@ -2,9 +2,10 @@
 
 A claim may wait for a task (`stateous.control.waits`); once a write commits, the
 claims waiting for the states it queued a task in are woken to claim again. The
-ledger says what was queued: `task_queued` names the state, and a retried task
-or a resumed token (whose queued task becomes claimable again) wakes every waiting
-claim, since the state is not at hand there.
+state is noted where the task's row is inserted, by the name a claim lists (a child
+workflow's task is claimed as `child/state`); a retried task or a resumed token
+(whose queued task becomes claimable again) wakes every waiting claim, since the
+state is not at hand there.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ class QueuedTx(SqlTx):
         super().__init__(now)
         self.queued_in: set[str] | None = set()
 
+    def insert_task(self, token: str, state: str, visit: int) -> int:
+        if self.queued_in is not None:
+            self.queued_in.add(state)
+        return super().insert_task(token, state, visit)
+
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
-        if kind == Kind.TASK_QUEUED:
-            if self.queued_in is not None:
-                self.queued_in.add(data["state"])
-        elif kind in WAKE_ALL:
+        if kind in WAKE_ALL:
             self.queued_in = None
         super().record(token, kind, data, key)
