@@ -26,6 +26,9 @@ Granted = TypeVar("Granted")
 LONGEST_WAIT = 30.0
 #: Request threads that waiting claims leave to every other request.
 FREE_THREADS = 2
+#: Seconds after which a claim turned away for want of room to wait should come back (the
+#: answer's `Retry-After`): the claims that wait take new tasks at once meanwhile.
+COME_BACK = 3
 
 
 def held_waits(threads: int) -> int:
@@ -84,6 +87,11 @@ class Waits:
             self._leave(waiter)
         # Woken as the wait ended: the task may be this claim's.
         return attempt() if waiter.woken.is_set() and not self._ended(gone) else None
+
+    def has_room(self) -> bool:
+        """Whether a claim that asks to wait would wait now; a hint, which may change at once."""
+        with self._lock:
+            return not self._closed and len(self._waiters) < self.limit
 
     def _ended(self, gone: Callable[[], bool] | None) -> bool:
         return self._closed or (gone is not None and gone())
