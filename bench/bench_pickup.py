@@ -3,12 +3,13 @@
 Run: .venv/bin/python bench/bench_pickup.py [--idle 200] [--seconds 5] [--firers 2]
 One `stateous serve` on SQLite. `--idle` idle supervisors are threads of one helper process,
 each on its own kept-alive connection, claiming as `stateous supervise` does (a claim with
-`"wait": 20`, the same request id across it, a jittered 0.5-1 s pause after a claim answered
-at once) and reporting each grant at once. The bench measures fires per second from
-`--firers` processes (each firing `poke` on a token of its own, kept alive) first with no
-supervisor, then with the idle ones connected, while it starts a token every 20-60 ms and
-reads from the ledger (its times, to the microsecond) how long each first task waited
-between `task_queued` and `task_claimed`. It prints the peak RSS of `serve` too.
+`"wait": 20`, the same request id across it; after a claim answered at once, a jittered
+pause of up to its `Retry-After`, or of 0.5-1 s) and reporting each grant at once. The
+bench measures fires per second from `--firers` processes (each firing `poke` on a token
+of its own, kept alive) first with no supervisor, then with the idle ones connected,
+while it starts a token every 20-60 ms and reads from the ledger (its times, to the
+microsecond) how long each first task waited between `task_queued` and `task_claimed`.
+It prints the peak RSS of `serve` too.
 Targets: fires keep >= 90 % of their rate; pickup p50 <= 10 ms, p99 <= 50 ms;
 serve peak RSS < 80 MiB with 200 waiting supervisors.
 """
@@ -39,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from stateous import END, START, Workflow  # noqa: E402
+from stateous.client.http import Connection  # noqa: E402
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
 
@@ -70,17 +72,19 @@ def ask(link: http.client.HTTPConnection, method: str, path: str, body: Any) -> 
 
 
 def idle_supervisor(port: int, name: str, stop: Any) -> None:
-    """Claim as `supervise` does; report each grant's `done` at once."""
-    link = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT + 10)
+    """Claim as `supervise` does (through its client, which reads `Retry-After`); report
+    each grant's `done` at once."""
+    link = Connection(f"http://127.0.0.1:{port}", timeout=WAIT + 10)
     while not stop.is_set():
         body = {"supervisor": name, "states": ["work"], "request": uuid.uuid4().hex, "wait": WAIT}
         began = time.monotonic()
-        status, grant = ask(link, "POST", "/tasks/claim", body)
+        status, grant = link.call("POST", "/tasks/claim", body)
         if status == 200:
             report = {"kind": "event", "event": "done", "attempt": grant["attempt"]}
-            ask(link, "POST", f"/tasks/{grant['task']}/report", {**report, "supervisor": name})
+            link.call("POST", f"/tasks/{grant['task']}/report", {**report, "supervisor": name})
         elif time.monotonic() - began < WAIT / 2:
-            stop.wait(random.uniform(0.5, 1.0))
+            most = link.retry_after or 1.0
+            stop.wait(random.uniform(most / 2, most))
 
 
 def idle_supervisors(port: int, count: int, stop: Any) -> None:
