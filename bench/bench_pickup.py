@@ -9,7 +9,8 @@ bench measures fires per second from `--firers` processes (each firing `poke` on
 of its own, kept alive) first with no supervisor, then with the idle ones connected,
 while it starts a token every 20-60 ms and reads from the ledger (its times, to the
 microsecond) how long each first task waited between `task_queued` and `task_claimed`.
-It prints the peak RSS of `serve` too.
+It prints serve's CPU time per fire in each phase, and per second for the idle fleet
+alone (figures that hold on a loaded machine, where rates do not), and its peak RSS.
 Targets: fires keep >= 90 % of their rate; pickup p50 <= 10 ms, p99 <= 50 ms;
 serve peak RSS < 80 MiB with 200 waiting supervisors.
 """
@@ -143,6 +144,12 @@ def pickups(db: Path, tokens: list[str]) -> list[float]:
     return waited
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) that a process has used, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss(pid: int) -> int:
     """The peak resident memory of a process, in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -181,11 +188,16 @@ def main() -> None:
             _, grant = ask(link, "POST", "/tasks/claim", {"supervisor": "b", "states": ["work"]})
             report = {"kind": "event", "event": "done", "attempt": 1, "supervisor": "b"}
             assert ask(link, "POST", f"/tasks/{grant['task']}/report", report)[0] == 200
+        used = cpu_seconds(serve.pid)
         alone = fire_rate(port, firing, args.seconds)
+        alone_cpu = (cpu_seconds(serve.pid) - used) / (alone * args.seconds)
         stop = multiprocessing.Event()
         idle = multiprocessing.Process(target=idle_supervisors, args=(port, args.idle, stop))
         idle.start()
         time.sleep(3)  # every idle supervisor has claimed once, some wait
+        used = cpu_seconds(serve.pid)
+        time.sleep(args.seconds)
+        fleet_cpu = (cpu_seconds(serve.pid) - used) / args.seconds
         probes: list[str] = []
 
         def probe() -> None:
@@ -198,7 +210,9 @@ def main() -> None:
 
         prober = threading.Thread(target=probe)
         prober.start()
+        used = cpu_seconds(serve.pid)
         beside = fire_rate(port, firing, args.seconds)
+        beside_cpu = (cpu_seconds(serve.pid) - used) / (beside * args.seconds)
         prober.join()
         time.sleep(1)
         waited = sorted(pickups(db, probes))
@@ -215,6 +229,9 @@ def main() -> None:
     p99 = waited[min(claimed - 1, int(claimed * 0.99))] if waited else float("nan")
     print(f"fires/s alone: {alone:.0f}; beside {args.idle} idle supervisors: {beside:.0f}")
     print(f"  kept {beside / alone:.0%} of the rate (target >= 90 %)")
+    print(f"  serve's CPU per fire: alone {alone_cpu * 1000:.2f} ms, ", end="")
+    print(f"beside them {beside_cpu * 1000:.2f} ms (with the starts and claims of the probe)")
+    print(f"the idle fleet alone costs serve {fleet_cpu * 1000:.0f} ms of CPU per second")
     print(f"pickup of {claimed}/{len(probes)} tasks: p50 {p50:.1f} ms (<= 10), ", end="")
     print(f"p99 {p99:.1f} ms (<= 50)")
     print(f"serve peak RSS: {rss / 1024:.1f} MiB (target < 80 with 200 waiting)")
