@@ -22,6 +22,26 @@ def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
     return rows
 
 
+#: What takes a database of the latest version back to before 0005.
+UNDO_0005 = (
+    *(
+        f"DROP INDEX {index}"
+        for index in (
+            "claims_claimed",
+            "claims_heartbeat",
+            "tokens_state_moved",
+            "tokens_status_state_moved",
+            "tasks_live_age",
+            "tasks_status_age",
+            "tasks_state_age",
+            "tasks_held",
+        )
+    ),
+    "ALTER TABLE claims DROP COLUMN claimed_at",
+    "ALTER TABLE claims DROP COLUMN heartbeat_at",
+)
+
+
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
     old = plane_for(orders(), backend)
     old.engine.start("A", {"title": "x"})
@@ -30,10 +50,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.fire("A", "submitted")
     old.engine.start("B", {"title": "y"})
     old.store.close()
-    # What version 0001 left: no visits column, an index of all tasks by token, and no
-    # credentials.
+    # What version 0001 left: no visits column, an index of all tasks by token, no
+    # credentials, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0005,
         "DROP TABLE credentials",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",

@@ -41,9 +41,13 @@ CHECKED = [
 ]
 PARTIAL_WITH_WORDS = [
     "ledger_deferred",
+    "tasks_held",
     "tasks_lease",
     "tasks_live",
+    "tasks_live_age",
     "tasks_queue",
+    "tasks_state_age",
+    "tasks_status_age",
     "timers_due",
     "timers_token",
 ]
