@@ -215,4 +215,3 @@ class Listings:
         by name, with the tasks it holds now."""
         rows = self.store.read(lambda tx: tx.supervisors_seen(to_column(tx.now - SEEN_FOR)))
         return [supervisor_view(row) for row in rows]
-

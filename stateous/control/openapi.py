@@ -53,7 +53,11 @@ TASK_LISTING = [
     {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in LIVE_TASK]}},
     {"name": "state", "in": "query", "schema": {"type": "string"}},
     {"name": "supervisor", "in": "query", "schema": {"type": "string"}},
-    {"name": "older_than", "in": "query", "schema": {"type": "string", "pattern": "^[0-9]+[smhd]$"}},
+    {
+        "name": "older_than",
+        "in": "query",
+        "schema": {"type": "string", "pattern": "^[0-9]+[smhd]$"},
+    },
     *PAGING,
 ]
 #: The query parameters of each listing, by method and path template.

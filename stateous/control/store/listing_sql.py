@@ -128,12 +128,12 @@ def task_page_sql(query: TaskQuery) -> tuple[str, tuple[Any, ...]]:
     return sql, (*bindings, query.limit)
 
 
-#: The supervisors that claimed or sent a heartbeat at or after a time, with the tasks that
+#: The supervisors that claimed or sent a heartbeat after a time, with the tasks that
 #: each holds now.
 SUPERVISORS_SQL = (
     "SELECT c.supervisor, c.claimed_at, c.heartbeat_at, t.id FROM claims c "
     f"LEFT JOIN tasks t ON t.claimed_by = c.supervisor AND t.status = {word(TaskStatus.CLAIMED)} "
-    "WHERE c.claimed_at >= ? OR c.heartbeat_at >= ? ORDER BY c.supervisor, t.id"
+    "WHERE c.claimed_at > ? OR c.heartbeat_at > ? ORDER BY c.supervisor, t.id"
 )
 
 
@@ -161,7 +161,7 @@ class ListingSql:
         return [(task_row(row[:-1]), row[-1]) for row in rows]
 
     def supervisors_seen(self, since: str) -> list[SupervisorRow]:
-        """The supervisors that claimed or sent a heartbeat at or after `since`, by name."""
+        """The supervisors that claimed or sent a heartbeat after `since`, by name."""
         seen: dict[str, SupervisorRow] = {}
         for name, claimed_at, heartbeat_at, task in self.execute(SUPERVISORS_SQL, (since, since)):
             row = seen.setdefault(
