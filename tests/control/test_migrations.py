@@ -31,8 +31,11 @@ UNDO_0005 = (
             "claims_heartbeat",
             "tokens_state_moved",
             "tokens_status_state_moved",
+            "tokens_parent_moved",
             "tasks_live_age",
-            "tasks_status_age",
+            "tasks_queued_age",
+            "tasks_claimed_age",
+            "tasks_waiting_age",
             "tasks_state_age",
             "tasks_held",
         )

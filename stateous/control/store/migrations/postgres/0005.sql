@@ -15,11 +15,14 @@ CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
 CREATE INDEX tokens_status_moved ON tokens (status, moved_at DESC, token);
 CREATE INDEX tokens_state_moved ON tokens (state, moved_at DESC, token);
 CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, token);
+CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
+    WHERE parent IS NOT NULL;
 
 CREATE INDEX tasks_live_age ON tasks (queued_at, id)
     WHERE status IN ('queued', 'claimed', 'waiting');
-CREATE INDEX tasks_status_age ON tasks (status, queued_at, id)
-    WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_queued_age ON tasks (queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_claimed_age ON tasks (queued_at, id) WHERE status = 'claimed';
+CREATE INDEX tasks_waiting_age ON tasks (queued_at, id) WHERE status = 'waiting';
 CREATE INDEX tasks_state_age ON tasks (state, queued_at, id)
     WHERE status IN ('queued', 'claimed', 'waiting');
 CREATE INDEX tasks_held ON tasks (claimed_by, queued_at, id) WHERE status = 'claimed';
