@@ -8,7 +8,6 @@ from stateous.model.names import STARTED
 from stateous.model.vocabulary import TaskStatus
 from stateous.model.wire import EnteredBy, Grant
 
-
 #: How old a supervisor's claim row may grow before an empty claim writes it again, in
 #: seconds: `GET /supervisors` shows the last claim true to about this much.
 CLAIM_TIME_KEPT = 60.0
