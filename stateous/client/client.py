@@ -161,13 +161,15 @@ class Client:
         rows = self._call("GET", f"{path}?{given}" if given else path)
         return rows, next_cursor(self._connection.link)
 
-    def listed(self, path: str, most: int, **query: str | None) -> list[dict[str, Any]]:
-        """Up to `most` rows of a listing, read page after page."""
+    def listed(
+        self, path: str, most: int, *, per_page: int = PAGE_LIMIT, **query: str | None
+    ) -> list[dict[str, Any]]:
+        """Up to `most` rows of a listing, read page after page of up to `per_page` rows."""
         rows: list[dict[str, Any]] = []
         after = None
         while len(rows) < most:
             page, after = self.page(
-                path, **query, limit=min(most - len(rows), PAGE_LIMIT), after=after
+                path, **query, limit=min(most - len(rows), per_page), after=after
             )
             rows += page
             if after is None:

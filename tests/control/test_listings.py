@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
+from stateous.client import Client
 from stateous.control.claiming import CLAIM_TIME_KEPT
 from stateous.control.listings import SEEN_FOR
 from stateous.model.wire import ReportBody
@@ -108,7 +109,7 @@ def test_a_token_that_moves_between_pages_leaves_the_pages_after_and_heads_a_new
     plane: Plane, api: Served
 ) -> None:
     start(plane, "A", "B", "C", "D", "E", "F", step=1)
-    status, headers, first = api.request("GET", "/tokens?limit=2")
+    _, headers, first = api.request("GET", "/tokens?limit=2")
     assert ids(first) == ["F", "E"]
     plane.engine.fire("D", "submitted")  # not listed yet: it moves ahead of the cursor
     plane.clock.advance(1)
@@ -326,3 +327,18 @@ def test_a_supervisor_unseen_for_a_day_is_no_longer_listed(plane: Plane, api: Se
     ]
     plane.clock.advance(1)
     assert [row["supervisor"] for row in api.request("GET", "/supervisors")[2]] == ["late"]
+
+
+# the client
+
+
+def test_the_client_reads_a_listing_page_after_page(plane: Plane, api: Served) -> None:
+    start(plane, *"EDCBA")  # at one moment: listed by id
+    with Client(api.url) as client:
+        assert ids(client.listed("/tokens", 3, per_page=2)) == ["A", "B", "C"]
+        assert ids(client.listed("/tokens", 10, per_page=2)) == ["A", "B", "C", "D", "E"]
+        first, after = client.page("/tokens", limit=4)
+        assert (ids(first), after is not None) == (["A", "B", "C", "D"], True)
+        assert client.page("/tokens", limit=4, after=after) == ([client.get("E")], None)
+        assert ids(client.tasks(state="draft", limit=2)) == [1, 2]
+        assert client.supervisors() == []
