@@ -164,9 +164,10 @@ class ListingSql:
         """The supervisors that claimed or sent a heartbeat after `since`, by name."""
         seen: dict[str, SupervisorRow] = {}
         for name, claimed_at, heartbeat_at, task in self.execute(SUPERVISORS_SQL, (since, since)):
-            row = seen.setdefault(
-                name, SupervisorRow(name, time_or_none(claimed_at), time_or_none(heartbeat_at))
-            )
+            row = seen.get(name)
+            if row is None:
+                row = SupervisorRow(name, time_or_none(claimed_at), time_or_none(heartbeat_at))
+                seen[name] = row
             if task is not None:
                 row.tasks.append(task)
         # Sorted here: an ORDER BY would have the database read every claim row in order
