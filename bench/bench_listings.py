@@ -76,7 +76,7 @@ def token_rows(tokens: int, active: int, now: float) -> Iterator[tuple[object, .
             yield (f"T-{index}", state_of(index), "active", moved, moved)
         else:
             moved = column(now - 365 * 86400 - index)
-            yield (f"T-{index}", "__end__", "completed", moved, moved)
+            yield (f"T-{index}", STATES[-1], "completed", moved, moved)
 
 
 def task_rows(tokens: int, active: int, now: float) -> Iterator[tuple[object, ...]]:
