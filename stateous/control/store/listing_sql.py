@@ -29,6 +29,10 @@ from stateous.control.store.rows import TaskRow, TokenRow
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus
 
 
+#: Where a row of `TASK_COLUMNS` has its `queued_at`, as the column keeps it.
+TASK_QUEUED_AT = TASK_COLUMNS.split(", ").index("queued_at")
+
+
 @dataclass(frozen=True, slots=True)
 class TokenQuery:
     """What a page of tokens asks for; times are column texts (`to_column`)."""
@@ -122,7 +126,7 @@ def task_page_sql(query: TaskQuery) -> tuple[str, tuple[Any, ...]]:
         queued_at, ident = query.after
         bindings.extend((queued_at, queued_at, ident))
     sql = (
-        f"SELECT {TASK_COLUMNS}, queued_at FROM tasks WHERE {' AND '.join(where)} "
+        f"SELECT {TASK_COLUMNS} FROM tasks WHERE {' AND '.join(where)} "
         "ORDER BY queued_at, id LIMIT ?"
     )
     return sql, (*bindings, query.limit)
@@ -158,7 +162,7 @@ class ListingSql:
     def task_page(self, query: TaskQuery) -> list[tuple[TaskRow, str]]:
         """A page of live tasks, each with its `queued_at` as the column keeps it."""
         rows = self.execute(*task_page_sql(query))
-        return [(task_row(row[:-1]), row[-1]) for row in rows]
+        return [(task_row(row), row[TASK_QUEUED_AT]) for row in rows]
 
     def supervisors_seen(self, since: str) -> list[SupervisorRow]:
         """The supervisors that claimed or sent a heartbeat after `since`, by name."""
