@@ -28,7 +28,6 @@ from stateous.control.store.columns import (
 from stateous.control.store.rows import TaskRow, TokenRow
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus
 
-
 #: Where a row of `TASK_COLUMNS` has its `queued_at`, as the column keeps it.
 TASK_QUEUED_AT = TASK_COLUMNS.split(", ").index("queued_at")
 
