@@ -77,6 +77,28 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         upgraded.store.close()
 
 
+def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once_it_claims(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("A", {"title": "x"})
+    grant = old.engine.claim("box-1", ["draft"], "req-1")
+    old.store.close()
+    run_sql(backend, *UNDO_0005, "UPDATE stateous_version SET version_num = '0004'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        assert upgraded.engine.listings.supervisors() == []  # its row has no times yet
+        again = upgraded.engine.claim("box-1", ["draft"], "req-1")  # the answer was lost
+        assert grant is not None and again is not None and again.task == grant.task
+        assert upgraded.engine.listings.supervisors() == []  # the same claim, answered again
+        assert upgraded.engine.claim("box-1", ["draft"], "req-2") is None  # a new one
+        [box] = upgraded.engine.listings.supervisors()
+        assert (box.supervisor, box.tasks, box.last_heartbeat) == ("box-1", [grant.task], None)
+    finally:
+        upgraded.store.close()
+
+
 OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, tokens"
 
 
