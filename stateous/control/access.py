@@ -77,6 +77,8 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tokens/{token}/pause"): OPERATOR,
     ("POST", "/tokens/{token}/resume"): OPERATOR,
     ("POST", "/tokens/{token}/cancel"): OPERATOR,
+    ("GET", "/tasks"): OPERATOR,
+    ("GET", "/supervisors"): OPERATOR,
     ("POST", "/tasks/claim"): WORK,
     ("POST", "/tasks/heartbeat"): WORK,
     ("POST", "/tasks/{task}/report"): WORK,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlencode
 
 import falcon
 import msgspec
@@ -38,6 +39,7 @@ from stateous.model.text import printable
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
+    from stateous.control.listings import Page
 
 #: The largest body that a request may have, in bytes.
 MAX_BODY = 1024 * 1024
@@ -154,6 +156,26 @@ def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> 
     resp.data = _encode(value)
 
 
+#: The query parameters of each listing, besides `limit` and `after`.
+TOKEN_FILTERS = ("status", "state", "parent", "since", "until")
+TASK_FILTERS = ("status", "state", "supervisor", "older_than")
+
+
+def query(req: falcon.Request, filters: tuple[str, ...]) -> dict[str, str | None]:
+    """The values of a listing's query parameters; a parameter not given is None."""
+    return {name: req.get_param(name) for name in (*filters, "limit", "after")}
+
+
+def answer_page(req: falcon.Request, resp: falcon.Response, page: Page[Any]) -> None:
+    """Answer a page of a listing; when more rows follow, `Link` names the next page: the
+    same query, with `after` set to the page's cursor (RFC 8288)."""
+    if page.after is not None:
+        same = {name: req.get_param(name) for name in req.params if name != "after"}
+        target = f"{req.path}?{urlencode({**same, 'after': page.after})}"
+        resp.set_header("Link", f'<{target}>; rel="next"')
+    answer(resp, page.rows)
+
+
 def caller(req: falcon.Request) -> str | None:
     """The name of the credential the request was made with, if any."""
     who: Caller | None = getattr(req.context, "caller", None)
@@ -254,10 +276,8 @@ class Tokens(Resource):
         answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        listed = self.engine.list_tokens(
-            req.get_param("status"), req.get_param("parent"), req.get_param("limit")
-        )
-        answer(resp, listed)
+        page = self.engine.listings.tokens(**query(req, TOKEN_FILTERS))
+        answer_page(req, resp, page)
 
 
 class Token(Resource):
@@ -291,7 +311,11 @@ class Token(Resource):
 
 
 class Tasks(Resource):
-    """`/tasks`: what supervisors (and people, for waiting tasks) send about work."""
+    """`/tasks`: the live tasks, and what supervisors (and people, for waiting tasks) send
+    about work."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer_page(req, resp, self.engine.listings.tasks(**query(req, TASK_FILTERS)))
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
@@ -329,6 +353,13 @@ class Tasks(Resource):
         body = read_shape(req, wire.MemoryBody)
         self.engine.memory(number, body.key, body.value, body.attempt, by=caller(req))
         resp.status = falcon.HTTP_204
+
+
+class Supervisors(Resource):
+    """`/supervisors`: the supervisors seen in the last day, and the tasks they hold."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, self.engine.listings.supervisors())
 
 
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
@@ -391,6 +422,8 @@ def create_app(
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
     for action in ("pause", "resume", "cancel"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
+    app.add_route("/tasks", tasks)
+    app.add_route("/supervisors", Supervisors(engine))
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

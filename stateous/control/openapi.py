@@ -17,7 +17,7 @@ import msgspec
 
 from stateous._version import __version__
 from stateous.model import wire
-from stateous.model.vocabulary import TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 REF = "#/components/schemas/{name}"
 
@@ -36,11 +36,32 @@ class Operation:
 TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
 TASK_PARAM = {"name": "task", "in": "path", "required": True, "schema": {"type": "string"}}
 EVENT_PARAM = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
-LISTING = [
-    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
-    {"name": "parent", "in": "query", "schema": {"type": "string"}},
+TIME = {"type": "string", "format": "date-time"}
+PAGING = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    {"name": "after", "in": "query", "schema": {"type": "string"}},
 ]
+TOKEN_LISTING = [
+    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
+    {"name": "state", "in": "query", "schema": {"type": "string"}},
+    {"name": "parent", "in": "query", "schema": {"type": "string"}},
+    {"name": "since", "in": "query", "schema": TIME},
+    {"name": "until", "in": "query", "schema": TIME},
+    *PAGING,
+]
+TASK_LISTING = [
+    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in LIVE_TASK]}},
+    {"name": "state", "in": "query", "schema": {"type": "string"}},
+    {"name": "supervisor", "in": "query", "schema": {"type": "string"}},
+    {
+        "name": "older_than",
+        "in": "query",
+        "schema": {"type": "string", "pattern": "^[0-9]+[smhd]$"},
+    },
+    *PAGING,
+]
+#: The query parameters of each listing, by method and path template.
+LISTINGS = {("GET", "/tokens"): TOKEN_LISTING, ("GET", "/tasks"): TASK_LISTING}
 KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -79,6 +100,16 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/tokens/{token}/pause"): STEER,
     ("POST", "/tokens/{token}/resume"): STEER,
     ("POST", "/tokens/{token}/cancel"): STEER,
+    ("GET", "/tasks"): Operation(
+        "live tasks, the oldest queued first",
+        answers=((200, list[wire.TaskView]),),
+        refusals=(401, 403, 422),
+    ),
+    ("GET", "/supervisors"): Operation(
+        "the supervisors seen in the last day",
+        answers=((200, list[wire.SupervisorView]),),
+        refusals=(401, 403),
+    ),
     ("POST", "/tasks/claim"): Operation(
         "claim the oldest queued task", wire.ClaimBody, ((200, wire.Grant), (204, None)), WORK
     ),
@@ -108,8 +139,7 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.append(TASK_PARAM)
     if "{event}" in template:
         found.extend([EVENT_PARAM, KEY])
-    if (method, template) == ("GET", "/tokens"):
-        found.extend(LISTING)
+    found.extend(LISTINGS.get((method, template), []))
     return found
 
 

@@ -123,6 +123,8 @@ REQUESTS = {
     ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
     ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
+    ("GET", "/tasks"): ("/tasks", None),
+    ("GET", "/supervisors"): ("/supervisors", None),
     ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),
     ("POST", "/tasks/heartbeat"): ("/tasks/heartbeat", {"supervisor": SUPERVISOR, "tasks": []}),
     ("POST", "/tasks/{task}/report"): ("/tasks/999/report", {"kind": "waiting"}),

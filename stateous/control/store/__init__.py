@@ -35,6 +35,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
+from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.rows import (
     ClaimRow,
@@ -68,8 +69,11 @@ __all__ = [
     "Result",
     "Store",
     "StoreError",
+    "SupervisorRow",
+    "TaskQuery",
     "TaskRow",
     "TimerRow",
+    "TokenQuery",
     "TokenRow",
     "Tx",
     "UnknownUrl",
