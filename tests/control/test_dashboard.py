@@ -1,0 +1,255 @@
+"""The dashboard in a real headless Chromium, against a real control plane on a real port:
+the overview counts the tokens per state, a token page shows its history, notes, tasks and
+memory keys (user data as text, never as markup), its buttons steer the token (after the
+browser's confirmation), the list filters, the page asks for the secret when the API needs
+one, and it fits a phone's width. A screenshot of each page goes to the test's folder.
+
+One browser serves the whole module. Debian's `chromium` and `chromium-driver` run it
+(`.ci/run` installs them); without them the tests skip, except in CI, where they fail.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from stateous.control.access import Access, add_credential, served_hosts
+from stateous.control.api import Guard
+from stateous.model.vocabulary import Role
+from tests.control.conftest import Served, build_engine, serving
+from tests.control.support import open_backend
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+HAS_BROWSER = Path(CHROMIUM).exists() and Path(DRIVER).exists()
+if not HAS_BROWSER and not os.environ.get("CI"):
+    pytest.skip("Debian's chromium and chromium-driver are not installed", allow_module_level=True)
+#: A value of user data that would run as script if the page ever parsed it as HTML.
+MARKUP = '<img src="x" id="injected" onerror="document.title=1">'
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    options.add_argument("--window-size=1280,1000")
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@contextmanager
+def orders_plane(folder: Path, secret: bool = False) -> Iterator[tuple[Served, str]]:
+    """The `orders` control plane on SQLite, behind the browser checks that `serve` makes,
+    with an operator's credential when `secret`; yield it and the secret."""
+    with open_backend("sqlite", folder) as backend:
+        engine = build_engine(backend)
+        given = add_credential(engine.store, "ops", Role.OPERATOR) if secret else ""
+        guard = Guard(Access(engine.store), served_hosts("127.0.0.1", []))
+        with serving(engine, guard=guard) as served:
+            yield served, given
+
+
+@pytest.fixture
+def plane(tmp_path: Path) -> Iterator[Served]:
+    with orders_plane(tmp_path) as (served, _):
+        yield served
+
+
+def call(plane: Served, method: str, path: str, body: Any = None, secret: str = "") -> Any:
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    status, _, answer = plane.request(method, path, body, headers)
+    assert status < 300, answer
+    return answer
+
+
+def start(plane: Served, token: str, secret: str = "", title: str = "t") -> None:
+    call(plane, "POST", "/tokens", {"token": token, "context": {"title": title}}, secret)
+
+
+def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float = 15) -> Any:
+    return WebDriverWait(browser, timeout).until(check)
+
+
+def text_of(browser: WebDriver, selector: str) -> str | None:
+    found = browser.find_elements(By.CSS_SELECTOR, selector)
+    return found[0].text if found else None
+
+
+def confirm(browser: WebDriver) -> str:
+    """Accept the page's confirmation and answer its question."""
+
+    def alert(driver: WebDriver) -> Any:
+        try:
+            return driver.switch_to.alert
+        except NoAlertPresentException:
+            return False
+
+    question = wait(browser, alert)
+    said = question.text
+    question.accept()
+    return said
+
+
+def screenshot(browser: WebDriver, path: Path) -> None:
+    assert browser.save_screenshot(str(path))
+    assert path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_overview_shows_the_active_tokens_per_state(
+    browser: WebDriver, plane: Served, tmp_path: Path
+) -> None:
+    for token in ("ORDER-1", "ORDER-2", "ORDER-3", "ORDER-4"):
+        start(plane, token)
+    call(plane, "POST", "/tokens/ORDER-1/events/submitted")
+    call(plane, "POST", "/tokens/ORDER-2/pause")
+    browser.get(f"{plane.url}/ui/")
+    draft = 'table.counts tr[data-state="draft"]'
+    wait(browser, lambda driver: text_of(driver, f"{draft} td.active") == "2")
+    assert text_of(browser, f"{draft} td.paused") == "1"
+    assert text_of(browser, 'table.counts tr[data-state="review"] td.active') == "1"
+    assert text_of(browser, 'svg.graph g[data-state="draft"] .count') == "2"
+    assert text_of(browser, 'svg.graph g[data-state="review"] .count') == "1"
+    stuck = text_of(browser, "#stuck") or ""
+    assert "has no GET /tasks" in stuck and "In one state longer than" in stuck
+    assert "has no GET /supervisors" in (text_of(browser, "#supervisors") or "")
+    screenshot(browser, tmp_path / "overview.png")
+    # It reads the API again by itself.
+    start(plane, "ORDER-5")
+    wait(browser, lambda driver: text_of(driver, f"{draft} td.active") == "3")
+    # At a phone's width, nothing sticks out sideways.
+    browser.set_window_size(390, 844)
+    try:
+        width = browser.execute_script("return document.documentElement.scrollWidth")
+        assert width <= browser.execute_script("return window.innerWidth")
+        screenshot(browser, tmp_path / "overview-phone.png")
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_a_token_page_shows_its_history_tasks_memory_keys_and_notes_as_text(
+    browser: WebDriver, plane: Served, tmp_path: Path
+) -> None:
+    start(plane, "ORDER-1", title=MARKUP)
+    grant = call(plane, "POST", "/tasks/claim", {"supervisor": "box-1", "states": ["draft"]})
+    task = grant["task"]
+    call(plane, "POST", f"/tasks/{task}/note", {"text": f"looking {MARKUP}", "attempt": 1})
+    call(plane, "PUT", f"/tasks/{task}/memory", {"key": "dev", "value": {"x": 1}, "attempt": 1})
+    history = call(plane, "GET", "/tokens/ORDER-1/history")
+    browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+    lines = "#history li"
+    wait(browser, lambda driver: len(driver.find_elements(By.CSS_SELECTOR, lines)) == len(history))
+    shown = [item.text for item in browser.find_elements(By.CSS_SELECTOR, lines)]
+    assert "started" in shown[0] and f"#{history[0]['seq']}" in shown[0]
+    assert any("entered draft" in line for line in shown)
+    assert any(f"box-1 took task {task} (attempt 1)" in line for line in shown)
+    assert any(f"looking {MARKUP}" in line for line in shown)
+    assert json.dumps(MARKUP) in (text_of(browser, "#context") or "")
+    assert browser.find_elements(By.ID, "injected") == []
+    assert "dev" in (text_of(browser, "#memory") or "")
+    assert "1: box-1" in (text_of(browser, "#tasks") or "")
+    assert "No children." in (text_of(browser, "#children") or "")
+    assert browser.find_elements(By.CSS_SELECTOR, 'svg.graph g.current[data-state="draft"]')
+    screenshot(browser, tmp_path / "token.png")
+
+
+def test_the_buttons_pause_resume_and_fire_an_event_after_a_confirmation(
+    browser: WebDriver, plane: Served, tmp_path: Path
+) -> None:
+    start(plane, "ORDER-1")
+    browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+    status = "#facts"
+
+    def shows(value: str) -> Callable[[WebDriver], bool]:
+        return lambda driver: driver.find_element(By.CSS_SELECTOR, status).get_attribute(
+            "data-status"
+        ) == value and driver.find_element(By.ID, "pause").is_enabled() == (value == "active")
+
+    wait(browser, shows("active"))
+    browser.find_element(By.ID, "pause").click()
+    assert "Pause the token ORDER-1?" in confirm(browser)
+    wait(browser, shows("paused"))
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "paused"
+    screenshot(browser, tmp_path / "paused.png")
+    browser.find_element(By.ID, "resume").click()
+    confirm(browser)
+    wait(browser, shows("active"))
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "active"
+    # A dismissed confirmation sends nothing.
+    browser.find_element(By.ID, "cancel").click()
+    wait(browser, lambda driver: driver.switch_to.alert).dismiss()
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "active"
+    call(plane, "POST", "/tokens/ORDER-1/events/submitted")
+    wait(browser, lambda driver: text_of(driver, "#event") == "reviewed")
+    browser.find_element(By.ID, "payload").send_keys('{"approved": true}')
+    browser.find_element(By.ID, "fire").click()
+    assert "Fire reviewed" in confirm(browser)
+    wait(browser, shows("completed"))
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "completed"
+
+
+def test_the_token_list_filters_by_status_and_state_and_finds_a_token_by_id(
+    browser: WebDriver, plane: Served, tmp_path: Path
+) -> None:
+    for token in ("ORDER-1", "ORDER-2", "ORDER-3"):
+        start(plane, token)
+    call(plane, "POST", "/tokens/ORDER-1/events/submitted")
+    call(plane, "POST", "/tokens/ORDER-3/pause")
+    browser.get(f"{plane.url}/ui/#/tokens?status=active&state=draft")
+
+    def listed(driver: WebDriver) -> list[str]:
+        rows = driver.find_elements(By.CSS_SELECTOR, "table.tokens tbody tr")
+        return sorted(row.get_attribute("data-token") or "" for row in rows)
+
+    wait(browser, lambda driver: listed(driver) == ["ORDER-2"])
+    screenshot(browser, tmp_path / "tokens.png")
+    search = browser.find_element(By.ID, "search-id")
+    search.send_keys("ORDER-3")
+    search.submit()
+    wait(browser, lambda driver: text_of(driver, "h1") == "ORDER-3")
+    assert "/ui/#/tokens/ORDER-3" in browser.current_url
+
+
+def test_with_authentication_on_the_page_asks_for_the_secret_and_keeps_it_out_of_addresses(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with orders_plane(tmp_path, secret=True) as (plane, secret):
+        asked_and_answered(browser, plane, secret, tmp_path)
+
+
+def asked_and_answered(browser: WebDriver, plane: Served, secret: str, tmp_path: Path) -> None:
+    start(plane, "ORDER-1", secret)
+    browser.get(f"{plane.url}/ui/")
+    wait(browser, lambda driver: driver.find_element(By.ID, "secret").is_displayed())
+    screenshot(browser, tmp_path / "secret.png")
+    field = browser.find_element(By.ID, "secret")
+    field.send_keys("stq_not-the-secret")
+    browser.find_element(By.ID, "secret-submit").click()
+    wait(browser, lambda driver: "refused that secret" in (text_of(driver, "#secret-error") or ""))
+    field.send_keys(secret)
+    browser.find_element(By.ID, "secret-submit").click()
+    wait(browser, lambda driver: text_of(driver, 'tr[data-state="draft"] td.active') == "1")
+    assert secret not in browser.current_url
+    kept = browser.execute_script("return sessionStorage.getItem('stateous.secret')")
+    assert kept == secret
+    assert browser.execute_script("return localStorage.length") == 0
+    browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+    wait(browser, lambda driver: len(driver.find_elements(By.CSS_SELECTOR, "#history li")) > 2)
+    browser.execute_script("sessionStorage.clear()")
