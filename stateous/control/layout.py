@@ -39,6 +39,8 @@ MARGIN = 24.0
 LOOP = 24.0
 #: How far apart two edges between the same two states run, each this far off the middle.
 TWIN_SHIFT = 12.0
+#: How far a label stands off its line.
+LABEL_GAP = 6.0
 #: How many down-and-up sweeps the ordering tries.
 SWEEPS = 4
 SHOWN = {START_NAME: "START", END_NAME: "END"}
@@ -68,8 +70,8 @@ class Edge(msgspec.Struct, kw_only=True):
     label: str
     points: list[Point]
     label_at: Point
-    #: How the label's text stands at `label_at`: `middle`, or `start` / `end` beside an edge
-    #: that runs next to another.
+    #: How the label's text stands at `label_at` (SVG's `text-anchor`): `start` on the right
+    #: of its line, `end` on its left, `middle` centred (a loop's).
     anchor: str = "middle"
     back: bool = False
 
@@ -356,8 +358,10 @@ def edge_of(
         points.reverse()
     middle = len(points) // 2
     (x1, y1), (x2, y2) = points[middle - 1], points[middle]
-    anchor = "start" if shift > 0 else "end" if shift < 0 else "middle"
-    beside = 4.0 if shift > 0 else -4.0 if shift < 0 else 0.0
+    # A label reads beside its line, never across it: on the left of an edge that runs on
+    # the left of its twin, else on the right.
+    anchor = "end" if shift < 0 else "start"
+    beside = -LABEL_GAP if shift < 0 else LABEL_GAP
     return Edge(
         source=source,
         target=target,

@@ -178,9 +178,10 @@ def test_the_buttons_pause_resume_and_fire_an_event_after_a_confirmation(
     status = "#facts"
 
     def shows(value: str) -> Callable[[WebDriver], bool]:
-        return lambda driver: driver.find_element(By.CSS_SELECTOR, status).get_attribute(
-            "data-status"
-        ) == value and driver.find_element(By.ID, "pause").is_enabled() == (value == "active")
+        return lambda driver: (
+            driver.find_element(By.CSS_SELECTOR, status).get_attribute("data-status") == value
+            and driver.find_element(By.ID, "pause").is_enabled() == (value == "active")
+        )
 
     wait(browser, shows("active"))
     browser.find_element(By.ID, "pause").click()

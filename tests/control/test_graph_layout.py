@@ -95,11 +95,11 @@ def test_no_box_covers_another_and_everything_lies_inside_the_drawing() -> None:
         for one, other in itertools.combinations(drawing.nodes, 2):
             assert not overlap(one, other), (one.name, other.name)
         for node in drawing.nodes:
-            assert 0 < node.x and node.x + node.width < drawing.width
-            assert 0 < node.y and node.y + node.height < drawing.height
+            assert node.x > 0 and node.x + node.width < drawing.width
+            assert node.y > 0 and node.y + node.height < drawing.height
         for one in drawing.edges:
             left, right = label_span(one)
-            assert 0 < left and right < drawing.width, one
+            assert left > 0 and right < drawing.width, one
             assert all(0 < x < drawing.width and 0 < y < drawing.height for x, y in one.points)
 
 

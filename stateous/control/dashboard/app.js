@@ -205,10 +205,10 @@ function mountOverview(main) {
   const stuck = el("div");
   const supervisors = el("div");
   const stats = el("div");
-  const number = (key, label, unit) => el("label", {}, label, el("input", {
+  const number = (key, label, unit) => el("label", {}, `${label} (${unit})`, el("input", {
     type: "number", min: 0, value: limits[key], id: `limit-${key}`,
     onchange: (event) => { limits[key] = Number(event.target.value) || 0; kick(); },
-  }), unit);
+  }));
   fill(main, [
     el("section", { id: "workflow" }, el("h2", {}, "Workflow and active tokens per state"), graphs, note),
     el("section", { id: "stuck" }, el("h2", {}, "Stuck work"),
