@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,10 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from stateous.control.access import Access, add_credential, served_hosts
-from stateous.control.api import Guard
+from stateous.control.api import Guard, create_app
+from stateous.control.edge import DEFAULT_LIMITS, create_server
 from stateous.model.vocabulary import Role
-from tests.control.conftest import Served, build_engine, serving
+from tests.control.conftest import Served, build_engine, looping, serving
 from tests.control.support import open_backend
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -88,9 +91,21 @@ def wait(browser: WebDriver, check: Callable[[WebDriver], Any], timeout: float =
     return WebDriverWait(browser, timeout).until(check)
 
 
+#: The shown text of each element that a selector finds, read in one go: the page replaces
+#: its panels at each update, so an element found before may be gone a moment later.
+TEXTS = """
+return [...document.querySelectorAll(arguments[0])].map(
+    (found) => (found.innerText ?? found.textContent).trim());
+"""
+
+
+def texts_of(browser: WebDriver, selector: str) -> list[str]:
+    return browser.execute_script(TEXTS, selector)
+
+
 def text_of(browser: WebDriver, selector: str) -> str | None:
-    found = browser.find_elements(By.CSS_SELECTOR, selector)
-    return found[0].text if found else None
+    found = texts_of(browser, selector)
+    return found[0] if found else None
 
 
 def confirm(browser: WebDriver) -> str:
@@ -154,9 +169,10 @@ def test_a_token_page_shows_its_history_tasks_memory_keys_and_notes_as_text(
     call(plane, "PUT", f"/tasks/{task}/memory", {"key": "dev", "value": {"x": 1}, "attempt": 1})
     history = call(plane, "GET", "/tokens/ORDER-1/history")
     browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
-    lines = "#history li"
-    wait(browser, lambda driver: len(driver.find_elements(By.CSS_SELECTOR, lines)) == len(history))
-    shown = [item.text for item in browser.find_elements(By.CSS_SELECTOR, lines)]
+    shown = wait(
+        browser,
+        lambda driver: len(found := texts_of(driver, "#history li")) == len(history) and found,
+    )
     assert "started" in shown[0] and f"#{history[0]['seq']}" in shown[0]
     assert any("entered draft" in line for line in shown)
     assert any(f"box-1 took task {task} (attempt 1)" in line for line in shown)
@@ -216,8 +232,7 @@ def test_the_token_list_filters_by_status_and_state_and_finds_a_token_by_id(
     browser.get(f"{plane.url}/ui/#/tokens?status=active&state=draft")
 
     def listed(driver: WebDriver) -> list[str]:
-        rows = driver.find_elements(By.CSS_SELECTOR, "table.tokens tbody tr")
-        return sorted(row.get_attribute("data-token") or "" for row in rows)
+        return sorted(texts_of(driver, "table.tokens tbody tr td:first-child"))
 
     wait(browser, lambda driver: listed(driver) == ["ORDER-2"])
     screenshot(browser, tmp_path / "tokens.png")
@@ -252,5 +267,105 @@ def asked_and_answered(browser: WebDriver, plane: Served, secret: str, tmp_path:
     assert kept == secret
     assert browser.execute_script("return localStorage.length") == 0
     browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
-    wait(browser, lambda driver: len(driver.find_elements(By.CSS_SELECTOR, "#history li")) > 2)
+    wait(browser, lambda driver: len(texts_of(driver, "#history li")) > 2)
     browser.execute_script("sessionStorage.clear()")
+
+
+# the routes of issue 20 that this control plane does not have yet
+
+
+def moment(seconds: float) -> str:
+    """The ISO moment `seconds` from now, as the API writes them."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def agreed_answers() -> dict[str, Any]:
+    """Answers of `GET /tasks`, `/supervisors` and `/stats` in the shapes agreed for them:
+    a task retried and queued for 20 minutes, a lease that ends in 10 seconds."""
+    return {
+        "/tasks": [
+            {
+                "task": 7,
+                "token": "ORDER-1",
+                "state": "draft",
+                "status": "queued",
+                "attempt": 2,
+                "supervisor": None,
+                "lease_until": None,
+                "queued_at": moment(-1200),
+                "age": 1200.0,
+            },
+            {
+                "task": 9,
+                "token": "ORDER-2",
+                "state": "review",
+                "status": "claimed",
+                "attempt": 1,
+                "supervisor": "box-1",
+                "lease_until": moment(10),
+                "queued_at": moment(-60),
+                "age": 60.0,
+            },
+        ],
+        "/supervisors": [
+            {
+                "supervisor": "box-1",
+                "last_claim": moment(-60),
+                "last_heartbeat": moment(-5),
+                "tasks": [9],
+            },
+        ],
+        "/stats": {
+            "tokens": {"draft": {"active": 5, "paused": 2}, "review": {"active": 1}},
+            "tasks": {"draft": {"queued": 1}, "review": {"claimed": 1}},
+            "oldest_queued": {"draft": 1200.0},
+            "timers_pending": 4,
+            "last_hour": {"events_fired": 10, "leases_ended": 1, "attempts_failed": 2},
+        },
+    }
+
+
+def answering(app: Any, answers: dict[str, Any]) -> Any:
+    """A WSGI app that answers the paths of `answers` itself and leaves the rest to `app`."""
+
+    def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ["PATH_INFO"] not in answers:
+            return app(environ, start_response)
+        data = json.dumps(answers[environ["PATH_INFO"]]).encode()
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [data]
+
+    return wsgi
+
+
+def test_the_overview_shows_stuck_work_supervisors_and_stats_in_their_agreed_shapes(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with open_backend("sqlite", tmp_path) as backend:
+        engine = build_engine(backend)
+        app = answering(create_app(engine), agreed_answers())
+        sockets: dict[int, Any] = {}
+        listener = socket.create_server(("127.0.0.1", 0))
+        server = create_server(app, DEFAULT_LIMITS, listener, map=sockets)
+        try:
+            with looping(server, sockets):
+                browser.get(f"http://127.0.0.1:{server.effective_port}/ui/")
+                draft = 'table.counts tr[data-state="draft"]'
+                wait(browser, lambda driver: text_of(driver, f"{draft} td.active") == "5")
+                assert text_of(browser, f"{draft} td.paused") == "2"
+                assert "Counted by GET /stats." in (text_of(browser, "#workflow") or "")
+                found = texts_of(browser, "#stuck .stuck-list")
+                parts = (text.partition("\n") for text in found)
+                lists = {title: rows.strip() for title, _, rows in parts}
+                assert "7\tORDER-1\tdraft\tattempt 2, queued" in lists["Tasks tried again"]
+                assert "ORDER-1" in lists["Queued longer than 10 minutes"]
+                assert "box-1: " in lists["Leases that end within 30 seconds"]
+                assert lists["Tokens in one state longer than 1 hours"] == "None."
+                supervisors = text_of(browser, "table.supervisors tbody") or ""
+                assert supervisors.startswith("box-1\t") and supervisors.endswith("\t9")
+                assert "10 events fired, 1 leases ended, 2 attempts failed; 4 timers pending." in (
+                    text_of(browser, "#stats") or ""
+                )
+                screenshot(browser, tmp_path / "overview-agreed.png")
+        finally:
+            engine.store.close()

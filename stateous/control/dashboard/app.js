@@ -224,12 +224,13 @@ function mountOverview(main) {
     const drawn = await layout();
     const top = drawn.top;
     const summary = await optional("/stats");
-    const active = await listTokens("status=active&limit=1000", summary ? 1 : COUNT_PAGES);
     let counts = {};
+    let active = { rows: [], more: false };
     if (summary) {
       counts = countsFromStats(summary, top);
       note.textContent = "Counted by GET /stats.";
     } else {
+      active = await listTokens("status=active&limit=1000", COUNT_PAGES);
       const paused = await listTokens("status=paused&limit=1000", COUNT_PAGES);
       countsFromTokens(active.rows, top, "active", counts);
       countsFromTokens(paused.rows, top, "paused", counts);
@@ -245,10 +246,25 @@ function mountOverview(main) {
         link: drawing.workflow === top ? (state) => `#/tokens?status=active&state=${enc(state)}` : null,
       }),
       countsTable(drawing, counts[drawing.workflow] || {}))));
-    stuck.replaceChildren(...stuckWork(await optional("/tasks?limit=1000"), active.rows));
+    const waiting = summary ? await waitingTokens() : active.rows;
+    stuck.replaceChildren(...stuckWork(await optional("/tasks?limit=1000"), waiting));
     supervisors.replaceChildren(supervisorList(await optional("/supervisors")));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
   };
+}
+
+/* An ISO moment as the API writes them, `2026-11-30T18:33:50Z`. */
+function iso(milliseconds) {
+  return new Date(milliseconds).toISOString().replace(/\.\d{3}Z$/, "Z");
+}
+
+/* Active tokens that may have waited too long: those that have not moved since the
+   cutoff where the listing takes `until`, else its first page. */
+async function waitingTokens() {
+  const cutoff = iso(Date.now() - limits.waitingHours * 3600 * 1000);
+  const bounded = (await tokenParams()).has("until");
+  const query = bounded ? `status=active&until=${enc(cutoff)}&limit=100` : "status=active&limit=1000";
+  return (await api(`/tokens?${query}`)).data;
 }
 
 function taskRows(tasks, detail) {
