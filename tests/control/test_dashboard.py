@@ -124,7 +124,14 @@ def confirm(browser: WebDriver) -> str:
 
 
 def screenshot(browser: WebDriver, path: Path) -> None:
-    assert browser.save_screenshot(str(path))
+    """Write a PNG of the whole page: the window is made as tall as the page for it."""
+    size = browser.get_window_size()
+    tall = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(size["width"], max(size["height"], min(tall + 160, 6000)))
+    try:
+        assert browser.save_screenshot(str(path))
+    finally:
+        browser.set_window_size(size["width"], size["height"])
     assert path.read_bytes().startswith(b"\x89PNG")
 
 
