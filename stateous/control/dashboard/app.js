@@ -5,7 +5,7 @@
    route that this control plane does not have (404) leaves its panel saying so. */
 "use strict";
 
-const { el, fill, drawGraph, sentence, stateName, utc, ago, BUILTIN_EVENTS } = window.Draw;
+const { el, fill, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS } = window.Draw;
 const POLL_MS = 3000;
 const SECRET_KEY = "stateous.secret";
 const TOKEN_STATUSES = ["active", "paused", "completed", "failed", "cancelled"];
@@ -546,9 +546,10 @@ function mountToken(main, id) {
     children.replaceChildren(kids.data.length ? table(["Child", "State", "Status"], kids.data.map((kid) =>
       el("tr", {}, el("td", {}, tokenLink(kid.token)), el("td", {}, stateName(kid.state)),
         el("td", {}, statusBadge(kid.status))))) : nothing("No children."));
-    history.replaceChildren(...entries.data.map((entry) => el("li", { class: `kind-${entry.kind}` },
+    const told = sentences(entries.data);
+    history.replaceChildren(...entries.data.map((entry, index) => el("li", { class: `kind-${entry.kind}` },
       el("span", { class: "when" }, utc(entry.at)), el("span", { class: "seq" }, `#${entry.seq}`),
-      el("span", { class: "sentence" }, sentence(entry)))));
+      el("span", { class: "sentence" }, told[index]))));
   };
 }
 

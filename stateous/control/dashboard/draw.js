@@ -121,7 +121,12 @@ function drawNode(node, count, current, link) {
   return href ? svgEl("a", { href }, group) : group;
 }
 
+/* JSON on one line as `stateous token show` writes it: `{"a": 1, "b": [2, 3]}`. */
 function compact(value) {
+  if (Array.isArray(value)) return `[${value.map(compact).join(", ")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.entries(value).map(([key, item]) => `${JSON.stringify(key)}: ${compact(item)}`).join(", ")}}`;
+  }
   return JSON.stringify(value);
 }
 
@@ -162,12 +167,14 @@ const SENTENCES = {
   branch_started: (data) => `branch ${data.workflow} started: ${data.token}`,
 };
 
-/* One entry's sentence; an entry of a kind this page does not know shows its data. */
-function sentence(entry) {
+/* One entry's sentence; `resuming` when it follows a resume. An entry of a kind this page
+   does not know shows its data. */
+function sentence(entry, resuming = false) {
   const data = entry.data || {};
   let told;
   try {
-    told = SENTENCES[entry.kind] ? SENTENCES[entry.kind](data) : null;
+    if (entry.kind === "event_dropped" && resuming) told = `${data.event} dropped on resume: ${data.reason}`;
+    else told = SENTENCES[entry.kind] ? SENTENCES[entry.kind](data) : null;
   } catch (error) {
     told = null;
   }
@@ -175,5 +182,14 @@ function sentence(entry) {
   return typeof data.by === "string" ? `${told} (by ${data.by})` : told;
 }
 
-return { el, fill, svgEl, drawGraph, sentence, stateName, utc, ago, BUILTIN_EVENTS };
+/* The sentence of each entry of a history, in order. */
+function sentences(entries) {
+  let resuming = false;
+  return entries.map((entry) => {
+    if (entry.kind === "paused" || entry.kind === "resumed") resuming = entry.kind === "resumed";
+    return sentence(entry, resuming);
+  });
+}
+
+return { el, fill, svgEl, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS };
 })();
