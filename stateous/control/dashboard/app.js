@@ -444,11 +444,12 @@ function mountToken(main, id) {
   const history = el("ol", { class: "timeline", id: "history" });
   const eventChoice = el("select", { id: "event" });
   const payload = el("textarea", { id: "payload", placeholder: '{"approved": true}', spellcheck: "false" });
+  // Every button waits for the token to be read before it may be pressed.
   const button = (action, label, classes) => el("button", {
-    type: "button", id: action, class: classes, onclick: () => steer(action) }, label);
+    type: "button", id: action, class: classes, disabled: true, onclick: () => steer(action) }, label);
   const buttons = { pause: button("pause", "Pause"), resume: button("resume", "Resume"),
     cancel: button("cancel", "Cancel", "danger") };
-  const fire = el("button", { type: "button", id: "fire", onclick: () => fireEvent() }, "Fire");
+  const fire = el("button", { type: "button", id: "fire", disabled: true, onclick: () => fireEvent() }, "Fire");
   const say = (text, failed = false) => {
     result.textContent = text;
     result.className = failed ? "error" : "quiet";
