@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -335,49 +337,104 @@ def agreed_answers() -> dict[str, Any]:
 
 
 def answering(app: Any, answers: dict[str, Any]) -> Any:
-    """A WSGI app that answers the paths of `answers` itself and leaves the rest to `app`."""
+    """A WSGI app that answers the paths of `answers` itself (JSON, or a WSGI app of its own)
+    and leaves the rest to `app`."""
 
     def wsgi(environ: dict[str, Any], start_response: Any) -> Any:
-        if environ["PATH_INFO"] not in answers:
+        answer = answers.get(environ["PATH_INFO"])
+        if answer is None:
             return app(environ, start_response)
-        data = json.dumps(answers[environ["PATH_INFO"]]).encode()
+        if callable(answer):
+            return answer(environ, start_response)
         start_response("200 OK", [("Content-Type", "application/json")])
-        return [data]
+        return [json.dumps(answer).encode()]
 
     return wsgi
+
+
+@contextmanager
+def agreed_plane(folder: Path, answers: dict[str, Any]) -> Iterator[Served]:
+    """The `orders` control plane on SQLite, with `answers` for the routes it lacks."""
+    with open_backend("sqlite", folder) as backend:
+        engine = build_engine(backend)
+        sockets: dict[int, Any] = {}
+        listener = socket.create_server(("127.0.0.1", 0))
+        server = create_server(
+            answering(create_app(engine), answers), DEFAULT_LIMITS, listener, map=sockets
+        )
+        try:
+            with looping(server, sockets):
+                yield Served(engine, int(server.effective_port))
+        finally:
+            engine.store.close()
 
 
 def test_the_overview_shows_stuck_work_supervisors_and_stats_in_their_agreed_shapes(
     browser: WebDriver, tmp_path: Path
 ) -> None:
-    with open_backend("sqlite", tmp_path) as backend:
-        engine = build_engine(backend)
-        app = answering(create_app(engine), agreed_answers())
-        sockets: dict[int, Any] = {}
-        listener = socket.create_server(("127.0.0.1", 0))
-        server = create_server(app, DEFAULT_LIMITS, listener, map=sockets)
+    with agreed_plane(tmp_path, agreed_answers()) as plane:
+        browser.get(f"{plane.url}/ui/")
+        draft = 'table.counts tr[data-state="draft"]'
+        wait(browser, lambda driver: text_of(driver, f"{draft} td.active") == "5")
+        assert text_of(browser, f"{draft} td.paused") == "2"
+        assert "Counted by GET /stats." in (text_of(browser, "#workflow") or "")
+        found = texts_of(browser, "#stuck .stuck-list")
+        parts = (text.partition("\n") for text in found)
+        lists = {title: rows.strip() for title, _, rows in parts}
+        assert "7\tORDER-1\tdraft\tattempt 2, queued" in lists["Tasks tried again"]
+        assert "ORDER-1" in lists["Queued longer than 10 minutes"]
+        assert "box-1: " in lists["Leases that end within 30 seconds"]
+        assert lists["Tokens in one state longer than 1 hours"] == "None."
+        supervisors = text_of(browser, "table.supervisors tbody") or ""
+        assert supervisors.startswith("box-1\t") and supervisors.endswith("\t9")
+        assert "10 events fired, 1 leases ended, 2 attempts failed; 4 timers pending." in (
+            text_of(browser, "#stats") or ""
+        )
+        screenshot(browser, tmp_path / "overview-agreed.png")
+
+
+class Stream:
+    """`GET /stream` in its agreed shape: open until closed, one event for each entry put."""
+
+    def __init__(self) -> None:
+        self.entries: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.closed = threading.Event()
+        self.asked: list[str] = []
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        self.asked.append(environ.get("QUERY_STRING", ""))
+        start_response("200 OK", [("Content-Type", "text/event-stream")])
+        return self.events()
+
+    def events(self) -> Iterator[bytes]:
+        yield b": open\n\n"
+        while not self.closed.is_set():
+            try:
+                entry = self.entries.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            data = json.dumps(entry)
+            yield f"id: {entry['seq']}\nevent: {entry['kind']}\ndata: {data}\n\n".encode()
+
+
+def test_a_token_page_follows_the_stream_where_the_control_plane_has_one(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    stream = Stream()
+    with agreed_plane(tmp_path, {"/stream": stream}) as plane:
         try:
-            with looping(server, sockets):
-                browser.get(f"http://127.0.0.1:{server.effective_port}/ui/")
-                draft = 'table.counts tr[data-state="draft"]'
-                wait(browser, lambda driver: text_of(driver, f"{draft} td.active") == "5")
-                assert text_of(browser, f"{draft} td.paused") == "2"
-                assert "Counted by GET /stats." in (text_of(browser, "#workflow") or "")
-                found = texts_of(browser, "#stuck .stuck-list")
-                parts = (text.partition("\n") for text in found)
-                lists = {title: rows.strip() for title, _, rows in parts}
-                assert "7\tORDER-1\tdraft\tattempt 2, queued" in lists["Tasks tried again"]
-                assert "ORDER-1" in lists["Queued longer than 10 minutes"]
-                assert "box-1: " in lists["Leases that end within 30 seconds"]
-                assert lists["Tokens in one state longer than 1 hours"] == "None."
-                supervisors = text_of(browser, "table.supervisors tbody") or ""
-                assert supervisors.startswith("box-1\t") and supervisors.endswith("\t9")
-                assert "10 events fired, 1 leases ended, 2 attempts failed; 4 timers pending." in (
-                    text_of(browser, "#stats") or ""
-                )
-                screenshot(browser, tmp_path / "overview-agreed.png")
+            start(plane, "ORDER-1")
+            browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+            # Once an update has seen the stream open, the next poll is 15 s away.
+            wait(browser, lambda driver: (text_of(driver, "#updated") or "").startswith("live"))
+            assert stream.asked == ["token=ORDER-1"]
+            moved = call(plane, "POST", "/tokens/ORDER-1/events/submitted")
+            entry = {"token": "ORDER-1", "seq": 9, "at": moment(0), "kind": "entered"}
+            stream.entries.put({**entry, "data": {"state": moved["state"], "visit": 1}})
+            wait(browser, lambda driver: "in review" in (text_of(driver, "#facts") or ""), 8)
         finally:
-            engine.store.close()
+            browser.get("about:blank")
+            stream.closed.set()
 
 
 #: One entry of each ledger kind, as the API shows them, with a paused and resumed run.

@@ -1,12 +1,17 @@
 /* The dashboard: three views (the overview, the token list, a token's page), each read
    from the API of the control plane that served this page and read again every few
-   seconds. Every request carries `Authorization: Bearer SECRET` once the user has given
+   seconds, or as soon as `GET /stream` brings a change where it exists. Every request carries `Authorization: Bearer SECRET` once the user has given
    a secret, which this tab keeps in its session storage only, never in an address. A
    route that this control plane does not have (404) leaves its panel saying so. */
 "use strict";
 
 const { el, fill, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS } = window.Draw;
 const POLL_MS = 3000;
+/* While `GET /stream` is open, each entry it brings updates the view (at most once a
+   second), and polling is only a safety net. */
+const STREAM_POLL_MS = 15000;
+const STREAM_SETTLE_MS = 1000;
+const STREAM_RETRY_MS = 5000;
 const SECRET_KEY = "stateous.secret";
 const TOKEN_STATUSES = ["active", "paused", "completed", "failed", "cancelled"];
 /* How many pages of tokens the overview reads to count them when `/stats` is absent. */
@@ -564,31 +569,97 @@ function kick() {
   if (again) again();
 }
 
+/* The view of the address, and the stream it follows: a token's own entries on its page. */
 function viewOf(main) {
   const [path, query] = (location.hash.replace(/^#/, "") || "/").split("?");
-  if (path.startsWith("/tokens/")) return mountToken(main, decodeURIComponent(path.slice(8)));
-  if (path === "/tokens") return mountList(main, new URLSearchParams(query || ""));
+  if (path.startsWith("/tokens/")) {
+    const id = decodeURIComponent(path.slice(8));
+    return [mountToken(main, id), `stream?token=${enc(id)}`];
+  }
+  if (path === "/tokens") return [mountList(main, new URLSearchParams(query || "")), "stream"];
   document.title = "Stateous";
-  return mountOverview(main);
+  return [mountOverview(main), "stream"];
+}
+
+let streaming = false;
+let settling = null;
+let stopStream = () => {};
+
+/* Update the view soon after an entry arrives, once for a burst of them. */
+function soon() {
+  if (!settling) settling = setTimeout(() => { settling = null; kick(); }, STREAM_SETTLE_MS);
+}
+
+/* Read server-sent events from `path` while this view is shown; a control plane without
+   `GET /stream` (404) leaves the view to polling. fetch, not EventSource, which cannot send
+   the Authorization header; a refused secret is asked for by the polling, then retried. */
+async function follow(generation, path) {
+  while (generation === shown) {
+    const controller = new AbortController();
+    stopStream = () => controller.abort();
+    try {
+      const secret = sessionStorage.getItem(SECRET_KEY);
+      const response = await fetch(new URL(path, BASE), {
+        headers: secret ? { Authorization: `Bearer ${secret}` } : {},
+        cache: "no-store", credentials: "omit", signal: controller.signal,
+      });
+      if (response.status === 404) return;
+      if (response.ok && response.body) await readEvents(response.body);
+    } catch (error) {
+      if (controller.signal.aborted) return;
+    } finally {
+      setStreaming(false);
+    }
+    await new Promise((resolve) => setTimeout(resolve, STREAM_RETRY_MS));
+  }
+}
+
+async function readEvents(body) {
+  setStreaming(true);
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value.replace(/\r\n?/g, "\n");
+    const events = buffer.split("\n\n");
+    buffer = events.pop();
+    // A comment line (`: keep-alive`) is no entry.
+    if (events.some((event) => /^data:/m.test(event))) soon();
+  }
+}
+
+function setStreaming(open) {
+  streaming = open;
+  $("updated").dataset.live = open ? "yes" : "no";
 }
 
 function show() {
   const generation = ++shown;
   clearTimeout(timer);
+  stopStream();
   const main = $("view");
   main.replaceChildren();
-  const refresh = viewOf(main);
+  const [refresh, stream] = viewOf(main);
+  // A kick while an update runs makes another one right after it, so no change is missed.
   let running = false;
+  let pending = false;
   const loop = async () => {
-    if (generation !== shown || running) return;
+    if (generation !== shown) return;
+    if (running) {
+      pending = true;
+      return;
+    }
     clearTimeout(timer);
     running = true;
+    pending = false;
     try {
       if (!document.hidden) {
         await refresh();
         if (generation === shown) {
           $("problem").hidden = true;
-          $("updated").textContent = `updated ${new Date().toLocaleTimeString()}`;
+          const how = streaming ? "live, " : "";
+          $("updated").textContent = `${how}updated ${new Date().toLocaleTimeString()}`;
         }
       }
     } catch (error) {
@@ -597,10 +668,12 @@ function show() {
     } finally {
       running = false;
     }
-    if (generation === shown) timer = setTimeout(loop, POLL_MS);
+    const wait = pending ? 0 : streaming ? STREAM_POLL_MS : POLL_MS;
+    if (generation === shown) timer = setTimeout(loop, wait);
   };
   again = loop;
   loop();
+  follow(generation, stream);
 }
 
 $("secret-dialog").addEventListener("cancel", (event) => event.preventDefault());
