@@ -156,14 +156,16 @@ function nothing(text) {
   return el("p", { class: "quiet" }, text);
 }
 
-/* Read tokens page after page (at most `pages`), following each `Link: rel="next"`. */
+/* Read tokens page after page (at most `pages`) of 1000, following each `Link: rel="next"`;
+   a full page from a listing without cursors may not be all. */
 async function listTokens(query, pages) {
-  let url = `/tokens?${query}`;
+  let url = `/tokens?${query}&limit=1000`;
   const rows = [];
   for (let page = 0; url; page += 1) {
     if (page === pages) return { rows, more: true };
     const { data, next } = await api(url);
     rows.push(...data);
+    if (!next && data.length === 1000 && !(await tokenParams()).has("after")) return { rows, more: true };
     url = next;
   }
   return { rows, more: false };
@@ -235,12 +237,12 @@ function mountOverview(main) {
       counts = countsFromStats(summary, top);
       note.textContent = "Counted by GET /stats.";
     } else {
-      active = await listTokens("status=active&limit=1000", COUNT_PAGES);
-      const paused = await listTokens("status=paused&limit=1000", COUNT_PAGES);
+      active = await listTokens("status=active", COUNT_PAGES);
+      const paused = await listTokens("status=paused", COUNT_PAGES);
       countsFromTokens(active.rows, top, "active", counts);
       countsFromTokens(paused.rows, top, "paused", counts);
       note.textContent = active.more || paused.more
-        ? `Counted from the first ${COUNT_PAGES} pages of tokens: there are more.`
+        ? "Counted from the first tokens of GET /tokens: there are more."
         : "Counted from GET /tokens.";
     }
     graphs.replaceChildren(...Object.values(drawn.workflows).map((drawing) => el("div",
@@ -355,7 +357,9 @@ function mountList(main, params) {
         event.preventDefault();
         const chosen = new URLSearchParams();
         for (const name of FILTERS) if (inputs[name].value.trim()) chosen.set(name, inputs[name].value.trim());
-        location.hash = `#/tokens?${chosen}`;
+        const target = `#/tokens?${chosen}`;
+        if (location.hash === target) show();
+        else location.hash = target;
       } }, FILTERS.map((name) => field(name, inputs[name])), el("button", { type: "submit" }, "Filter")),
       note),
     el("section", {}, results, pager),
