@@ -356,8 +356,10 @@ def edge_of(
     points[-1] = (points[-1][0], points[-1][1] - half)
     if back:
         points.reverse()
+    # A label sits in the middle of a one-layer edge, at the passing point of a longer one
+    # (away from the labels of the edges that leave and enter the boxes).
     middle = len(points) // 2
-    (x1, y1), (x2, y2) = points[middle - 1], points[middle]
+    (x1, y1), (x2, y2) = points[middle - 1] if len(points) == 2 else points[middle], points[middle]
     # A label reads beside its line, never across it: on the left of an edge that runs on
     # the left of its twin, else on the right.
     anchor = "end" if shift < 0 else "start"

@@ -79,6 +79,7 @@ def test_an_edge_across_layers_passes_beside_the_states_between() -> None:
     x, y = across.points[1]
     assert held.y <= y <= held.y + held.height
     assert not held.x <= x <= held.x + held.width
+    assert across.label_at[1] == y, "the label sits at the passing point, between the boxes"
 
 
 def overlap(one: Node, other: Node) -> bool:
