@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import openapi
+from stateous.control import openapi, ui
 from stateous.control.access import (
     RULES,
     SIGNATURES,
@@ -33,6 +33,7 @@ from stateous.control.access import (
 )
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
+from stateous.control.layout import layout
 from stateous.control.waits import COME_BACK
 from stateous.model import wire
 from stateous.model.text import printable
@@ -254,10 +255,36 @@ class Health(Resource):
 
 
 class WorkflowFile(Resource):
-    """`/workflow`: the graph file, as it is."""
+    """`/workflow`: the graph file, as it is; `/workflow/layout`: its workflows laid out for
+    drawing, worked out at the first request (the graph does not change while served)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.drawn: bytes | None = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data = self.engine.workflow_json()
+
+    def on_get_layout(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self.drawn is None:
+            self.drawn = _encode(layout(self.engine.graph.document))
+        resp.data = self.drawn
+
+
+class Dashboard(Resource):
+    """`/ui/` and `/ui/{file}`: the dashboard's files, open to every caller (they hold no
+    data); a name that is not one of them is not found."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.on_get_file(req, resp, ui.INDEX)
+
+    def on_get_file(self, req: falcon.Request, resp: falcon.Response, file: str) -> None:
+        data = ui.content(file)
+        if data is None:
+            raise falcon.HTTPNotFound(description=f"the dashboard has no file {file!r}")
+        resp.content_type = ui.FILES[file]
+        resp.set_headers(ui.HEADERS)
+        resp.data = data
 
 
 class OpenApi(Resource):
@@ -414,7 +441,9 @@ def create_app(
     app = falcon.App(middleware=[guard] if guard is not None else [])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     app.add_route("/health", Health(engine, warning))
-    app.add_route("/workflow", WorkflowFile(engine))
+    workflow, dashboard = WorkflowFile(engine), Dashboard(engine)
+    app.add_route("/workflow", workflow)
+    app.add_route("/workflow/layout", workflow, suffix="layout")
     app.add_route("/openapi.json", OpenApi(engine))
     app.add_route("/tokens", tokens)
     app.add_route("/tokens/{token}", token)
@@ -424,6 +453,8 @@ def create_app(
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
     app.add_route("/tasks", tasks)
     app.add_route("/supervisors", Supervisors(engine))
+    app.add_route("/ui/", dashboard)
+    app.add_route("/ui/{file}", dashboard, suffix="file")
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

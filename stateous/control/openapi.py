@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from stateous._version import __version__
+from stateous.control.layout import Layout
 from stateous.model import wire
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
@@ -35,6 +36,7 @@ class Operation:
 
 TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
 TASK_PARAM = {"name": "task", "in": "path", "required": True, "schema": {"type": "string"}}
+FILE_PARAM = {"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}
 EVENT_PARAM = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
 TIME = {"type": "string", "format": "date-time"}
 PAGING = [
@@ -76,6 +78,17 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", "/workflow"): Operation(
         "the graph file", answers=((200, dict[str, Any]),), refusals=(401, 403)
+    ),
+    ("GET", "/workflow/layout"): Operation(
+        "every workflow of the graph laid out for drawing",
+        answers=((200, Layout),),
+        refusals=(401, 403),
+    ),
+    ("GET", "/ui/"): Operation("the dashboard's page (HTML)", answers=((200, None),), refusals=()),
+    ("GET", "/ui/{file}"): Operation(
+        "a file of the dashboard (its style sheet, script, icon)",
+        answers=((200, None),),
+        refusals=(404,),
     ),
     ("GET", "/openapi.json"): Operation(
         "this document", answers=((200, dict[str, Any]),), refusals=(401, 403)
@@ -137,6 +150,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.append(TOKEN_PARAM)
     if "{task}" in template:
         found.append(TASK_PARAM)
+    if "{file}" in template:
+        found.append(FILE_PARAM)
     if "{event}" in template:
         found.extend([EVENT_PARAM, KEY])
     found.extend(LISTINGS.get((method, template), []))
