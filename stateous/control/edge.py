@@ -25,10 +25,8 @@ Nothing here knows a route; `api.create_app` is the app served.
 from __future__ import annotations
 
 import logging
-import queue
 import resource
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -39,7 +37,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
 from waitress.utilities import (
     RequestEntityTooLarge,
     RequestHeaderFieldsTooLarge,
@@ -263,68 +261,6 @@ class Server(TcpWSGIServer):
                 channel.close_now()
 
 
-class RequestThreads:
-    """Waitress's request threads, handed their tasks through a `SimpleQueue`.
-
-    Waitress's own dispatcher keeps its tasks in a deque under a condition, whose
-    wait and notify are Python code run for every request; a `SimpleQueue` hands a
-    task to a waiting thread in C. When the server stops, the threads first answer
-    the requests already read (the stop comes after them in the queue): waitress
-    would drop those, leaving their clients without an answer to a request that
-    the server had taken.
-    """
-
-    logger = logging.getLogger("waitress")
-
-    def __init__(self) -> None:
-        self.tasks: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-
-    def set_thread_count(self, count: int) -> None:
-        """Start threads until `count` run (waitress asks only for more)."""
-        while len(self.threads) < count:
-            thread = threading.Thread(
-                target=self.handler_thread, name=f"waitress-{len(self.threads)}", daemon=True
-            )
-            self.threads.append(thread)
-            thread.start()
-
-    def add_task(self, task: Any) -> None:
-        self.tasks.put(task)
-
-    def handler_thread(self) -> None:
-        while True:
-            task = self.tasks.get()
-            if task is None:
-                return
-            try:
-                task.service()
-            except BaseException:
-                self.logger.exception("Exception when servicing %r", task)
-
-    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
-        """Answer the tasks queued so far, stop every thread within `timeout` seconds, then
-        cancel the tasks left (come after the stop, or past the time)."""
-        deadline = time.monotonic() + timeout
-        threads, self.threads = self.threads, []
-        for _ in threads:
-            self.tasks.put(None)
-        for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
-        running = sum(thread.is_alive() for thread in threads)
-        if running:
-            self.logger.warning("%d thread(s) still running", running)
-        if not cancel_pending:
-            return False
-        while True:
-            try:
-                task = self.tasks.get_nowait()
-            except queue.Empty:
-                return True
-            if task is not None:
-                task.cancel()
-
-
 class Printable(logging.Filter):
     """Escape the control characters of a log line, which may carry a request's path."""
 
@@ -345,12 +281,12 @@ def create_server(
     listener: socket.socket,
     *,
     map: dict[int, Any] | None = None,
-    dispatcher: RequestThreads | None = None,
+    dispatcher: ThreadedTaskDispatcher | None = None,
 ) -> Server:
     """Serve the WSGI `app` on a bound, listening socket, within `limits`."""
     adj = settings(limits, listener)
     if dispatcher is None:
-        dispatcher = RequestThreads()
+        dispatcher = ThreadedTaskDispatcher()
         dispatcher.set_thread_count(limits.threads)
     logging.getLogger("waitress").addFilter(_printable)
     return Server(

@@ -18,22 +18,18 @@ import signal
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
 from waitress import wasyncore
+from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
-from stateous.control.edge import (
-    DEFAULT_LIMITS,
-    Limits,
-    RequestThreads,
-    create_server,
-    open_files_short,
-)
+from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
@@ -259,7 +255,7 @@ class ControlPlane:
         API still answers its last reports; the server stops when it has ended.
         """
         logging.getLogger("waitress.queue").setLevel(logging.ERROR)
-        dispatcher = RequestThreads()
+        dispatcher = Draining()
         dispatcher.set_thread_count(self.limits.threads)
         if self.no_auth:
             print(f"warning: {NO_AUTH}", file=self.err)
@@ -368,6 +364,20 @@ class Switch:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         return self.app(environ, start_response)
+
+
+class Draining(ThreadedTaskDispatcher):
+    """Request threads that, when the server stops, first answer the requests already read.
+
+    Waitress would drop them (and log that it did), leaving their clients without
+    an answer to a request that the server had taken.
+    """
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return bool(super().shutdown(cancel_pending, max(0.0, deadline - time.monotonic())))
 
 
 class Companion(Protocol):
