@@ -38,7 +38,7 @@ def names(store: SqliteStore) -> list[str]:
     return [row.name for row in store.read(lambda tx: tx.credentials())]
 
 
-def test_a_write_alone_runs_in_its_callers_thread_and_one_behind_it_in_the_writers_group(
+def test_a_write_alone_runs_in_its_callers_thread_and_those_behind_one_in_one_group(
     tmp_path: Path,
 ) -> None:
     store = SqliteStore(tmp_path / "db.sqlite")
@@ -51,21 +51,32 @@ def test_a_write_alone_runs_in_its_callers_thread_and_one_behind_it_in_the_write
 
     try:
         assert put(store, "alone", "h1") == threading.current_thread().name
-        with ThreadPoolExecutor(2, thread_name_prefix="request") as pool:
+        with ThreadPoolExecutor(3, thread_name_prefix="request") as pool:
             first = pool.submit(store.write, slow)
             assert running.wait(PATIENCE)
-            behind = pool.submit(put, store, "behind", "h2")
-            deadline = time.monotonic() + PATIENCE
-            while not store._jobs and time.monotonic() < deadline:
-                time.sleep(0.001)
-            # The second write waits in the queue while the first holds the database.
-            assert not behind.done()
+            second = pool.submit(put, store, "second", "h2")
+            wait_queued(store, 1)
+            third = pool.submit(put, store, "third", "h3")
+            wait_queued(store, 2)
+            # Both wait while the first write holds the database.
+            assert not second.done() and not third.done()
             finish.set()
             assert first.result(PATIENCE).startswith("request")
-            assert behind.result(PATIENCE) == "stateous-writer"
-        assert sorted(names(store)) == ["alone", "behind"]
+            # The first of those that waited ran both, in one transaction.
+            leader = second.result(PATIENCE)
+            assert leader.startswith("request") and leader != first.result()
+            assert third.result(PATIENCE) == leader
+        assert sorted(names(store)) == ["alone", "second", "third"]
     finally:
         store.close()
+
+
+def wait_queued(store: SqliteStore, count: int) -> None:
+    """Wait until `count` writes wait for their turn."""
+    deadline = time.monotonic() + PATIENCE
+    while len(store._jobs) < count and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(store._jobs) == count
 
 
 def wal_bytes(path: Path) -> int:

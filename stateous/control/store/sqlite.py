@@ -1,13 +1,14 @@
-"""The SQLite store, through APSW: one write at a time, in the caller's thread when alone,
-else in groups by one writer thread.
+"""The SQLite store, through APSW: one write at a time, run by the callers' own threads,
+in groups when they arrive together.
 
 SQLite takes one writer at a time, and a commit costs a sync. A write that finds no
-other write running and none waiting runs at once in the caller's own thread (no
-hand-off to another thread and back). A write that finds one running waits in a
-queue; the writer thread runs the operations that are waiting together in one
-transaction, each inside its own savepoint, and commits them with one sync (a
-group commit): one failed operation rolls back alone. Either way a caller is
-answered only after the commit is on disk. Reads run on a connection of the
+other write running and none waiting runs at once in its caller's thread (no
+hand-off to another thread and back). Writes that find one running wait in a
+queue; when it ends, the first of them leads: its thread runs all the operations
+that wait together in one transaction, each inside its own savepoint, and commits
+them with one sync (a group commit; one failed operation rolls back alone), then
+wakes the others. Either way a caller is answered only after the commit is on
+disk. Reads run on a connection of the
 calling thread, beside the writes, thanks to WAL. Checkpoints run in a thread of
 their own (`checkpoints.py`), never in a write.
 """
@@ -51,16 +52,18 @@ def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
 class _Job:
     """One write and, once run, its result or error.
 
-    A job that waits for the writer waits on `done`, a lock taken when the job is
-    queued and released by the writer once the job is committed: a waiter's
-    cheapest wake-up, where an `Event` would add a condition's work to every write.
+    A queued job waits on `woken`, a lock taken when it is queued and released
+    when its turn comes (`batch` then holds the group its thread is to run) or when
+    another thread committed it: a waiter's cheapest wake-up, where an `Event`
+    would add a condition's work to every write.
     """
 
-    __slots__ = ("done", "error", "operation", "result")
+    __slots__ = ("batch", "error", "operation", "result", "woken")
 
     def __init__(self, operation: Callable[[Tx], Any]) -> None:
         self.operation = operation
-        self.done = threading.Lock()
+        self.woken = threading.Lock()
+        self.batch: list[_Job] | None = None
         self.result: Any = None
         self.error: BaseException | None = None
 
@@ -91,19 +94,14 @@ class SqliteStore:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
-        #: Guards the four fields below; the writer thread and a pause wait on it.
+        #: Guards the three fields below; a pause and `close` wait on it.
         self._turn = threading.Condition()
-        #: A write runs now (in a caller's thread or the writer's), or writes are paused.
+        #: A write runs now, or writes are paused.
         self._writing = False
         #: The checkpointer waits to pause writes: new writes queue meanwhile.
         self._pausing = False
         self._jobs: list[_Job] = []
-        self._closing = False
         self._fenced: Exception | None = None
-        self._thread = threading.Thread(
-            target=self._write_loop, name="stateous-writer", daemon=True
-        )
-        self._thread.start()
         # Once the WAL starts over, its file is cut back to the size of a checkpoint's frames.
         self._writer.pragma(
             "journal_size_limit", checkpoint_pages * self._writer.pragma("page_size")
@@ -112,28 +110,22 @@ class SqliteStore:
         self._writer.set_wal_hook(self.checkpointer.committed)
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
-        """Run `operation` in a write transaction; return once it is committed: at once in
-        this thread when no other write runs or waits, else in the writer's next group."""
+        """Run `operation` in a write transaction; return once it is committed: at once
+        when no other write runs or waits, else in the next group."""
         if self._fenced is not None:
             raise self._fenced
         job = _Job(operation)
         with self._turn:
-            alone = not (self._writing or self._pausing or self._jobs)
-            if alone:
-                self._writing = True
-            else:
-                job.done.acquire()
+            queued = self._writing or self._pausing or bool(self._jobs)
+            if queued:
+                job.woken.acquire()
                 self._jobs.append(job)
-                if not self._writing:
-                    self._turn.notify_all()
-        if alone:
-            try:
-                self._run([job])
-            finally:
-                self._give_turn()
-        else:
-            # Released by the writer once the job is committed.
-            job.done.acquire()
+            else:
+                self._writing = True
+        if queued:
+            job.woken.acquire()
+        if not queued or job.batch is not None:
+            self._lead(job.batch or [job])
         if job.error is not None:
             raise job.error
         return job.result  # type: ignore[no-any-return]
@@ -168,46 +160,44 @@ class SqliteStore:
         try:
             yield
         finally:
-            self._give_turn()
+            self._pass_turn()
 
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
 
     def close(self) -> None:
-        """Finish the writes in flight, then close every connection."""
+        """Let the writes in flight finish, then close every connection."""
         with self._turn:
-            self._closing = True
-            self._turn.notify_all()
-        self._thread.join()
+            while self._writing or self._jobs:
+                self._turn.wait()
         self.checkpointer.close()
         with self._lock:
             for connection in self._readers:
                 connection.close()
         self._writer.close()
 
-    def _give_turn(self) -> None:
-        """End a write (or a pause), and let the writer thread or a pause go next."""
-        with self._turn:
-            self._writing = False
-            if self._jobs or self._pausing:
-                self._turn.notify_all()
+    def _lead(self, batch: list[_Job]) -> None:
+        """Run a group of writes in this thread, pass the turn on, then wake the others of
+        the group: each is committed."""
+        try:
+            self._run(batch)
+        finally:
+            self._pass_turn()
+        for job in batch[1:]:
+            job.woken.release()
 
-    def _write_loop(self) -> None:
-        while True:
-            with self._turn:
-                while self._writing or self._pausing or not (self._jobs or self._closing):
-                    self._turn.wait()
-                if not self._jobs:
-                    return
-                batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
-                self._writing = True
-            try:
-                self._run(batch)
-            finally:
-                self._give_turn()
-            for job in batch:
-                job.done.release()
+    def _pass_turn(self) -> None:
+        """End a write or a pause: a pause that waits goes next, else the writes that wait,
+        led by the first of them (so its thread needs no other wake-up), else no one."""
+        with self._turn:
+            if self._pausing or not self._jobs:
+                self._writing = False
+                self._turn.notify_all()
+                return
+            batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
+        batch[0].batch = batch
+        batch[0].woken.release()
 
     def _run(self, batch: list[_Job]) -> None:
         """Commit a batch; keep the store alive when it breaks."""
