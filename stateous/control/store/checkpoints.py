@@ -1,18 +1,20 @@
-"""Checkpoints of a SQLite store's WAL, run beside the writer instead of inside it.
+"""Checkpoints of a SQLite store's WAL, run beside the writes instead of inside one.
 
 SQLite's own automatic checkpoint runs in the connection that commits, after its
 commit: with a big database it copies thousands of pages while every write waits.
-Here the writer's connection only reports, after each commit, how many frames its
+Here the writing connection only reports, after each commit, how many frames its
 WAL holds (SQLite's WAL hook, which replaces the automatic checkpoint); past
 `pages` it wakes a thread of its own with its own connection. That thread copies
 the WAL into the database with PASSIVE checkpoints, which wait for no reader and
-no writer, in rounds while the writer goes on: each round copies what the last
+no writer, in rounds while the writes go on: each round copies what the last
 left, so the rounds shrink. Once what is left is at most `LAST_FRAMES` frames, it
 pauses writes for one last round of those few frames: then the whole WAL is in the
 database, and the next write starts the WAL over from its beginning (truncated
 to the size of `pages` frames), so the file stays bounded. A reader that holds an
 old snapshot (a backup in progress) keeps its frames from being copied; the
-rounds then stop without the pause and try again at a later commit.
+rounds then stop without the pause and try again a little later. After `ROUNDS`
+rounds the writes wait for the rest anyway, which bounds the WAL when the writes
+outrun the copy.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ log = logging.getLogger("stateous.control.store")
 CHECKPOINT_PAGES = 1000
 #: The most frames the last round copies while writes wait.
 LAST_FRAMES = 64
-#: The most rounds beside the writer before the last one.
+#: The most rounds beside the writes before the last one.
 ROUNDS = 8
 #: The pause before trying again after rounds that could not copy everything, in seconds.
 RETRY_SECONDS = 0.1
@@ -62,8 +64,8 @@ class Checkpointer:
         self._thread.start()
 
     def committed(self, connection: apsw.Connection, name: str, frames: int) -> int:
-        """The writer's WAL hook, called after each commit: wake the thread once the WAL
-        holds `pages` frames or more. Cheap, since it runs in every commit."""
+        """The writing connection's WAL hook, called after each commit: wake the thread
+        once the WAL holds `pages` frames or more. Cheap, since it runs in every commit."""
         if frames >= self.pages:
             self._due.set()
         return apsw.SQLITE_OK
@@ -91,11 +93,11 @@ class Checkpointer:
                 self._stopped.wait(RETRY_SECONDS)
 
     def checkpoint(self) -> bool:
-        """Copy the WAL into the database: rounds beside the writer, then the last few
+        """Copy the WAL into the database: rounds beside the writes, then the last few
         frames with writes paused. True when the whole WAL is in the database.
 
         After `ROUNDS` rounds the writes wait for the rest anyway: that bounds the
-        WAL when the writer outruns the copy.
+        WAL when the writes outrun the copy.
         """
         before = -1
         for _ in range(ROUNDS):
