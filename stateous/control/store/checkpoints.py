@@ -9,8 +9,10 @@ the WAL into the database with PASSIVE checkpoints, which wait for no reader and
 no writer, in rounds while the writes go on: each round copies what the last
 left, so the rounds shrink. Once what is left is at most `LAST_FRAMES` frames, it
 pauses writes for one last round of those few frames: then the whole WAL is in the
-database, and the next write starts the WAL over from its beginning (truncated
-to the size of `pages` frames), so the file stays bounded. A reader that holds an
+database and no write is under way, so the next write starts the WAL over from
+its beginning (truncated to the size of `pages` frames), and the file stays
+bounded. (SQLite starts the WAL over only in a write that began once the whole
+WAL was copied; under a steady load of writes, one is always under way.) A reader that holds an
 old snapshot (a backup in progress) keeps its frames from being copied; the
 rounds then stop without the pause and try again a little later. After `ROUNDS`
 rounds the writes wait for the rest anyway, which bounds the WAL when the writes
@@ -111,12 +113,13 @@ class Checkpointer:
                 # Nothing more could be copied: a reader holds the frames that are left.
                 return False
             before = copied
-        if left:
-            with self.pause():
-                counts = self._round()
-            if counts is None:
-                return False
-            left = counts[0]
+        # Even with nothing left, a write that began before this round may be appending:
+        # only a round while no write runs lets the next write start the WAL over.
+        with self.pause():
+            counts = self._round()
+        if counts is None:
+            return False
+        left = counts[0]
         if left == 0:
             self.completed += 1
         return left == 0
