@@ -45,6 +45,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--db", help="a filled database to copy instead of filling one")
     parser.add_argument("--keep", help="keep the filled database at this path")
+    parser.add_argument("--checkpoint-pages", type=int, help="the WAL frames that start one")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="stateous-checkpoints-"))
     try:
@@ -65,7 +66,8 @@ def run(folder: Path, args: argparse.Namespace) -> None:
             shutil.copyfile(database, args.keep)
     graph = folder / "bench.json"
     graph.write_bytes(dump(compile_workflow(workflow())))
-    store = SqliteStore(database)
+    pages = {} if args.checkpoint_pages is None else {"checkpoint_pages": args.checkpoint_pages}
+    store = SqliteStore(database, **pages)
     held: list[float] = []
     # A checkout from before the checkpointer (to compare) checkpoints in its writes.
     checkpointer = getattr(store, "checkpointer", None)
@@ -116,10 +118,12 @@ def run(folder: Path, args: argparse.Namespace) -> None:
         f"p99 {ms[int(len(ms) * 0.99)]:.2f} ms  max {ms[-1]:.2f} ms"
     )
     longest = max(held, default=0.0) * 1000
+    median = statistics.median(held) * 1000 if held else 0.0
     completed = "-" if checkpointer is None else checkpointer.completed
     print(
         f"whole checkpoints: {completed}  writes held: {len(held)} times, "
-        f"longest {longest:.2f} ms  largest WAL file: {wal[0] / 2**20:.1f} MiB"
+        f"median {median:.2f} ms, longest {longest:.2f} ms  "
+        f"largest WAL file: {wal[0] / 2**20:.1f} MiB"
     )
 
 
