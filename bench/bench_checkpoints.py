@@ -7,7 +7,7 @@ live tokens from 8 threads straight into the engine (no HTTP) and prints fires p
 second, the time of each write (p50, p99, max), how many times the whole WAL was
 checkpointed, the longest time the checkpointer held the writes, and the largest WAL
 file seen. Target: no write waits behind a checkpoint for more than a few milliseconds
-(the held time), and the WAL stays near 4 MiB.
+(the held time), and the WAL stays near 16 MiB.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ import apsw
 
 log = logging.getLogger("stateous.control.store")
 
-#: The WAL frames (pages) past which a checkpoint starts: 4 MiB with 4 KiB pages.
-CHECKPOINT_PAGES = 1000
+#: The WAL frames (pages) past which a checkpoint starts: 16 MiB with 4 KiB pages.
+CHECKPOINT_PAGES = 4000
 #: The most frames the last round copies while writes wait.
 LAST_FRAMES = 64
 #: The most rounds beside the writes before the last one.
