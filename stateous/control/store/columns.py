@@ -114,7 +114,8 @@ INSERT_TOKEN = (
 LEDGER_BATCH = 100
 
 
-def _columns(names: str, table: str) -> str:
+def qualified(names: str, table: str) -> str:
+    """Each of the columns `names`, named with its `table`."""
     return ", ".join(f"{table}.{name}" for name in names.split(", "))
 
 
@@ -156,18 +157,29 @@ def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
     return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
 
 
-@cache
-def next_queued_sql(states: int, lock: str, more: str = "") -> str:
-    """The oldest queued task of `states` states whose token is active, with the token's row
-    and the columns `more`, then `lock`."""
-    marks = ", ".join("?" for _ in range(states))
+def queue_head(columns: str, count: str) -> str:
+    """The `columns` of the first `count` queued tasks, oldest first (ties by id), of the state
+    that `s.value` names, whose token is active.
+
+    It walks the queue's index (`state, queued_at, id WHERE status = 'queued'`) of
+    one state in its order and reads each task's token by its key, so it stops at
+    the first tasks that fit: the queue is never sorted.
+    """
     return (
-        f"SELECT {_columns(TASK_COLUMNS, 't')}, {_columns(TOKEN_COLUMNS, 'k')}{more} FROM tasks t "
-        "JOIN tokens k ON k.token = t.token "
-        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
-        f"AND k.status = {word(TokenStatus.ACTIVE)} "
-        f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
+        f"SELECT {columns} FROM tasks queued "
+        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.state = s.value "
+        "AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
+        f"{word(TokenStatus.ACTIVE)} ORDER BY queued.queued_at, queued.id LIMIT {count}"
     )
+
+
+#: The oldest queued task of the states of a JSON list whose token is active, with the token's
+#: row (SQLite): the head of each state's queue, then the oldest of those heads.
+NEXT_QUEUED = (
+    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')} FROM json_each(?) s "
+    f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1')}) "
+    "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
+)
 
 
 CREDENTIAL_COLUMNS = (

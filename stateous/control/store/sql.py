@@ -18,6 +18,7 @@ from stateous.control.store.columns import (
     ENTRY_COLUMNS,
     INSERT_TOKEN,
     LEDGER_BATCH,
+    NEXT_QUEUED,
     STATE_LAST,
     STATE_TASK,
     STATE_TIMERS,
@@ -30,7 +31,6 @@ from stateous.control.store.columns import (
     decode,
     entry_row,
     json_text,
-    next_queued_sql,
     task_row,
     time_or_none,
     timer_row,
@@ -348,12 +348,13 @@ class SqlTx(ABC):
         """The oldest queued task of these states whose token is active.
 
         One writer runs at a time on SQLite, so the first such task is free to take.
+        The states go as one JSON list, so the statement is the same for any number.
         """
-        row = self.one(next_queued_sql(len(states), ""), tuple(states))
+        row = self.one(NEXT_QUEUED, (json_text(states),))
         return None if row is None else self.queued(row)
 
     def queued(self, row: tuple[Any, ...]) -> TaskRow:
-        """Read a row of `next_queued_sql`: keep its token's row, answer its task."""
+        """Read a row of a claim's statement: keep its token's row, answer its task."""
         self.keep(row[9:])
         return task_row(row[:9])
 
@@ -434,11 +435,12 @@ class SqlTx(ABC):
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
 
     def due_timers(self, limit: int) -> list[int]:
+        """The pending timers that are due, of active tokens, by the index of due timers in
+        its order; each timer's token is read by its key."""
         rows = self.execute(
-            "SELECT t.id FROM timers t JOIN tokens k ON k.token = t.token "
-            f"WHERE t.status = {word(TimerStatus.PENDING)} AND t.due_at <= ? "
-            f"AND k.status = {word(TokenStatus.ACTIVE)} "
-            "ORDER BY t.due_at, t.id LIMIT ?",
+            f"SELECT t.id FROM timers t WHERE t.status = {word(TimerStatus.PENDING)} "
+            "AND t.due_at <= ? AND (SELECT status FROM tokens k WHERE k.token = t.token) = "
+            f"{word(TokenStatus.ACTIVE)} ORDER BY t.due_at, t.id LIMIT ?",
             (self.stamp, limit),
         )
         return [row[0] for row in rows]
