@@ -181,6 +181,20 @@ NEXT_QUEUED = (
     "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
 )
 
+#: The claimed tasks whose lease is over (the times as of `?`, at most `?`), by the index of
+#: leases in its order.
+EXPIRED_LEASES = (
+    f"SELECT id FROM tasks WHERE status = {word(TaskStatus.CLAIMED)} AND lease_until <= ? "
+    "ORDER BY lease_until LIMIT ?"
+)
+#: The pending timers due by `?` (at most `?`) of active tokens, by the index of due timers in
+#: its order, each timer's token read by its key: the active tokens are never read whole.
+DUE_TIMERS = (
+    f"SELECT t.id FROM timers t WHERE t.status = {word(TimerStatus.PENDING)} AND t.due_at <= ? "
+    f"AND (SELECT status FROM tokens k WHERE k.token = t.token) = {word(TokenStatus.ACTIVE)} "
+    "ORDER BY t.due_at, t.id LIMIT ?"
+)
+
 
 CREDENTIAL_COLUMNS = (
     "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at"

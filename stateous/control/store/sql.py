@@ -15,7 +15,9 @@ from typing import Any
 
 from stateous.control.store.columns import (
     CREDENTIAL_COLUMNS,
+    DUE_TIMERS,
     ENTRY_COLUMNS,
+    EXPIRED_LEASES,
     INSERT_TOKEN,
     LEDGER_BATCH,
     NEXT_QUEUED,
@@ -52,7 +54,7 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus, TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
 class SqlTx(ABC):
@@ -359,12 +361,7 @@ class SqlTx(ABC):
         return task_row(row[:9])
 
     def expired_leases(self, limit: int) -> list[int]:
-        rows = self.execute(
-            f"SELECT id FROM tasks WHERE status = {word(TaskStatus.CLAIMED)} AND lease_until <= ? "
-            "ORDER BY lease_until LIMIT ?",
-            (self.stamp, limit),
-        )
-        return [row[0] for row in rows]
+        return [row[0] for row in self.execute(EXPIRED_LEASES, (self.stamp, limit))]
 
     def renew_leases(self, until: float) -> int:
         """Give every claimed task whose lease ends before `until` a lease to `until`;
@@ -435,15 +432,7 @@ class SqlTx(ABC):
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
 
     def due_timers(self, limit: int) -> list[int]:
-        """The pending timers that are due, of active tokens, by the index of due timers in
-        its order; each timer's token is read by its key."""
-        rows = self.execute(
-            f"SELECT t.id FROM timers t WHERE t.status = {word(TimerStatus.PENDING)} "
-            "AND t.due_at <= ? AND (SELECT status FROM tokens k WHERE k.token = t.token) = "
-            f"{word(TokenStatus.ACTIVE)} ORDER BY t.due_at, t.id LIMIT ?",
-            (self.stamp, limit),
-        )
-        return [row[0] for row in rows]
+        return [row[0] for row in self.execute(DUE_TIMERS, (self.stamp, limit))]
 
     # memory
 
