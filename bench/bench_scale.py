@@ -178,7 +178,6 @@ def build(graph: Path, path: Path, tokens: int) -> None:
             for sql, names in COPIES.values():
                 connection.execute(NUMBERS + sql, (count, *(values[name] for name in names)))
     connection.execute("DETACH t")
-    connection.execute("ANALYZE")
     connection.close()
     rows = sum(ledger[token] * count for token, _, count in groups)
     print(f"  {tokens} tokens, {rows} ledger rows, {path.stat().st_size / 2**20:.0f} MiB")
