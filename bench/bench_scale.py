@@ -183,11 +183,11 @@ def build(graph: Path, path: Path, tokens: int) -> None:
     print(f"  {tokens} tokens, {rows} ledger rows, {path.stat().st_size / 2**20:.0f} MiB")
 
 
-def serve(graph: Path, db: Path, code: Path) -> tuple[subprocess.Popen, int, float]:
+def serve(graph: Path, db: str, code: Path) -> tuple[subprocess.Popen, int, float]:
     """Start `serve` of the checkout `code` on a port; answer it, its port, and the seconds
     to its first /health."""
     port = 19000 + (int(time.time() * 1000) % 900)
-    options = ["--listen", f"127.0.0.1:{port}", "--db", f"sqlite:///{db}", "--lease", "1h"]
+    options = ["--listen", f"127.0.0.1:{port}", "--db", db, "--lease", "1h"]
     began = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "stateous", "serve", str(graph), *options],
@@ -218,12 +218,12 @@ TICK = """
 import statistics, sys, time
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
-from stateous.control.store.sqlite import SqliteStore
+from stateous.control.store import open_database
 try:
     from stateous.control.clock import tick
 except ImportError:
     tick = Engine.tick
-engine = Engine(Graph.load(sys.argv[1]), SqliteStore(sys.argv[2]))
+engine = Engine(Graph.load(sys.argv[1]), open_database(sys.argv[2]))
 times = []
 for _ in range(200):
     began = time.perf_counter()
@@ -234,10 +234,10 @@ print(statistics.median(times), times[197])
 """
 
 
-def tick_times(graph: Path, db: Path, code: Path) -> tuple[float, float]:
+def tick_times(graph: Path, db: str, code: Path) -> tuple[float, float]:
     """The median and p99 of the clock's tick, in ms, on `db` with the code of `code`."""
     output = subprocess.run(
-        [sys.executable, "-c", TICK, str(graph), str(db)],
+        [sys.executable, "-c", TICK, str(graph), db],
         cwd=code,
         capture_output=True,
         text=True,
@@ -246,11 +246,12 @@ def tick_times(graph: Path, db: Path, code: Path) -> tuple[float, float]:
     return float(output[0]), float(output[1])
 
 
-def one_run(graph: Path, pristine: Path, work: Path, code: Path, seconds: float) -> dict:
-    """Serve a fresh copy of `pristine` and measure everything once."""
-    shutil.copyfile(pristine, work)
+def one_run(graph: Path, pristine: str, code: Path, seconds: float, postgres: str | None) -> dict:
+    """Serve a fresh copy of the database `pristine` (a file, or a Postgres database's name
+    on the server `postgres`) and measure everything once."""
+    db = fresh_copy(pristine, postgres)
     figures: dict[str, float] = {}
-    process, port, figures["serve start s"] = serve(graph, work, code)
+    process, port, figures["serve start s"] = serve(graph, db, code)
     try:
         url = f"http://127.0.0.1:{port}"
         for name, result in (("starts", wrk(url, START_LUA, seconds)),):
@@ -270,8 +271,77 @@ def one_run(graph: Path, pristine: Path, work: Path, code: Path, seconds: float)
     finally:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=60)
-    figures["tick ms"], figures["tick p99 ms"] = tick_times(graph, work, code)
+    figures["tick ms"], figures["tick p99 ms"] = tick_times(graph, db, code)
     return figures
+
+
+WORK = "stateous_scale_work"
+
+
+def fresh_copy(pristine: str, postgres: str | None) -> str:
+    """Copy the database `pristine` for one run; answer its URL."""
+    if postgres is None:
+        work = Path(pristine).with_name("work.db")
+        for leftover in work.parent.glob("work.db*"):
+            leftover.unlink()
+        shutil.copyfile(pristine, work)
+        return f"sqlite:///{work}"
+    import psycopg
+
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {WORK}")
+        admin.execute(f"CREATE DATABASE {WORK} TEMPLATE {pristine}")
+    return on_database(postgres, WORK)
+
+
+def drop_databases(postgres: str, names: list[str]) -> None:
+    import psycopg
+
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        for name in names:
+            admin.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def on_database(url: str, name: str) -> str:
+    """The URL of another database on the server of `url`."""
+    return url.rsplit("/", 1)[0] + "/" + name
+
+
+#: The columns that the Postgres copy takes of each table (`tokens.rowid` is its own).
+TABLES = {
+    "tokens": "token, state, status, visit, context, entered_at, parent, workflow, moved_at, "
+    "visits",
+    "ledger": "token, seq, at, kind, key, data",
+    "tasks": "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at",
+    "timers": "id, token, state, visit, event, payload, set_at, due_at, status, kind",
+}
+
+
+def build_postgres(sqlite: Path, postgres: str, name: str) -> None:
+    """Copy a built SQLite database into a new Postgres database `name`, then analyze it as
+    autovacuum would."""
+    import apsw
+    import psycopg
+
+    from stateous.control.store.postgres import PostgresStore
+
+    drop_databases(postgres, [name])
+    with psycopg.connect(postgres, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = on_database(postgres, name)
+    PostgresStore(url, size=1).close()
+    source = apsw.Connection(str(sqlite))
+    with psycopg.connect(url, autocommit=True) as target:
+        for table, columns in TABLES.items():
+            with target.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for row in source.execute(f"SELECT {columns} FROM {table}"):
+                    copy.write_row(row)
+        for table in ("tasks", "timers"):
+            target.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
+            )
+        target.execute("VACUUM ANALYZE")
+    source.close()
 
 
 def main() -> None:
@@ -281,6 +351,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", type=Path, help="a checkout whose code to compare with")
     parser.add_argument("--folder", type=Path, help="keep the databases here (built once)")
+    parser.add_argument(
+        "--postgres",
+        help="postgresql://USER@HOST:5432/DB: serve Postgres databases made on this server "
+        "(stateous_scale_*) from the SQLite ones",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
@@ -290,30 +365,38 @@ def main() -> None:
     graph.write_bytes(dump(compile_workflow(workflow())))
     sizes = [int(size) for size in args.tokens.split(",")]
     codes = {"after": ROOT, **({"before": args.before.resolve()} if args.before else {})}
+    pristine = {}
     for size in sizes:
-        pristine = folder / f"scale-{size}.db"
-        if not pristine.exists():
+        path = folder / f"scale-{size}.db"
+        if not path.exists():
             began = time.perf_counter()
-            build(graph, pristine, size)
-            print(f"built {pristine.name} in {time.perf_counter() - began:.0f} s")
+            build(graph, path, size)
+            print(f"built {path.name} in {time.perf_counter() - began:.0f} s", flush=True)
+        pristine[size] = str(path)
+        if args.postgres:
+            began = time.perf_counter()
+            pristine[size] = f"stateous_scale_{size}"
+            build_postgres(path, args.postgres, pristine[size])
+            print(f"copied to Postgres in {time.perf_counter() - began:.0f} s", flush=True)
     results: dict[tuple[str, int], list[dict]] = {}
     try:
         for run in range(args.runs):
             for size in sizes:
                 for code_name, code in codes.items():
-                    work = folder / "work.db"
-                    figures = one_run(graph, folder / f"scale-{size}.db", work, code, args.seconds)
+                    figures = one_run(graph, pristine[size], code, args.seconds, args.postgres)
                     results.setdefault((code_name, size), []).append(figures)
                     print(f"run {run + 1}, {code_name}, {size} tokens: {figures}", flush=True)
     finally:
         for leftover in folder.glob("work.db*"):
             leftover.unlink()
+        if args.postgres:
+            drop_databases(args.postgres, [WORK, *(pristine[size] for size in sizes)])
         if args.folder is None:
             shutil.rmtree(folder, ignore_errors=True)
-    report(results, sizes)
+    report(results)
 
 
-def report(results: dict[tuple[str, int], list[dict]], sizes: list[int]) -> None:
+def report(results: dict[tuple[str, int], list[dict]]) -> None:
     """One table: the median of each figure, by code and size."""
     columns = sorted(results)
     names = list(next(iter(results.values()))[0])
