@@ -12,7 +12,13 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
-from stateous.control.store.columns import DUE_TIMERS, EXPIRED_LEASES, NEXT_QUEUED
+from stateous.control.store.columns import (
+    DUE_TIMERS,
+    EXPIRED_LEASES,
+    LISTED,
+    NEXT_QUEUED,
+    any_queued_sql,
+)
 from tests.control.support import (
     NO_POSTGRES,
     POSTGRES,
@@ -122,6 +128,13 @@ def test_on_sqlite_the_plans_walk_the_indexes_and_never_sort_the_queue(tmp_path:
         detail for _, detail in claim if detail.startswith("SCAN") and "VIRTUAL" not in detail
     ]
 
+    any_queued = [detail for _, detail in sqlite_plan(path, any_queued_sql(LISTED))]
+    assert "SEARCH queued USING INDEX tasks_queue (state=?)" in any_queued
+    assert not [detail for detail in any_queued if "TEMP B-TREE" in detail]
+    assert [detail for detail in any_queued if detail.startswith("SCAN")] == [
+        "SCAN s VIRTUAL TABLE INDEX 1:"
+    ]
+
     timers = [detail for _, detail in sqlite_plan(path, DUE_TIMERS)]
     assert timers[0] == "SEARCH t USING INDEX timers_due (due_at<?)"
     assert not [detail for detail in timers if "TEMP B-TREE" in detail or "SCAN" in detail]
@@ -186,3 +199,23 @@ def test_on_postgres_claims_at_once_never_give_one_task_twice(postgres: Backend)
             assert run("SELECT count(*) FROM tasks WHERE status = 'queued'") == [(0,)]
     finally:
         plane.store.close()
+
+
+def test_on_postgres_the_kept_plans_of_a_claim_walk_the_queue_by_state(postgres: Backend) -> None:
+    from tests.postgres.test_plans import generic_plans
+
+    plane = plane_for(lanes(2), postgres)
+    try:
+        queue(plane, "A", 0)
+        assert claimed(plane, ["lane0", "lane1"]) == ["A"]  # the claim, the look deeper
+        assert plane.engine.claim("s1", ["lane0"]) is None  # only reads that nothing is queued
+        plans = generic_plans(plane.store)  # type: ignore[arg-type]
+    finally:
+        plane.store.close()
+    queue_plans = [plan for sql, plan in plans.items() if "FROM tasks queued" in sql]
+    assert len(queue_plans) == 3  # whether any is queued, the claim, the look deeper
+    for plan in queue_plans:
+        assert "Index Scan using tasks_queue on tasks queued" in plan
+        assert "Index Cond: (state = s.value)" in plan
+        whole = ("Seq Scan", "Hash", "Bitmap Heap Scan on tasks")  # the queue read at once
+        assert not [word for word in whole if word in plan], plan

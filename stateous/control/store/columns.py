@@ -173,10 +173,24 @@ def queue_head(columns: str, count: str) -> str:
     )
 
 
+#: The states that a claim lists, as a table `s` of one column `value` read from one bound
+#: parameter, a JSON list (SQLite), so that one statement serves any number of states.
+LISTED = "json_each(?) s"
+
+
+@cache
+def any_queued_sql(listed: str) -> str:
+    """Whether a task is queued for an active token in a state of the list that the SQL
+    `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
+    at the head of each state's queue until it finds one (a scalar subquery, which no
+    planner turns into a join over the whole queue, as Postgres does an EXISTS)."""
+    return f"SELECT 1 FROM {listed} WHERE ({queue_head('queued.id', '1')}) IS NOT NULL LIMIT 1"
+
+
 #: The oldest queued task of the states of a JSON list whose token is active, with the token's
 #: row (SQLite): the head of each state's queue, then the oldest of those heads.
 NEXT_QUEUED = (
-    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')} FROM json_each(?) s "
+    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')} FROM {LISTED} "
     f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1')}) "
     "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
 )

@@ -20,6 +20,7 @@ from stateous.control.store.columns import (
     EXPIRED_LEASES,
     INSERT_TOKEN,
     LEDGER_BATCH,
+    LISTED,
     NEXT_QUEUED,
     STATE_LAST,
     STATE_TASK,
@@ -28,6 +29,7 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    any_queued_sql,
     credential_row,
     credential_values,
     decode,
@@ -67,12 +69,15 @@ class SqlTx(ABC):
     in one INSERT: before any read of the ledger, and at `finish`, which the store
     calls before it commits.
 
+    `listed` is the table of the states a claim lists (`columns.LISTED` on SQLite).
     `for_update` ends every read of a token row in a transaction that may change
     it: empty on SQLite, whose single writer needs no row locks; `FOR UPDATE` in
     a Postgres write, so that each token moves one step at a time.
     """
 
     for_update = ""
+    #: How a statement reads the states of a claim from its one JSON parameter.
+    listed = LISTED
 
     def __init__(self, now: float) -> None:
         self.now = now
@@ -354,6 +359,9 @@ class SqlTx(ABC):
         """
         row = self.one(NEXT_QUEUED, (json_text(states),))
         return None if row is None else self.queued(row)
+
+    def any_queued(self, states: list[str]) -> bool:
+        return bool(self.execute(any_queued_sql(self.listed), (json_text(states),)))
 
     def queued(self, row: tuple[Any, ...]) -> TaskRow:
         """Read a row of a claim's statement: keep its token's row, answer its task."""

@@ -110,10 +110,12 @@ def _family_sql(token: str) -> str:
     )
 
 
+#: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
+_LISTED = "json_array_elements_text(?::json) s(value)"
 #: The first `?` queued tasks of each state of a JSON list (`?`) whose token is active, all
 #: of them oldest first: the candidates of a claim.
 _HEADS = (
-    "SELECT h.id, h.queued_at FROM json_array_elements_text(?::json) s(value) "
+    f"SELECT h.id, h.queued_at FROM {_LISTED} "
     f"CROSS JOIN LATERAL ({queue_head('queued.id, queued.queued_at', '?')}) h "
     "ORDER BY h.queued_at, h.id"
 )
@@ -147,7 +149,7 @@ _CLAIM = (
 )
 #: Whether some state of the list has at least `?` heads: then a deeper look may find more.
 _DEEPER = (
-    "SELECT EXISTS (SELECT 1 FROM json_array_elements_text(?::json) s(value) "
+    f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
     f"WHERE (SELECT count(*) FROM ({queue_head('1', '?')}) h) >= ?)"
 )
 
@@ -327,6 +329,8 @@ class PostgresTx(QueuedTx):
     every transaction on a family takes that one lock first, so a parent and its
     children never wait for each other in opposite orders.
     """
+
+    listed = _LISTED
 
     def __init__(self, pipeline: Pipeline, now: float, ids: Ids, *, writing: bool) -> None:
         super().__init__(now)
