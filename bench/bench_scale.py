@@ -2,7 +2,7 @@
 the same on 10,000 tokens.
 
 Run: .venv/bin/python bench/bench_scale.py [--tokens 10000,1000000] [--seconds 5] [--runs 3]
-                                           [--before CHECKOUT] [--folder DIR]
+                                           [--before CHECKOUT] [--folder DIR] [--postgres URL]
 Needs `wrk` (Debian package). The databases are built by this script, straight into SQLite
 (bulk INSERT ... SELECT, not through the API), from rows that the engine itself wrote for
 a few template tokens, so every row is like a real one: of each 100 tokens, 10 are active
@@ -12,11 +12,14 @@ completed after three states. With 1,000,000 tokens: 100,000 active, 70,000 queu
 100,000 pending timers. Each run serves a fresh copy of a database and measures, over HTTP
 with 8 keep-alive clients: starts, fires, and claim-and-report cycles of a supervisor
 serving 1, 2 and 10 states (each report sends the token round its state again, so the queue
-keeps its depth), with rates and p99; then `serve`'s CPU while idle; and, in a process of
+keeps its depth), with rates, p99 and the server's CPU per request (steadier than the rates
+on a loaded machine); then `serve`'s CPU while idle; and, in a process of
 its own, the clock's tick with nothing due (median and p99 of 200). The time from `serve`
 to its first /health answer is measured at each run's start. `--before CHECKOUT` runs the
 same against the `stateous` package of another checkout (for example main's code), on
-the same databases, alternating with this one. Figures are medians of `--runs`.
+the same databases, alternating with this one. `--postgres URL` copies the databases into
+new Postgres databases on that server (`stateous_scale_*`, analyzed as autovacuum would,
+dropped at the end) and serves those. Figures are medians of `--runs`.
 Targets with 1,000,000 tokens: rates within 20 % of those with 10,000, p99 < 30 ms, tick
 < 5 ms, serve start < 1 s.
 """
@@ -39,7 +42,15 @@ import msgspec
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench_serve import CYCLE_LUA, FIRE_LUA, START_LUA, cpu_seconds, post, wrk  # noqa: E402
+from bench_serve import (  # noqa: E402
+    CYCLE_LUA,
+    FIRE_LUA,
+    START_LUA,
+    cpu_seconds,
+    post,
+    requests_done,
+    wrk,
+)
 
 from stateous import END, START, Workflow  # noqa: E402
 from stateous.compiler.compile import compile_workflow  # noqa: E402
@@ -254,17 +265,24 @@ def one_run(graph: Path, pristine: str, code: Path, seconds: float, postgres: st
     process, port, figures["serve start s"] = serve(graph, db, code)
     try:
         url = f"http://127.0.0.1:{port}"
-        for name, result in (("starts", wrk(url, START_LUA, seconds)),):
+
+        def phase(name: str, script: str, threads: int = 2) -> dict:
+            """Run one load; note its rate, p99 and the server's CPU per request."""
+            before = cpu_seconds(process.pid)
+            result = wrk(url, script, seconds, threads=threads)
+            cpu = cpu_seconds(process.pid) - before
             figures[f"{name}/s"], figures[f"{name} p99 ms"] = result["rate"], result["p99"]
+            figures[f"{name} CPU ms/request"] = cpu * 1000 / max(1, requests_done(result))
+            return result
+
+        phase("starts", START_LUA)
         for index in range(1000):
             post(port, "/tokens", {"token": f"F-{index}", "context": {"title": "x"}})
-        fired = wrk(url, FIRE_LUA, seconds)
-        figures["fires/s"], figures["fires p99 ms"] = fired["rate"], fired["p99"]
+        phase("fires", FIRE_LUA)
         for count in (1, 2, 10):
-            states = [f"lane{index}" for index in range(count)]
-            cycles = wrk(url, cycle_lua(states), seconds, threads=8)
-            figures[f"cycles {count} states/s"] = (cycles["reports"] or 0) / seconds
-            figures[f"cycles {count} states p99 ms"] = cycles["p99"]
+            name = f"cycles {count} states"
+            cycles = phase(name, cycle_lua([f"lane{index}" for index in range(count)]), 8)
+            figures[f"{name}/s"] = (cycles["reports"] or 0) / seconds  # a cycle: two requests
         before = cpu_seconds(process.pid)
         time.sleep(seconds)
         figures["idle CPU %"] = (cpu_seconds(process.pid) - before) / seconds * 100
