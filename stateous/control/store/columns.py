@@ -157,19 +157,31 @@ def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
     return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
 
 
-def queue_head(columns: str, count: str) -> str:
-    """The `columns` of the first `count` queued tasks, oldest first (ties by id), of the state
-    that `s.value` names, whose token is active.
+def queued_in_state(columns: str, *, active: bool = True) -> str:
+    """The `columns` of the queued tasks of the state that `s.value` names, by the queue's
+    index (`state, queued_at, id WHERE status = 'queued'`); with `active`, only those whose
+    token is active (each token read by its key)."""
+    sql = (
+        f"SELECT {columns} FROM tasks queued "
+        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.state = s.value"
+    )
+    if active:
+        sql += (
+            " AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
+            f"{word(TokenStatus.ACTIVE)}"
+        )
+    return sql
 
-    It walks the queue's index (`state, queued_at, id WHERE status = 'queued'`) of
-    one state in its order and reads each task's token by its key, so it stops at
-    the first tasks that fit: the queue is never sorted.
+
+def queue_head(columns: str, count: str, *, active: bool = True) -> str:
+    """The first `count` tasks of `queued_in_state`, oldest first (ties by id).
+
+    It walks the queue's index of one state in its order and stops at the first
+    tasks that fit: the queue is never sorted.
     """
     return (
-        f"SELECT {columns} FROM tasks queued "
-        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.state = s.value "
-        "AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
-        f"{word(TokenStatus.ACTIVE)} ORDER BY queued.queued_at, queued.id LIMIT {count}"
+        f"{queued_in_state(columns, active=active)} "
+        f"ORDER BY queued.queued_at, queued.id LIMIT {count}"
     )
 
 
@@ -182,9 +194,11 @@ LISTED = "json_each(?) s"
 def any_queued_sql(listed: str) -> str:
     """Whether a task is queued for an active token in a state of the list that the SQL
     `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
-    at the head of each state's queue until it finds one (a scalar subquery, which no
-    planner turns into a join over the whole queue, as Postgres does an EXISTS)."""
-    return f"SELECT 1 FROM {listed} WHERE ({queue_head('queued.id', '1')}) IS NOT NULL LIMIT 1"
+    into each state's queue until it finds one (a scalar subquery, which no planner turns
+    into a join over the whole queue, as Postgres does an EXISTS)."""
+    return (
+        f"SELECT 1 FROM {listed} WHERE ({queued_in_state('queued.id')} LIMIT 1) IS NOT NULL LIMIT 1"
+    )
 
 
 #: The oldest queued task of the states of a JSON list whose token is active, with the token's

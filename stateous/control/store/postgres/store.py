@@ -112,45 +112,67 @@ def _family_sql(token: str) -> str:
 
 #: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
 _LISTED = "json_array_elements_text(?::json) s(value)"
-#: The first `?` queued tasks of each state of a JSON list (`?`) whose token is active, all
-#: of them oldest first: the candidates of a claim.
-_HEADS = (
-    f"SELECT h.id, h.queued_at FROM {_LISTED} "
-    f"CROSS JOIN LATERAL ({queue_head('queued.id, queued.queued_at', '?')}) h "
-    "ORDER BY h.queued_at, h.id"
-)
-#: The first candidate whose task and token no other transaction holds, both locked, and
-#: still queued and active once locked: the candidates are tried one by one in their order,
-#: each task and token read by its key alone (so that no other index can look as cheap to
-#: the planner), and the first one that fits ends the statement. A candidate that another
-#: claim took since the heads were read stays locked to the end of this transaction,
-#: unused.
-_LOCKED_HEAD = (
-    f"SELECT c.* FROM ({_HEADS}) h CROSS JOIN LATERAL ("
-    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')}, "
-    "t.status AS task_status, k.status AS token_status, t.token AS of_token, "
-    "k.state AS of_state "
-    "FROM tasks t JOIN tokens k ON k.token = t.token "
-    "WHERE t.id = h.id LIMIT 1 FOR UPDATE OF t, k SKIP LOCKED) c "
-    f"WHERE c.task_status = '{TaskStatus.QUEUED}' AND c.token_status = '{TokenStatus.ACTIVE}' "
-    "ORDER BY h.queued_at, h.id LIMIT 1"
-)
-#: The claim: `_LOCKED_HEAD`, then what the grant shows besides the token (the data of the
-#: event that brought the token into its state, and the memory of the state), then the
-#: token's last ledger number and number of pending timers, so that the claim knows the
-#: token's whole state. Those reads run outside the locking query, so once, for the row it
-#: locked, not for each head it passes over because another transaction holds it.
-_CLAIM = (
-    "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
-    f"AND kind = '{Kind.EVENT_ACCEPTED}' ORDER BY seq DESC LIMIT 1), "
-    "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
-    "WHERE memory.token = q.of_token AND memory.state = q.of_state), "
-    f"{', '.join(counts_columns('q.of_token'))} FROM ({_LOCKED_HEAD}) q"
-)
-#: Whether some state of the list has at least `?` heads: then a deeper look may find more.
+
+
+def _heads(count: str) -> str:
+    """The first `count` queued tasks of each state of a JSON list (`?`), all of them oldest
+    first: the candidates of a claim.
+
+    Their tokens are not read here: with the token's status in the condition, the
+    planner, which cannot tell how many tasks it passes over, may prefer to read and
+    sort the state's whole queue. A candidate whose token is not active is passed
+    over once locked, as one that another transaction holds.
+    """
+    return (
+        f"SELECT h.id, h.queued_at FROM {_LISTED} CROSS JOIN LATERAL "
+        f"({queue_head('queued.id, queued.queued_at', count, active=False)}) h "
+        "ORDER BY h.queued_at, h.id"
+    )
+
+
+def _claim_sql(count: str) -> str:
+    """The claim among the first `count` tasks of each state: the first candidate whose task
+    and token no other transaction holds, both locked, and still queued and active once
+    locked, then what the grant shows besides the token (the data of the event that
+    brought the token into its state, and the memory of the state), then the token's last
+    ledger number and number of pending timers, so that the claim knows the token's
+    whole state.
+
+    The candidates are tried one by one in their order, each task and token read
+    by its key alone (so that no other index can look as cheap to the planner), and
+    the first one that fits ends the statement. A candidate that another claim took
+    since the heads were read stays locked to the end of this transaction, unused.
+    The grant's reads run outside the locking query, so once, for the row it locked.
+    """
+    locked = (
+        f"SELECT c.* FROM ({_heads(count)}) h CROSS JOIN LATERAL ("
+        f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')}, "
+        "t.status AS task_status, k.status AS token_status, t.token AS of_token, "
+        "k.state AS of_state FROM tasks t JOIN tokens k ON k.token = t.token "
+        "WHERE t.id = h.id LIMIT 1 FOR UPDATE OF t, k SKIP LOCKED) c "
+        f"WHERE c.task_status = '{TaskStatus.QUEUED}' "
+        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.queued_at, h.id LIMIT 1"
+    )
+    return (
+        "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
+        f"AND kind = '{Kind.EVENT_ACCEPTED}' ORDER BY seq DESC LIMIT 1), "
+        "(SELECT json_object_agg(key, value ORDER BY key) FROM memory "
+        "WHERE memory.token = q.of_token AND memory.state = q.of_state), "
+        f"{', '.join(counts_columns('q.of_token'))} FROM ({locked}) q"
+    )
+
+
+#: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
+_LISTED = "json_array_elements_text(?::json) s(value)"
+#: A claim among the heads of the states' queues (one statement for any number of states,
+#: its plan the same for every claim), and among the first `?` tasks of each.
+_CLAIM = _claim_sql("1")
+_CLAIM_DEEPER = _claim_sql("?")
+#: Whether some state of the list has at least `?` queued tasks: then a deeper look may
+#: find one that is free.
 _DEEPER = (
     f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
-    f"WHERE (SELECT count(*) FROM ({queue_head('1', '?')}) h) >= ?)"
+    f"WHERE (SELECT count(*) FROM ({queue_head('1', '?', active=False)}) h) >= ?)"
 )
 
 
@@ -398,21 +420,22 @@ class PostgresTx(QueuedTx):
         """The oldest queued task of these states whose active token no one else holds.
 
         The claim looks at the head of each state's queue, oldest first, and locks
-        the first head whose task and token are free (`SKIP LOCKED`): a token that
-        another transaction holds is passed over, and so is a task that another
-        claim took after this statement began (its row is read again once locked,
-        no longer queued). When every head is held or gone, it looks again at the
-        first two, four, eight... tasks of each state, until it locks one or some
-        state has fewer queued tasks than it looked at. The same statement reads
-        what the grant shows: while the task stays queued, its token has not moved
-        and no routine writes the memory of its state, so those reads are current too.
+        the first head whose task and token are free (`SKIP LOCKED`) and whose token
+        is active: a token that another transaction holds is passed over, and so is a
+        task that another claim took after this statement began (its row is read again
+        once locked, no longer queued). When every head is held, gone or of a token
+        not active, it looks again at the first two, four, eight... tasks of each
+        state, until it locks one or no state has as many queued tasks as it looked
+        at. The same statement reads what the grant shows: while the task stays
+        queued, its token has not moved and no routine writes the memory of its state,
+        so those reads are current too.
         """
         listed = json_text(states)
         depth = 1
-        row = self.one(_CLAIM, (listed, depth))
+        row = self.one(_CLAIM, (listed,))
         while row is None and self.one(_DEEPER, (listed, depth, depth)) == (True,):
             depth *= 2
-            row = self.one(_CLAIM, (listed, depth))
+            row = self.one(_CLAIM_DEEPER, (listed, depth))
         if row is None:
             return None
         _, _, token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
