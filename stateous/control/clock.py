@@ -2,6 +2,14 @@
 
 It runs in a thread of its own. A tick that fails is logged in one line and tried
 again on the next beat; a lost hold stops the clock and tells the server.
+
+A tick finds its work through two partial indexes, never by reading the live
+tokens: the leases that are over by `tasks_lease` (`lease_until WHERE status =
+'claimed'`) and the timers that are due by `timers_due` (`due_at, id WHERE status =
+'pending'`), both read up to `BATCH` rows in one snapshot, each timer's token by its
+key. Each lease ended and each timer fired is then a transaction of its own, which
+checks again that it is still due. With nothing due, a tick is two index lookups
+that find nothing.
 """
 
 from __future__ import annotations
@@ -13,9 +21,82 @@ from collections.abc import Callable
 from stateous.control.engine import Engine
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import Hold
-from stateous.control.store import HoldLost
+from stateous.control.moves import Arrival, Unrouted
+from stateous.control.store import HoldLost, Tx
+from stateous.model.durations import in_words
+from stateous.model.vocabulary import Kind, TaskStatus, TimerKind, TimerStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.clock")
+
+#: The most leases ended, and the most timers fired, in one tick; the rest wait for the next.
+BATCH = 100
+
+
+def renew_leases(engine: Engine) -> int:
+    """Give every claimed task a lease of full length from now (no ledger row: for the
+    supervisors nothing happened); answer how many were renewed."""
+    return engine.store.write(lambda tx: tx.renew_leases(tx.now + engine.lease))
+
+
+def due_work(engine: Engine, limit: int = BATCH) -> tuple[list[int], list[int]]:
+    """The tasks whose lease is over and the timers that are due, from one snapshot."""
+    return engine.store.read(lambda tx: (tx.expired_leases(limit), tx.due_timers(limit)))
+
+
+def end_lease(engine: Engine, tx: Tx, ident: int) -> bool:
+    """End the lease of a task if it is still over: its attempt failed; tell whether it was."""
+    task = tx.task(ident)
+    if (
+        engine.leases_owed  # a heartbeat failed on the database since the tick began
+        or task is None
+        or task.status != TaskStatus.CLAIMED
+        or (task.lease_until or 0) > tx.now
+    ):
+        return False
+    token = engine.token_row(tx, task.token)
+    reason = f"{task.claimed_by} stopped answering: no heartbeat for {in_words(engine.lease)}"
+    engine.fail_attempt(tx, task, token, reason)
+    return True
+
+
+def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
+    """Fire a timer if it is still pending, due, and of its token's current visit; tell
+    whether it fired."""
+    timer = tx.timer(ident)
+    if timer is None or timer.status != TimerStatus.PENDING or timer.due_at > tx.now:
+        return False
+    token = engine.token_row(tx, timer.token)
+    if token.status != TokenStatus.ACTIVE or (token.state, token.visit) != (
+        timer.state,
+        timer.visit,
+    ):
+        return False
+    tx.set_timer_status(ident, TimerStatus.FIRED)
+    tx.record(token.token, Kind.TIMER_FIRED, {"timer": ident, "event": timer.event})
+    if timer.kind == TimerKind.TIMEOUT:
+        engine.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
+    else:
+        engine.moves.route(tx, token, Arrival(timer.event, timer.payload), Unrouted.REJECT)
+    return True
+
+
+def tick(engine: Engine) -> tuple[int, int]:
+    """One beat of the clock: renew the leases owed after an outage of the database, end
+    the leases that are over, then fire due timers, each in its own transaction; answer
+    how many leases ended and how many timers fired."""
+    try:
+        if engine.leases_owed:
+            engine.leases_owed = False
+            renewed = renew_leases(engine)
+            if renewed:
+                log.info("the database answers again: %d claimed tasks get a full lease", renewed)
+        leases, timers = due_work(engine)
+        ended = sum(engine.store.write(lambda tx, i=i: end_lease(engine, tx, i)) for i in leases)
+        fired = sum(engine.store.write(lambda tx, i=i: fire_timer(engine, tx, i)) for i in timers)
+    except (DatabaseBusy, OutcomeUnknown):
+        engine.leases_owed = True
+        raise
+    return ended, fired
 
 
 class Clock(threading.Thread):
@@ -54,7 +135,7 @@ class Clock(threading.Thread):
                 self._failed(ex)
                 continue
             try:
-                self.engine.tick()
+                tick(self.engine)
                 if self.also is not None:
                     self.also()
             except Exception as ex:

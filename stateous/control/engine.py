@@ -8,7 +8,6 @@ calls it, the store keeps what it decides.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,6 @@ from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
 from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
-from stateous.model.durations import in_words
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -41,7 +39,6 @@ from stateous.model.vocabulary import (
     Kind,
     TaskStatus,
     TimerKind,
-    TimerStatus,
     TokenStatus,
 )
 from stateous.model.wire import (
@@ -52,8 +49,6 @@ from stateous.model.wire import (
     ReportBody,
     TokenView,
 )
-
-log = logging.getLogger("stateous.control.engine")
 
 
 class Engine:
@@ -96,18 +91,19 @@ class Engine:
 
     # reading tokens
 
-    def _token(self, tx: Tx, token: str) -> TokenRow:
+    def token_row(self, tx: Tx, token: str) -> TokenRow:
+        """The row of a token, read (and in a write locked) in `tx`; `TokenNotFound` if none."""
         row = tx.token(token) if checks.keepable(token) else None
         if row is None:
             raise TokenNotFound(f"no token has the id {token!r}")
         return row
 
     def get(self, token: str) -> TokenView:
-        return view(self.store.read(lambda tx: self._token(tx, token)))
+        return view(self.store.read(lambda tx: self.token_row(tx, token)))
 
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:
-            self._token(tx, token)
+            self.token_row(tx, token)
             return [history_entry(entry) for entry in tx.history(token)]
 
         return self.store.read(read)
@@ -166,7 +162,7 @@ class Engine:
             raise InvalidPayload("a payload must be a JSON object")
 
         def operation(tx: Tx) -> TokenView | Duplicate:
-            row = self._token(tx, token)
+            row = self.token_row(tx, token)
             if not checks.keepable(event):
                 raise EventNotAllowed(f"{event!r} is no event: an event's name holds no NUL")
             if key is not None and tx.key_used(token, key):
@@ -194,7 +190,7 @@ class Engine:
     ) -> TokenRow:
         """The top token to steer with `verb`, if its status is one of `allowed`; `done` is
         the verb's past participle, for the refusal."""
-        row = self._token(tx, token)
+        row = self.token_row(tx, token)
         if row.parent is not None:
             raise ChildToken(
                 f"token {token!r} is a child of {row.parent!r}; {verb} its top token instead"
@@ -242,7 +238,7 @@ class Engine:
                 tx.record(member.token, Kind.RESUMED, {})
             for entry in sorted(held, key=lambda item: item.data["arrival"]):
                 self._replay(tx, entry.token, entry.data)
-            return view(self._token(tx, token))
+            return view(self.token_row(tx, token))
 
         return self._write(operation, by)
 
@@ -253,7 +249,7 @@ class Engine:
         Stateous itself that still cannot move the token fails it, as it would
         have when it arrived.
         """
-        row = self._token(tx, token)
+        row = self.token_row(tx, token)
         event = held["event"]
         if row.status != TokenStatus.ACTIVE:
             self.moves.drop(tx, row, event, f"token {token!r} is {row.status}")
@@ -335,7 +331,7 @@ class Engine:
         return self.waits.wait(states, wait if states else 0, attempt, gone)
 
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
-        return claiming.grant(tx, task, self._token(tx, task.token), self.lease)
+        return claiming.grant(tx, task, self.token_row(tx, task.token), self.lease)
 
     def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
         """Renew the leases of the tasks a supervisor still holds; name the others lost."""
@@ -401,7 +397,7 @@ class Engine:
                 else f"{task.claimed_by} has it"
             )
             raise TaskNotHeld(f"task {ident} is {task.status}: {who}")
-        return task, self._token(tx, task.token)
+        return task, self.token_row(tx, task.token)
 
     def note(
         self, task: int, text: str, attempt: int | None = None, *, by: str | None = None
@@ -452,7 +448,7 @@ class Engine:
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
             if body.kind == "failed":
-                self._fail_attempt(tx, row, token, body.error or "the routine failed")
+                self.fail_attempt(tx, row, token, body.error or "the routine failed")
                 return view(token)
             flow = self.moves.flow(token)
             changes = body.context or {}
@@ -480,7 +476,7 @@ class Engine:
 
         return self._write(operation, by)
 
-    def _fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
+    def fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
         """Count a failed attempt: try again while retries are left, else deliver `error`."""
         tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
         tx.cancel_timers(token.token, TimerKind.TIMER)
@@ -496,78 +492,3 @@ class Engine:
         task.status = TaskStatus.FAILED
         tx.save_task(task)
         self.moves.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
-
-    # the clock
-
-    def expire_leases(self, limit: int = 100) -> int:
-        """End the leases that are over, each in its own transaction; return how many."""
-        ended = 0
-        for ident in self.store.read(lambda tx: tx.expired_leases(limit)):
-
-            def operation(tx: Tx, ident: int = ident) -> bool:
-                task = tx.task(ident)
-                if (
-                    self.leases_owed  # a heartbeat failed on the database since the tick began
-                    or task is None
-                    or task.status != TaskStatus.CLAIMED
-                    or (task.lease_until or 0) > tx.now
-                ):
-                    return False
-                token = self._token(tx, task.token)
-                reason = (
-                    f"{task.claimed_by} stopped answering: no heartbeat for {in_words(self.lease)}"
-                )
-                self._fail_attempt(tx, task, token, reason)
-                return True
-
-            ended += self.store.write(operation)
-        return ended
-
-    def fire_timers(self, limit: int = 100) -> int:
-        """Fire the timers that are due, each in its own transaction; return how many."""
-        fired = 0
-        for ident in self.store.read(lambda tx: tx.due_timers(limit)):
-
-            def operation(tx: Tx, ident: int = ident) -> bool:
-                timer = tx.timer(ident)
-                if timer is None or timer.status != TimerStatus.PENDING or timer.due_at > tx.now:
-                    return False
-                token = self._token(tx, timer.token)
-                if token.status != TokenStatus.ACTIVE or (token.state, token.visit) != (
-                    timer.state,
-                    timer.visit,
-                ):
-                    return False
-                tx.set_timer_status(ident, TimerStatus.FIRED)
-                tx.record(token.token, Kind.TIMER_FIRED, {"timer": ident, "event": timer.event})
-                if timer.kind == TimerKind.TIMEOUT:
-                    self.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
-                else:
-                    arrival = Arrival(timer.event, timer.payload)
-                    self.moves.route(tx, token, arrival, Unrouted.REJECT)
-                return True
-
-            fired += self.store.write(operation)
-        return fired
-
-    def renew_leases(self) -> int:
-        """Give every claimed task a lease of full length from now (no ledger row: for the
-        supervisors nothing happened); answer how many were renewed."""
-        return self.store.write(lambda tx: tx.renew_leases(tx.now + self.lease))
-
-    def tick(self) -> None:
-        """One beat of the clock: renew the leases owed after an outage of the database, end
-        the leases that are over, then fire due timers."""
-        try:
-            if self.leases_owed:
-                self.leases_owed = False
-                renewed = self.renew_leases()
-                if renewed:
-                    log.info(
-                        "the database answers again: %d claimed tasks get a full lease", renewed
-                    )
-            self.expire_leases()
-            self.fire_timers()
-        except (DatabaseBusy, OutcomeUnknown):
-            self.leases_owed = True
-            raise

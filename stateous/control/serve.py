@@ -27,7 +27,7 @@ from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard, create_app, create_standby_app
-from stateous.control.clock import Clock
+from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
 from stateous.control.engine import Engine
@@ -210,7 +210,7 @@ class ControlPlane:
             self._close_opened()
             raise
         # Leases do not end for the time no control plane served (docs/concepts/reliability.md).
-        renewed = self.engine.renew_leases()
+        renewed = renew_leases(self.engine)
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
         self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from stateous import END, START, Workflow
+from stateous.control.clock import tick
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -279,7 +280,7 @@ def test_a_repeated_claim_gets_the_same_grant_and_a_new_lease(plane: Plane) -> N
     assert again == first
     assert plane.kinds("A").count("task_claimed") == 1
     plane.clock.advance(100)  # 200 s after the claim, 100 s after the renewal
-    plane.engine.tick()
+    tick(plane.engine)
     assert "task_failed" not in plane.kinds("A")
     other = plane.engine.claim("box-1", ["draft"], "req-2")
     assert other is not None and other.token == "B"
@@ -323,7 +324,7 @@ def test_a_heartbeat_renews_held_tasks_and_names_the_lost_ones(plane: Plane) -> 
     assert plane.engine.heartbeat("box-1", [task, 999]) == [999]
     assert plane.engine.heartbeat("box-2", [task]) == [task]
     plane.clock.advance(100)
-    plane.engine.tick()
+    tick(plane.engine)
     assert "task_failed" not in plane.kinds("ORDER-1")
 
 
@@ -409,10 +410,10 @@ def test_a_routines_timer_fires_its_event_later(plane: Plane) -> None:
         ),
     )
     plane.clock.advance(599)
-    plane.engine.tick()
+    tick(plane.engine)
     assert plane.engine.get("A").state == "draft"
     plane.clock.advance(1)
-    plane.engine.tick()
+    tick(plane.engine)
     assert plane.engine.get("A").state == "review"
     assert "timer_fired" in plane.kinds("A")
 
@@ -535,10 +536,10 @@ def test_memory_survives_a_retry_and_is_deleted_when_the_token_ends(plane: Plane
 def test_an_ended_lease_counts_a_failed_attempt(plane: Plane) -> None:
     task = to_review(plane)
     plane.clock.advance(119)
-    plane.engine.tick()
+    tick(plane.engine)
     assert "task_failed" not in plane.kinds("ORDER-1")
     plane.clock.advance(1)
-    plane.engine.tick()
+    tick(plane.engine)
     assert plane.entries("ORDER-1")[-2:] == [
         (
             "task_failed",
@@ -555,7 +556,7 @@ def test_a_timeout_that_no_transition_takes_fails_the_token(backend: Backend) ->
     served = plane_for(flow, backend)
     to_review(served, "A")
     served.clock.advance(30)
-    served.engine.tick()
+    tick(served.engine)
     token = served.engine.get("A")
     assert token.status == "failed"
     assert served.kinds("A")[-3:] == ["timer_fired", "task_cancelled", "failed"]
@@ -571,7 +572,7 @@ def test_a_timeout_with_a_transition_moves_the_token(backend: Backend) -> None:
     served = plane_for(flow, backend)
     served.engine.start("A", {"title": "x"})
     served.clock.advance(60)
-    served.engine.tick()
+    tick(served.engine)
     assert served.engine.get("A").status == "completed"
     assert served.kinds("A")[-4:] == [
         "timer_fired",
@@ -587,7 +588,7 @@ def test_a_timer_of_an_earlier_visit_never_fires(plane: Plane) -> None:
     plane.engine.fire("A", "submitted")
     plane.engine.fire("A", "reviewed", {"approved": False})
     plane.clock.advance(7200)
-    plane.engine.tick()
+    tick(plane.engine)
     token = plane.engine.get("A")
     assert (token.state, token.status) == ("draft", "active")
     assert "timer_fired" not in plane.kinds("A")
@@ -645,14 +646,14 @@ def test_timers_get_the_paused_time_back(backend: Backend) -> None:
     served.clock.advance(1800)
     served.engine.pause("A")
     served.clock.advance(7200)
-    served.engine.tick()
+    tick(served.engine)
     assert served.engine.get("A").status == "paused"
     served.engine.resume("A")
     served.clock.advance(1799)
-    served.engine.tick()
+    tick(served.engine)
     assert served.engine.get("A").status == "active"
     served.clock.advance(1)
-    served.engine.tick()
+    tick(served.engine)
     assert served.engine.get("A").status == "failed"
     assert served.kinds("A")[-4:] == ["resumed", "timer_fired", "task_cancelled", "failed"]
     served.store.close()
@@ -670,7 +671,7 @@ def test_a_report_while_paused_is_held_whole_and_applied_on_resume(plane: Plane)
     assert (token.status, token.context["amount"]) == ("paused", 0)
     assert plane.kinds("ORDER-1")[-1] == "event_deferred"
     plane.clock.advance(600)
-    plane.engine.tick()  # the task waits: no lease runs out while the outcome is held
+    tick(plane.engine)  # the task waits: no lease runs out while the outcome is held
     done = plane.engine.resume("ORDER-1")
     assert (done.status, done.context["amount"]) == ("completed", 9)
 

@@ -8,6 +8,7 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
+from stateous.control.clock import tick
 from stateous.control.errors import ChildToken, EventNotAllowed, InvalidTokenId
 from stateous.model.wire import ReportBody, Schedule
 from tests.control.support import Backend, Plane, plane_for
@@ -153,7 +154,7 @@ def test_a_timeout_of_the_parallel_state_cancels_the_children(backend: Backend) 
     served = plane_for(sdlc(timeout="1h"), backend)
     to_reviews(served)
     served.clock.advance(3600)
-    served.engine.tick()
+    tick(served.engine)
     assert served.engine.get("T-1").state == "coding"
     assert served.engine.get(SECURITY).status == "cancelled"
     assert served.engine.get(DESIGN).status == "cancelled"
@@ -240,7 +241,7 @@ def test_a_timer_whose_event_would_start_too_long_a_child_is_rejected(long_plane
         grant.task, ReportBody(kind="waiting", schedules=[later], supervisor="box-1", attempt=1)
     )
     long_plane.clock.advance(60)
-    long_plane.engine.tick()
+    tick(long_plane.engine)
     assert long_plane.kinds(LONG)[-2:] == ["timer_fired", "event_rejected"]
     stayed_in_coding(long_plane)
 

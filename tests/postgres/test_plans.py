@@ -3,6 +3,7 @@ its plan as the tables grow, so that plan must already read a token's rows by it
 
 from __future__ import annotations
 
+from stateous.control.clock import tick
 from stateous.control.store.postgres import PostgresStore
 from stateous.model.wire import ReportBody
 from tests.control.support import Backend, orders, plane_for
@@ -57,7 +58,7 @@ def test_the_plans_kept_from_a_new_database_read_rows_by_their_keys(backend: Bac
         engine.report(grant.task, body)  # leaves review: its timer is cancelled
         engine.cancel("B")
         plane.clock.advance(7200)
-        engine.tick()  # C's timeout fires
+        tick(engine)  # C's timeout fires
 
         plans = generic_plans(plane.store)  # type: ignore[arg-type]
     finally:

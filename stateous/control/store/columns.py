@@ -114,7 +114,8 @@ INSERT_TOKEN = (
 LEDGER_BATCH = 100
 
 
-def _columns(names: str, table: str) -> str:
+def qualified(names: str, table: str) -> str:
+    """Each of the columns `names`, named with its `table`."""
     return ", ".join(f"{table}.{name}" for name in names.split(", "))
 
 
@@ -156,29 +157,71 @@ def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
     return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
 
 
+def queued_in_state(columns: str, *, active: bool = True) -> str:
+    """The `columns` of the queued tasks of the state that `s.value` names, by the queue's
+    index (`state, queued_at, id WHERE status = 'queued'`); with `active`, only those whose
+    token is active (each token read by its key)."""
+    sql = (
+        f"SELECT {columns} FROM tasks queued "
+        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.state = s.value"
+    )
+    if active:
+        sql += (
+            " AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
+            f"{word(TokenStatus.ACTIVE)}"
+        )
+    return sql
+
+
+def queue_head(columns: str, count: str, *, active: bool = True) -> str:
+    """The first `count` tasks of `queued_in_state`, oldest first (ties by id).
+
+    It walks the queue's index of one state in its order and stops at the first
+    tasks that fit: the queue is never sorted.
+    """
+    return (
+        f"{queued_in_state(columns, active=active)} "
+        f"ORDER BY queued.queued_at, queued.id LIMIT {count}"
+    )
+
+
+#: The states that a claim lists, as a table `s` of one column `value` read from one bound
+#: parameter, a JSON list (SQLite), so that one statement serves any number of states.
+LISTED = "json_each(?) s"
+
+
 @cache
-def next_queued_sql(states: int, lock: str, more: str = "") -> str:
-    """The oldest queued task of `states` states whose token is active, with the token's row
-    and the columns `more`, then `lock`."""
-    marks = ", ".join("?" for _ in range(states))
+def any_queued_sql(listed: str) -> str:
+    """Whether a task is queued for an active token in a state of the list that the SQL
+    `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
+    into each state's queue until it finds one (a scalar subquery, which no planner turns
+    into a join over the whole queue, as Postgres does an EXISTS)."""
     return (
-        f"SELECT {_columns(TASK_COLUMNS, 't')}, {_columns(TOKEN_COLUMNS, 'k')}{more} FROM tasks t "
-        "JOIN tokens k ON k.token = t.token "
-        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
-        f"AND k.status = {word(TokenStatus.ACTIVE)} "
-        f"ORDER BY t.queued_at, t.id LIMIT 1{lock}"
+        f"SELECT 1 FROM {listed} WHERE ({queued_in_state('queued.id')} LIMIT 1) IS NOT NULL LIMIT 1"
     )
 
 
-def any_queued_sql(states: int) -> str:
-    """Whether a task of `states` states is queued for an active token: a read, locking
-    nothing, that a claim makes before it writes."""
-    marks = ", ".join("?" for _ in range(states))
-    return (
-        "SELECT 1 FROM tasks t JOIN tokens k ON k.token = t.token "
-        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
-        f"AND k.status = {word(TokenStatus.ACTIVE)} LIMIT 1"
-    )
+#: The oldest queued task of the states of a JSON list whose token is active, with the token's
+#: row (SQLite): the head of each state's queue, then the oldest of those heads.
+NEXT_QUEUED = (
+    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')} FROM {LISTED} "
+    f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1')}) "
+    "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
+)
+
+#: The claimed tasks whose lease is over (the times as of `?`, at most `?`), by the index of
+#: leases in its order.
+EXPIRED_LEASES = (
+    f"SELECT id FROM tasks WHERE status = {word(TaskStatus.CLAIMED)} AND lease_until <= ? "
+    "ORDER BY lease_until LIMIT ?"
+)
+#: The pending timers due by `?` (at most `?`) of active tokens, by the index of due timers in
+#: its order, each timer's token read by its key: the active tokens are never read whole.
+DUE_TIMERS = (
+    f"SELECT t.id FROM timers t WHERE t.status = {word(TimerStatus.PENDING)} AND t.due_at <= ? "
+    f"AND (SELECT status FROM tokens k WHERE k.token = t.token) = {word(TokenStatus.ACTIVE)} "
+    "ORDER BY t.due_at, t.id LIMIT ?"
+)
 
 
 CREDENTIAL_COLUMNS = (

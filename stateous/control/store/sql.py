@@ -15,9 +15,13 @@ from typing import Any
 
 from stateous.control.store.columns import (
     CREDENTIAL_COLUMNS,
+    DUE_TIMERS,
     ENTRY_COLUMNS,
+    EXPIRED_LEASES,
     INSERT_TOKEN,
     LEDGER_BATCH,
+    LISTED,
+    NEXT_QUEUED,
     STATE_LAST,
     STATE_TASK,
     STATE_TIMERS,
@@ -31,7 +35,6 @@ from stateous.control.store.columns import (
     decode,
     entry_row,
     json_text,
-    next_queued_sql,
     task_row,
     time_or_none,
     timer_row,
@@ -54,7 +57,7 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus, TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
 class SqlTx(ListingSql, ABC):
@@ -67,12 +70,15 @@ class SqlTx(ListingSql, ABC):
     in one INSERT: before any read of the ledger, and at `finish`, which the store
     calls before it commits.
 
+    `listed` is the table of the states a claim lists (`columns.LISTED` on SQLite).
     `for_update` ends every read of a token row in a transaction that may change
     it: empty on SQLite, whose single writer needs no row locks; `FOR UPDATE` in
     a Postgres write, so that each token moves one step at a time.
     """
 
     for_update = ""
+    #: How a statement reads the states of a claim from its one JSON parameter.
+    listed = LISTED
 
     def __init__(self, now: float) -> None:
         self.now = now
@@ -335,25 +341,21 @@ class SqlTx(ListingSql, ABC):
         """The oldest queued task of these states whose token is active.
 
         One writer runs at a time on SQLite, so the first such task is free to take.
+        The states go as one JSON list, so the statement is the same for any number.
         """
-        row = self.one(next_queued_sql(len(states), ""), tuple(states))
+        row = self.one(NEXT_QUEUED, (json_text(states),))
         return None if row is None else self.queued(row)
 
     def any_queued(self, states: list[str]) -> bool:
-        return bool(self.execute(any_queued_sql(len(states)), tuple(states)))
+        return bool(self.execute(any_queued_sql(self.listed), (json_text(states),)))
 
     def queued(self, row: tuple[Any, ...]) -> TaskRow:
-        """Read a row of `next_queued_sql`: keep its token's row, answer its task."""
+        """Read a row of a claim's statement: keep its token's row, answer its task."""
         self.keep(row[9:])
         return task_row(row[:9])
 
     def expired_leases(self, limit: int) -> list[int]:
-        rows = self.execute(
-            f"SELECT id FROM tasks WHERE status = {word(TaskStatus.CLAIMED)} AND lease_until <= ? "
-            "ORDER BY lease_until LIMIT ?",
-            (self.stamp, limit),
-        )
-        return [row[0] for row in rows]
+        return [row[0] for row in self.execute(EXPIRED_LEASES, (self.stamp, limit))]
 
     def renew_leases(self, until: float) -> int:
         """Give every claimed task whose lease ends before `until` a lease to `until`;
@@ -424,14 +426,7 @@ class SqlTx(ListingSql, ABC):
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
 
     def due_timers(self, limit: int) -> list[int]:
-        rows = self.execute(
-            "SELECT t.id FROM timers t JOIN tokens k ON k.token = t.token "
-            f"WHERE t.status = {word(TimerStatus.PENDING)} AND t.due_at <= ? "
-            f"AND k.status = {word(TokenStatus.ACTIVE)} "
-            "ORDER BY t.due_at, t.id LIMIT ?",
-            (self.stamp, limit),
-        )
-        return [row[0] for row in rows]
+        return [row[0] for row in self.execute(DUE_TIMERS, (self.stamp, limit))]
 
     # memory
 

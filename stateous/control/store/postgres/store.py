@@ -29,10 +29,13 @@ from psycopg import errors
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store.columns import (
     TASK_BY_ID,
+    TASK_COLUMNS,
     TIMER_BY_ID,
+    TOKEN_COLUMNS,
     counts_columns,
     json_text,
-    next_queued_sql,
+    qualified,
+    queue_head,
     task_row,
     timer_row,
     token_row,
@@ -54,7 +57,7 @@ from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
 from stateous.control.store.queued import QueuedTx
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
-from stateous.model.vocabulary import Kind
+from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.store")
 _decode = msgspec.json.decode
@@ -107,18 +110,48 @@ def _family_sql(token: str) -> str:
     )
 
 
-@cache
-def _claim_sql(states: int) -> str:
-    """The oldest free queued task of `states` states with its token, locked, then what the
-    grant shows besides the token (the data of the event that brought the token into its
-    state, and the memory of the state), then the token's last ledger number and number of
-    pending timers, so that the claim knows the token's whole state.
+#: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
+_LISTED = "json_array_elements_text(?::json) s(value)"
 
-    Those reads run outside the locking query, so once, for the row it locked,
-    not for each row it passes over because another claim holds it.
+
+def _heads(count: str) -> str:
+    """The first `count` queued tasks of each state of a JSON list (`?`), all of them oldest
+    first: the candidates of a claim.
+
+    Their tokens are not read here: with the token's status in the condition, the
+    planner, which cannot tell how many tasks it passes over, may prefer to read and
+    sort the state's whole queue. A candidate whose token is not active is passed
+    over once locked, as one that another transaction holds.
     """
-    locked = next_queued_sql(
-        states, " FOR UPDATE OF t, k SKIP LOCKED", ", t.token AS of_token, k.state AS of_state"
+    return (
+        f"SELECT h.id, h.queued_at FROM {_LISTED} CROSS JOIN LATERAL "
+        f"({queue_head('queued.id, queued.queued_at', count, active=False)}) h "
+        "ORDER BY h.queued_at, h.id"
+    )
+
+
+def _claim_sql(count: str) -> str:
+    """The claim among the first `count` tasks of each state: the first candidate whose task
+    and token no other transaction holds, both locked, and still queued and active once
+    locked, then what the grant shows besides the token (the data of the event that
+    brought the token into its state, and the memory of the state), then the token's last
+    ledger number and number of pending timers, so that the claim knows the token's
+    whole state.
+
+    The candidates are tried one by one in their order, each task and token read
+    by its key alone (so that no other index can look as cheap to the planner), and
+    the first one that fits ends the statement. A candidate that another claim took
+    since the heads were read stays locked to the end of this transaction, unused.
+    The grant's reads run outside the locking query, so once, for the row it locked.
+    """
+    locked = (
+        f"SELECT c.* FROM ({_heads(count)}) h CROSS JOIN LATERAL ("
+        f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')}, "
+        "t.status AS task_status, k.status AS token_status, t.token AS of_token, "
+        "k.state AS of_state FROM tasks t JOIN tokens k ON k.token = t.token "
+        "WHERE t.id = h.id LIMIT 1 FOR UPDATE OF t, k SKIP LOCKED) c "
+        f"WHERE c.task_status = '{TaskStatus.QUEUED}' "
+        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.queued_at, h.id LIMIT 1"
     )
     return (
         "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
@@ -129,9 +162,23 @@ def _claim_sql(states: int) -> str:
     )
 
 
-#: How a row of `_claim_sql` ends: the two columns that name the token and its state, the
-#: grant's two reads, and the token's two counts.
-_CLAIM_TAIL = 6
+#: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
+_LISTED = "json_array_elements_text(?::json) s(value)"
+#: A claim among the heads of the states' queues (one statement for any number of states,
+#: its plan the same for every claim), and among the first `?` tasks of each.
+_CLAIM = _claim_sql("1")
+_CLAIM_DEEPER = _claim_sql("?")
+#: Whether some state of the list has at least `?` queued tasks: then a deeper look may
+#: find one that is free.
+_DEEPER = (
+    f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
+    f"WHERE (SELECT count(*) FROM ({queue_head('1', '?', active=False)}) h) >= ?)"
+)
+
+
+#: How a row of `_CLAIM` ends: the statuses of the task and the token, the two columns that
+#: name the token and its state, the grant's two reads, and the token's two counts.
+_CLAIM_TAIL = 8
 
 
 class PostgresStore:
@@ -305,6 +352,8 @@ class PostgresTx(QueuedTx):
     children never wait for each other in opposite orders.
     """
 
+    listed = _LISTED
+
     def __init__(self, pipeline: Pipeline, now: float, ids: Ids, *, writing: bool) -> None:
         super().__init__(now)
         self.pipeline = pipeline
@@ -370,17 +419,26 @@ class PostgresTx(QueuedTx):
     def next_queued(self, states: list[str]) -> TaskRow | None:
         """The oldest queued task of these states whose active token no one else holds.
 
-        The task and its token are both locked, skipping locked rows: a token that
-        another transaction holds is passed over, and so is a task that another
-        claim took after this statement began (its row is read again once locked,
-        no longer queued). The same statement reads what the grant shows: while
-        the task stays queued, its token has not moved and no routine writes the
-        memory of its state, so those reads are current too.
+        The claim looks at the head of each state's queue, oldest first, and locks
+        the first head whose task and token are free (`SKIP LOCKED`) and whose token
+        is active: a token that another transaction holds is passed over, and so is a
+        task that another claim took after this statement began (its row is read again
+        once locked, no longer queued). When every head is held, gone or of a token
+        not active, it looks again at the first two, four, eight... tasks of each
+        state, until it locks one or no state has as many queued tasks as it looked
+        at. The same statement reads what the grant shows: while the task stays
+        queued, its token has not moved and no routine writes the memory of its state,
+        so those reads are current too.
         """
-        row = self.one(_claim_sql(len(states)), tuple(states))
+        listed = json_text(states)
+        depth = 1
+        row = self.one(_CLAIM, (listed,))
+        while row is None and self.one(_DEEPER, (listed, depth, depth)) == (True,):
+            depth *= 2
+            row = self.one(_CLAIM_DEEPER, (listed, depth))
         if row is None:
             return None
-        token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
+        _, _, token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
         self._grant_reads[(token, state)] = GrantReads(
             None if accepted is None else _decode(accepted),
             {} if memory is None else _decode(memory),
