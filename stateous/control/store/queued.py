@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stateous.control.store.positions import Hold
 from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import Kind
 
@@ -22,8 +23,8 @@ WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
 class QueuedTx(SqlTx):
     """`SqlTx` that keeps `queued_in`: the states it queued a task in (None: maybe any)."""
 
-    def __init__(self, now: float) -> None:
-        super().__init__(now)
+    def __init__(self, now: float, hold: Hold | None = None) -> None:
+        super().__init__(now, hold)
         self.queued_in: set[str] | None = set()
 
     def insert_task(self, token: str, state: str, visit: int) -> int:

@@ -23,6 +23,7 @@ import apsw
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
+from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.queued import QueuedTx
 
 log = logging.getLogger("stateous.control.store")
@@ -72,6 +73,7 @@ class SqliteStore:
         except apsw.Error as ex:
             self._writer.close()
             raise upgrade_failed(str(ex)) from None
+        self.positions = Positions(SqliteTx(self._writer, clock()).last_position())
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
@@ -111,6 +113,9 @@ class SqliteStore:
         finally:
             connection.execute("COMMIT")
 
+    def horizon(self) -> int:
+        return self.positions.horizon()
+
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
@@ -140,9 +145,12 @@ class SqliteStore:
                     stop = True
                     break
                 batch.append(more)
+            # One hold for the batch: its rows commit together.
+            hold = self.positions.hold()
             try:
-                self._commit(batch)
+                self._commit(batch, hold)
             except BaseException as ex:
+                hold.release()
                 self._abandon(batch, ex)
             if stop:
                 return
@@ -161,11 +169,14 @@ class SqliteStore:
                 )
                 job.done.set()
 
-    def _commit(self, batch: list[_Job]) -> None:
+    def _commit(self, batch: list[_Job], hold: Hold) -> None:
+        """Run the batch in one transaction and commit it; its positions are released before
+        any caller is answered, so that a caller woken by its answer reads its rows."""
         connection = self._writer
         try:
             connection.execute("BEGIN IMMEDIATE")
         except apsw.BusyError:
+            hold.release()
             for job in batch:
                 job.error = DatabaseBusy("the database is busy; try again")
                 job.done.set()
@@ -173,7 +184,7 @@ class SqliteStore:
         for job in batch:
             connection.execute("SAVEPOINT operation")
             try:
-                job.result = SqliteTx(connection, self.clock()).run(job.operation)
+                job.result = SqliteTx(connection, self.clock(), hold).run(job.operation)
             except KeepAndRaise as ex:
                 job.error = ex.error
             except apsw.BusyError:
@@ -192,6 +203,7 @@ class SqliteStore:
             for job in batch:
                 job.result = None
                 job.error = DatabaseBusy(f"the database could not commit ({ex}); try again")
+        hold.release()
         for job in batch:
             job.done.set()
 
@@ -199,8 +211,8 @@ class SqliteStore:
 class SqliteTx(QueuedTx):
     """One transaction on a SQLite connection."""
 
-    def __init__(self, connection: apsw.Connection, now: float) -> None:
-        super().__init__(now)
+    def __init__(self, connection: apsw.Connection, now: float, hold: Hold | None = None) -> None:
+        super().__init__(now, hold)
         self.connection = connection
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
