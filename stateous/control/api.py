@@ -31,7 +31,9 @@ from stateous.control.access import (
     signed_by,
 )
 from stateous.control.checks import MAX_TASK_ID
+from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
+from stateous.control.stream import ADOPT, Streams, last_event_id
 from stateous.model import wire
 from stateous.model.text import printable
 
@@ -326,6 +328,24 @@ class Tasks(Resource):
         resp.status = falcon.HTTP_204
 
 
+class Stream(Resource):
+    """`/stream`: ledger entries as they commit, as server-sent events (`stream.py`)."""
+
+    def __init__(self, engine: Engine, streams: Streams) -> None:
+        super().__init__(engine)
+        self.streams = streams
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        token = req.get_param("token")
+        last = last_event_id(req.get_header("Last-Event-ID"))
+        if token is not None:
+            self.engine.get(token)
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        if req.method != "HEAD":
+            resp.stream = self.streams.open(token, last, req.env.get(ADOPT))
+
+
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
     """Write a refusal: `{"error", "code"}` with its status."""
     resp.status = falcon.code_to_http_status(status)
@@ -371,11 +391,16 @@ def failed(
 
 
 def create_app(
-    engine: Engine, guard: Guard | None = None, warning: str | None = None
+    engine: Engine,
+    guard: Guard | None = None,
+    warning: str | None = None,
+    streams: Streams | None = None,
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
-    out with every `/health`."""
+    out with every `/health`; `streams` holds the live streams."""
     app = falcon.App(middleware=[guard] if guard is not None else [])
+    if streams is None:
+        streams = Streams(engine.store, DEFAULT_STREAMS)
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     app.add_route("/health", Health(engine, warning))
     app.add_route("/workflow", WorkflowFile(engine))
@@ -386,6 +411,7 @@ def create_app(
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
     for action in ("pause", "resume", "cancel"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
+    app.add_route("/stream", Stream(engine, streams))
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

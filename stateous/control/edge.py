@@ -17,7 +17,10 @@ leave open:
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
 - after a refusal the connection reads on, dropping what the client still sends, for
-  `LINGER` seconds before it closes, so that the client reads the refusal, not a reset.
+  `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
+- a live stream (`GET /stream`) gives its request thread back: once its headers are
+  written, the connection is handed to the streams' thread (`Task.adopt`, `Outlet`),
+  which writes to it from then on, and what the client sends after is dropped.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -28,16 +31,18 @@ import logging
 import resource
 import socket
 import time
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 import msgspec
 from waitress.adjustments import Adjustments
-from waitress.channel import HTTPChannel
+from waitress.channel import ClientDisconnected, HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import (
     RequestEntityTooLarge,
     RequestHeaderFieldsTooLarge,
@@ -48,8 +53,10 @@ from stateous.control.api import FAILED, MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.stream import ADOPT
 from stateous.model.durations import parse_duration
 from stateous.model.text import printable
 from stateous.model.wire import ErrorBody
@@ -76,6 +83,8 @@ class Limits:
     threads: int = DEFAULT_THREADS
     connection_limit: int = DEFAULT_CONNECTION_LIMIT
     channel_timeout: int = parse_duration(DEFAULT_CHANNEL_TIMEOUT)
+    #: Live streams open at once.
+    streams: int = DEFAULT_STREAMS
 
 
 DEFAULT_LIMITS = Limits()
@@ -169,11 +178,85 @@ class Refusal(ErrorTask):
         self.write(body)
 
 
+class Outlet:
+    """A connection handed over to the streams' thread: it queues bytes with waitress's
+    thread-safe `write_soon` and wakes the loop to send them."""
+
+    def __init__(self, channel: Channel, chunked: bool) -> None:
+        self.channel = channel
+        #: The answer is framed in chunks (HTTP/1.1), else it ends with the connection.
+        self.chunked = chunked
+        self.closed: Callable[[], None] | None = None
+        self.ended = False
+
+    def send(self, data: bytes) -> bool:
+        channel = self.channel
+        if self.ended or not channel.connected or channel.total_outbufs_len > UNREAD_LIMIT:
+            return False
+        if self.chunked:
+            data = b"%X\r\n%s\r\n" % (len(data), data)
+        try:
+            channel.write_soon(data)
+        except ClientDisconnected:
+            return False
+        self._pull()
+        return True
+
+    def end(self) -> None:
+        if self.ended:
+            return
+        self.ended = True
+        channel = self.channel
+        if channel.connected and self.chunked:
+            with suppress(ClientDisconnected):
+                channel.write_soon(b"0\r\n\r\n")
+        with channel.requests_lock:
+            channel.close_when_flushed = True
+        self._pull()
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        self.closed = callback
+
+    def _pull(self) -> None:
+        # The loop may have closed its trigger as the server stops.
+        with suppress(OSError):
+            self.channel.server.pull_trigger()
+
+
+class Task(WSGITask):
+    """Waitress's WSGI task, able to hand its connection over to a live stream."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        environ[ADOPT] = self.adopt
+        return environ
+
+    def adopt(self) -> Outlet:
+        """Write the answer's headers now (with `Connection: close`) and give the
+        connection to the caller; this task then ends without ending the answer."""
+        self.set_close_on_finish()
+        self.write(b"")
+        outlet = Outlet(self.channel, self.chunked_response)
+        # The outlet frames and ends the answer, and the connection outlives this task.
+        self.chunked_response = False
+        self.close_on_finish = False
+        channel = self.channel
+        with channel.requests_lock:
+            for later in channel.requests[1:]:
+                later.close()
+            del channel.requests[1:]
+        channel.outlet = outlet
+        return outlet
+
+
 class Channel(HTTPChannel):
     """One connection: parks when its client stops reading, lingers after a refusal."""
 
     parser_class = Parser
     error_task_class = Refusal
+    task_class = Task
+    #: Set once a live stream took the connection over.
+    outlet: Outlet | None = None
     #: Its next request waits for the client to read (no request thread works for it).
     parked = False
     #: Set by a refusal: read on for LINGER seconds before closing.
@@ -207,6 +290,11 @@ class Channel(HTTPChannel):
     def readable(self) -> bool:
         return bool(self.lingering_until) or bool(super().readable())
 
+    def received(self, data: bytes) -> bool:
+        if self.outlet is not None:
+            return True  # a stream's client has nothing more to ask
+        return bool(super().received(data))
+
     def writable(self) -> bool:
         # While a request thread writes, the loop would only spin on the socket's lock.
         return not self.lingering_until and not self.serving and bool(super().writable())
@@ -236,6 +324,9 @@ class Channel(HTTPChannel):
     def close_now(self) -> None:
         """Close the connection at once, dropping what it holds."""
         super().handle_close()
+        outlet = self.outlet
+        if outlet is not None and outlet.closed is not None:
+            outlet.closed()
 
     def overdue(self, now: float) -> bool:
         """Whether this connection holds the server past its time; no request thread works
@@ -255,6 +346,10 @@ class Server(TcpWSGIServer):
     channel_class = Channel
 
     def maintenance(self, now: float) -> None:
+        for channel in list(self.active_channels.values()):
+            if channel.outlet is not None:
+                # A stream is idle on purpose; its heartbeats find a client that is gone.
+                channel.last_activity = now
         super().maintenance(now)
         for channel in list(self.active_channels.values()):
             if channel.overdue(now):

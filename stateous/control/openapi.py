@@ -41,6 +41,10 @@ LISTING = [
     {"name": "parent", "in": "query", "schema": {"type": "string"}},
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
 ]
+STREAM = [
+    {"name": "token", "in": "query", "schema": {"type": "string"}},
+    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+]
 KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -72,6 +76,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "the token's ledger entries",
         answers=((200, list[wire.HistoryEntry]),),
         refusals=(401, 403, 404),
+    ),
+    ("GET", "/stream"): Operation(
+        "ledger entries as they commit, as server-sent events (text/event-stream)",
+        answers=((200, None),),
+        refusals=(401, 403, 404, 422),
     ),
     ("POST", "/tokens/{token}/events/{event}"): Operation(
         "fire an event", wire.FireBody, ((200, (wire.TokenView, wire.Duplicate)),)
@@ -110,6 +119,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.extend([EVENT_PARAM, KEY])
     if (method, template) == ("GET", "/tokens"):
         found.extend(LISTING)
+    if (method, template) == ("GET", "/stream"):
+        found.extend(STREAM)
     return found
 
 
