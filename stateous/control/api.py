@@ -9,6 +9,7 @@ patterns and models are the engine's; it never touches a store or a driver.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -331,9 +332,14 @@ class Tasks(Resource):
 class Stream(Resource):
     """`/stream`: ledger entries as they commit, as server-sent events (`stream.py`)."""
 
-    def __init__(self, engine: Engine, streams: Streams) -> None:
+    def __init__(self, engine: Engine, streams: Streams | None) -> None:
         super().__init__(engine)
-        self.streams = streams
+        self.given = streams
+
+    @functools.cached_property
+    def streams(self) -> Streams:
+        """The control plane's streams; an app made without them keeps its own."""
+        return self.given or Streams(self.engine.store, DEFAULT_STREAMS)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         token = req.get_param("token")
@@ -399,8 +405,6 @@ def create_app(
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     app = falcon.App(middleware=[guard] if guard is not None else [])
-    if streams is None:
-        streams = Streams(engine.store, DEFAULT_STREAMS)
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     app.add_route("/health", Health(engine, warning))
     app.add_route("/workflow", WorkflowFile(engine))

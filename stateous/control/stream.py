@@ -140,8 +140,9 @@ class Streams:
         self._current: dict[str | None, list[Watcher]] = {}
         #: Streams still reading what came before the cursor.
         self._behind: list[Watcher] = []
-        #: The position up to which the current streams have had every entry.
-        self._cursor = store.horizon()
+        #: The position up to which the current streams have had every entry (set by the
+        #: thread when the first stream joins).
+        self._cursor = 0
         #: Started with the first stream, so an app that serves none has no thread for them.
         self._thread: threading.Thread | None = None
 
