@@ -280,6 +280,11 @@ class Channel(HTTPChannel):
             self.serving = False
 
     def handle_write(self) -> None:
+        if self.outlet is not None:
+            # Waitress flushes without the lock when no task runs; a stream's thread writes.
+            with self.outbuf_lock:
+                super().handle_write()
+            return
         super().handle_write()
         if self.parked:
             with self.outbuf_lock:
