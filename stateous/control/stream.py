@@ -25,7 +25,7 @@ from typing import Protocol, TypeVar
 
 import msgspec
 
-from stateous.control.errors import EngineError, InvalidArgument, NotServing
+from stateous.control.errors import InvalidArgument, NotServing, TooManyStreams
 from stateous.control.store import Entry, Store, Tx, to_iso
 
 log = logging.getLogger("stateous.control.stream")
@@ -44,10 +44,6 @@ ADOPT = "stateous.adopt"
 PING = b": keep-alive\n\n"
 
 _encode = msgspec.json.Encoder().encode
-
-
-class TooManyStreams(EngineError):
-    code, status = "too_many_streams", 503
 
 
 class Outlet(Protocol):
