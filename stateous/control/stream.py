@@ -77,7 +77,9 @@ def event(pos: int, entry: Entry) -> bytes:
 
 
 class Watcher:
-    """One open stream: the token it follows (None: all), the last position it has had."""
+    """One open stream: the token it follows (None: all), and the position after which it
+    wants entries: the last it has had while it catches up; once current, it has had
+    every entry up to the cursor, and `last` is no longer moved."""
 
     __slots__ = ("last", "left", "outlet", "token")
 
@@ -132,7 +134,9 @@ class Streams:
         self._joining: list[Watcher] = []
         self._woken = False
         self._closed = False
-        #: Streams whose last position is the cursor, by token followed (None: all tokens).
+        #: Set when a stream's client left or could not take what was sent.
+        self._leaving = False
+        #: Streams that have had every entry up to the cursor, by token (None: all tokens).
         self._current: dict[str | None, list[Watcher]] = {}
         #: Streams still reading what came before the cursor.
         self._behind: list[Watcher] = []
@@ -183,7 +187,7 @@ class Streams:
                 self._thread.start()
 
     def _left(self, watcher: Watcher) -> None:
-        watcher.left = True
+        watcher.left = self._leaving = True
         self.wake()
 
     def committed(self) -> None:
@@ -248,14 +252,15 @@ class Streams:
         """Send to every stream; a stream that cannot take it is dropped."""
         for watcher in list(self._watchers()):
             if not watcher.left and not send(watcher):
-                watcher.left = True
+                watcher.left = self._leaving = True
         self._drop_left()
 
     def _drop_left(self) -> None:
         """Forget the streams whose client has left (or was too slow), and end them."""
-        gone = [watcher for watcher in self._watchers() if watcher.left]
-        if not gone:
+        if not self._leaving:
             return
+        self._leaving = False
+        gone = [watcher for watcher in self._watchers() if watcher.left]
         for token, group in list(self._current.items()):
             kept = [watcher for watcher in group if not watcher.left]
             if kept:
@@ -290,7 +295,8 @@ class Streams:
         for watcher in list(self._behind):
             rows = self._read(watcher.last, self._cursor, watcher.token)
             upto = rows[-1][0] if len(rows) == PAGE else self._cursor
-            self._deliver({watcher.token: [watcher]}, rows, upto)
+            self._deliver({watcher.token: [watcher]}, rows)
+            watcher.last = max(watcher.last, upto)
             if watcher.last >= self._cursor and not watcher.left:
                 self._behind.remove(watcher)
                 self._current.setdefault(watcher.token, []).append(watcher)
@@ -299,16 +305,16 @@ class Streams:
         horizon = self.store.horizon()
         while self._cursor < horizon and any(self._current.values()):
             rows = self._read(self._cursor, horizon, None)
-            upto = rows[-1][0] if len(rows) == PAGE else horizon
-            self._deliver(self._current, rows, upto)
-            self._cursor = upto
+            # A current stream's own last position is passed by every row read here.
+            self._deliver(self._current, rows)
+            self._cursor = rows[-1][0] if len(rows) == PAGE else horizon
         if not any(self._current.values()):
             self._cursor = max(self._cursor, horizon)
 
     def _deliver(
-        self, groups: dict[str | None, list[Watcher]], rows: list[tuple[int, Entry]], upto: int
+        self, groups: dict[str | None, list[Watcher]], rows: list[tuple[int, Entry]]
     ) -> None:
-        """Send each stream of `groups` the rows it follows, then count it up to `upto`."""
+        """Send each stream of `groups` the rows it follows and has not had."""
         out: dict[Watcher, list[bytes]] = {}
         everyone = groups.get(None, [])
         for pos, entry in rows:
@@ -321,10 +327,7 @@ class Streams:
                     out.setdefault(watcher, []).append(data)
         for watcher, events in out.items():
             if not watcher.left and not watcher.outlet.send(b"".join(events)):
-                watcher.left = True
-        for group in groups.values():
-            for watcher in group:
-                watcher.last = max(watcher.last, upto)
+                watcher.left = self._leaving = True
 
 
 class Published:
