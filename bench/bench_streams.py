@@ -1,7 +1,7 @@
 """Benchmark: what open, idle live streams (`GET /stream`) cost fires and claims.
 
-Run: .venv/bin/python bench/bench_streams.py [--streams 200] [--seconds 5] [--firers 2]
-     [--claimers 2] [--db postgresql://USER@HOST:5432/EMPTY_DATABASE]
+Run: .venv/bin/python bench/bench_streams.py [--streams 200] [--seconds 5] [--rounds 3]
+     [--firers 2] [--claimers 2] [--db postgresql://USER@HOST:5432/EMPTY_DATABASE]
 One `stateous serve` (SQLite by default; `--db` for Postgres) with its default 8 request
 threads. The bench measures fires per second (`--firers` processes, each firing `poke` on a
 token of its own on a kept-alive connection) and claim-and-report cycles per second
@@ -9,7 +9,10 @@ token of its own on a kept-alive connection) and claim-and-report cycles per sec
 then with `--streams` streams held open by a helper process, each following a token that
 does not move (`?token=IDLE-n`), so each commit wakes the streams' thread for nothing to
 send. It checks that every stream was answered 200 and that a stream of a fired token
-still gets its entries. Target: the streams cost fires and claims less than 10 %.
+still gets its entries. The runs alternate (alone, beside) `--rounds` times and the
+medians are shown, with the CPU time `serve` spent per operation, which other work on
+a shared machine disturbs less than the rates. Target: the streams cost fires and
+claims less than 10 %.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import multiprocessing
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,31 +138,25 @@ def hold_streams(port: int, paths: list[str], opened: Any, stop: Any) -> None:
     opened.value = opened.value * 1_000_000 + min(received, 999_999)
 
 
-def measure(port: int, firing: list[str], claiming: list[str], seconds: float) -> tuple[float, ...]:
-    return (
-        rate(firer, port, firing, seconds),
-        rate(claimer, port, claiming, seconds),
-    )
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process has used (user and system), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--streams", type=int, default=200)
-    parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--firers", type=int, default=2)
-    parser.add_argument("--claimers", type=int, default=2)
-    parser.add_argument("--queued", type=int, default=3000, help="tasks queued for each run")
-    parser.add_argument("--db", default=None)
-    parser.add_argument(
-        "--keep-alive",
-        action="store_true",
-        help="hold idle kept-alive connections (a GET /health each) instead of streams, to compare",
-    )
-    args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="bench-streams-"))
+def measure(
+    port: int, pid: int, target: Any, names: list[str], seconds: float
+) -> tuple[float, float]:
+    """Operations per second, and milliseconds of `serve` CPU per operation."""
+    used = cpu_seconds(pid)
+    per_second = rate(target, port, names, seconds)
+    used = cpu_seconds(pid) - used
+    return per_second, used * 1000 / max(per_second * seconds, 1)
+
+
+def serve_process(db: str, folder: Path) -> tuple[subprocess.Popen[str], int]:
     graph = folder / "streams.json"
     graph.write_bytes(dump(compile_workflow(workflow())))
-    db = args.db or f"sqlite:///{folder / 'streams.sqlite'}"
     options = ["--db", db, "--listen", "127.0.0.1:0", "--lease", "10m"]
     serve = subprocess.Popen(
         [sys.executable, "-m", "stateous", "serve", str(graph), *options],
@@ -172,6 +170,28 @@ def main() -> None:
     while not port:
         found = SERVING.match(serve.stderr.readline().strip())
         port = int(found[1]) if found else 0
+    return serve, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--streams", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3, help="alone, then beside, this often")
+    parser.add_argument("--firers", type=int, default=2)
+    parser.add_argument("--claimers", type=int, default=2)
+    parser.add_argument("--queued", type=int, default=1500, help="tasks queued for each run")
+    parser.add_argument("--db", default=None)
+    parser.add_argument(
+        "--keep-alive",
+        action="store_true",
+        help="hold idle kept-alive connections (a GET /health each) instead of streams, to compare",
+    )
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="bench-streams-"))
+    serve, port = serve_process(args.db or f"sqlite:///{folder / 'streams.sqlite'}", folder)
+    runs: dict[str, list[tuple[float, float]]] = {}
+    answered = received = 0
     try:
         firing = [f"FIRE-{n}" for n in range(args.firers)]
         idle = [f"IDLE-{n}" for n in range(args.streams)]
@@ -182,33 +202,61 @@ def main() -> None:
             report = {"kind": "event", "event": "done", "attempt": 1, "supervisor": "b"}
             assert ask(link, "POST", f"/tasks/{grant['task']}/report", report)[0] == 200
         claiming = [f"box-{n}" for n in range(args.claimers)]
-        start_all(port, [f"ALONE-{n}" for n in range(args.queued)])
-        alone = measure(port, firing, claiming, args.seconds)
-
-        start_all(port, [f"BESIDE-{n}" for n in range(args.queued)])
-        stop, opened = multiprocessing.Event(), multiprocessing.Value("q", 0)
         paths = [f"/stream?token={token}" for token in idle[:-1]] + [f"/stream?token={firing[0]}"]
         if args.keep_alive:
             paths = ["/health"] * len(paths)
-        holder = multiprocessing.Process(target=hold_streams, args=(port, paths, opened, stop))
-        holder.start()
-        time.sleep(3)  # every stream open
-        beside = measure(port, firing, claiming, args.seconds)
-        stop.set()
-        holder.join()
-        answered, received = divmod(opened.value, 1_000_000)
+        for round_ in range(args.rounds * 2):
+            beside = round_ % 2 == 1
+            start_all(port, [f"R{round_}-{n}" for n in range(args.queued)])
+            if beside:
+                stop, opened = multiprocessing.Event(), multiprocessing.Value("q", 0)
+                holder = multiprocessing.Process(
+                    target=hold_streams, args=(port, paths, opened, stop)
+                )
+                holder.start()
+                time.sleep(3)  # every stream open
+            for name, target, names in (("fires", firer, firing), ("claims", claimer, claiming)):
+                key = f"{name} {'beside' if beside else 'alone'}"
+                runs.setdefault(key, []).append(
+                    measure(port, serve.pid, target, names, args.seconds)
+                )
+            if beside:
+                stop.set()
+                holder.join()
+                answered, received = divmod(opened.value, 1_000_000)
+                time.sleep(1)  # the streams closed
     finally:
         serve.terminate()
         serve.wait(timeout=30)
-    print(f"database: {'postgres' if args.db else 'sqlite'}; {os.cpu_count()} cores")
-    print(f"streams answered 200: {answered} of {len(paths)}; bytes read by them: {received}")
-    for name, before, after in zip(("fires", "claim+report cycles"), alone, beside, strict=True):
-        cost = (1 - after / before) * 100 if before else 0.0
+    show(args, runs, answered, received, len(paths))
+
+
+def show(
+    args: argparse.Namespace,
+    runs: dict[str, list[tuple[float, float]]],
+    answered: int,
+    received: int,
+    streams: int,
+) -> None:
+    idle = "kept-alive connections" if args.keep_alive else "open streams"
+    print(
+        f"database: {'postgres' if args.db else 'sqlite'}; {os.cpu_count()} cores; "
+        f"load average {os.getloadavg()[0]:.1f}; medians of {args.rounds} rounds"
+    )
+    print(f"{idle} answered 200: {answered} of {streams}; bytes read by them: {received}")
+    for name in ("fires", "claims"):
+        alone, beside = runs[f"{name} alone"], runs[f"{name} beside"]
+        rate_alone = statistics.median(run[0] for run in alone)
+        rate_beside = statistics.median(run[0] for run in beside)
+        cpu_alone = statistics.median(run[1] for run in alone)
+        cpu_beside = statistics.median(run[1] for run in beside)
+        cost = (1 - rate_beside / rate_alone) * 100 if rate_alone else 0.0
+        cpu_cost = (cpu_beside / cpu_alone - 1) * 100 if cpu_alone else 0.0
         verdict = "ok" if cost < 10 else "MISSED (target: < 10 %)"
         print(
-            f"{name} per second: {before:,.0f} alone, {after:,.0f} beside {args.streams} "
-            f"{'kept-alive connections' if args.keep_alive else 'open streams'} "
-            f"({cost:+.1f} % cost) {verdict}"
+            f"{name} per second: {rate_alone:,.0f} alone, {rate_beside:,.0f} beside "
+            f"{args.streams} {idle} ({cost:+.1f} %, {verdict}); serve CPU per {name[:-1]}: "
+            f"{cpu_alone:.2f} ms alone, {cpu_beside:.2f} ms beside ({cpu_cost:+.1f} %)"
         )
 
 
