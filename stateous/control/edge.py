@@ -18,9 +18,9 @@ leave open:
   must arrive whole within the channel timeout too;
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
-- a live stream (`GET /stream`) gives its request thread back: once its headers are
-  written, the connection is handed to the streams' thread (`Task.adopt`, `Outlet`),
-  which writes to it from then on, and what the client sends after is dropped.
+- a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
+  socket, with the answer's headers to send, goes to the streams' thread (`Task.adopt`,
+  `outlet.Outlet`), which writes to it from then on.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -31,15 +31,13 @@ import logging
 import resource
 import socket
 import time
-from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 import msgspec
 from waitress.adjustments import Adjustments
-from waitress.channel import ClientDisconnected, HTTPChannel
+from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
@@ -56,6 +54,7 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.outlet import Outlet
 from stateous.control.stream import ADOPT
 from stateous.model.durations import parse_duration
 from stateous.model.text import printable
@@ -178,51 +177,6 @@ class Refusal(ErrorTask):
         self.write(body)
 
 
-class Outlet:
-    """A connection handed over to the streams' thread: it queues bytes with waitress's
-    thread-safe `write_soon` and wakes the loop to send them."""
-
-    def __init__(self, channel: Channel, chunked: bool) -> None:
-        self.channel = channel
-        #: The answer is framed in chunks (HTTP/1.1), else it ends with the connection.
-        self.chunked = chunked
-        self.closed: Callable[[], None] | None = None
-        self.ended = False
-
-    def send(self, data: bytes) -> bool:
-        channel = self.channel
-        if self.ended or not channel.connected or channel.total_outbufs_len > UNREAD_LIMIT:
-            return False
-        if self.chunked:
-            data = b"%X\r\n%s\r\n" % (len(data), data)
-        try:
-            channel.write_soon(data)
-        except ClientDisconnected:
-            return False
-        self._pull()
-        return True
-
-    def end(self) -> None:
-        if self.ended:
-            return
-        self.ended = True
-        channel = self.channel
-        if channel.connected and self.chunked:
-            with suppress(ClientDisconnected):
-                channel.write_soon(b"0\r\n\r\n")
-        with channel.requests_lock:
-            channel.close_when_flushed = True
-        self._pull()
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        self.closed = callback
-
-    def _pull(self) -> None:
-        # The loop may have closed its trigger as the server stops.
-        with suppress(OSError):
-            self.channel.server.pull_trigger()
-
-
 class Task(WSGITask):
     """Waitress's WSGI task, able to hand its connection over to a live stream."""
 
@@ -232,20 +186,26 @@ class Task(WSGITask):
         return environ
 
     def adopt(self) -> Outlet:
-        """Write the answer's headers now (with `Connection: close`) and give the
-        connection to the caller; this task then ends without ending the answer."""
+        """Give the connection's socket to a live stream, with the answer's headers (and
+        `Connection: close`) to send first; the loop lets go of it at its next turn, and
+        this task ends without ending the answer."""
         self.set_close_on_finish()
-        self.write(b"")
-        outlet = Outlet(self.channel, self.chunked_response)
-        # The outlet frames and ends the answer, and the connection outlives this task.
+        head = self.build_response_header()
+        self.wrote_header = True
+        channel = self.channel
+        with channel.outbuf_lock:
+            # What an earlier answer on this connection left unsent goes first.
+            unsent = b"".join(bytes(buf.get(len(buf), True)) for buf in channel.outbufs)
+            channel.total_outbufs_len = 0
+        outlet = Outlet(channel.socket, self.chunked_response, unsent + head)
+        # The outlet frames and ends the answer, and the socket outlives this task.
         self.chunked_response = False
         self.close_on_finish = False
-        channel = self.channel
         with channel.requests_lock:
             for later in channel.requests[1:]:
                 later.close()
             del channel.requests[1:]
-        channel.outlet = outlet
+        channel.handed_over = True
         return outlet
 
 
@@ -255,8 +215,8 @@ class Channel(HTTPChannel):
     parser_class = Parser
     error_task_class = Refusal
     task_class = Task
-    #: Set once a live stream took the connection over.
-    outlet: Outlet | None = None
+    #: Set once a live stream took the socket over: the loop lets go of it.
+    handed_over = False
     #: Its next request waits for the client to read (no request thread works for it).
     parked = False
     #: Set by a refusal: read on for LINGER seconds before closing.
@@ -280,11 +240,6 @@ class Channel(HTTPChannel):
             self.serving = False
 
     def handle_write(self) -> None:
-        if self.outlet is not None:
-            # Waitress flushes without the lock when no task runs; a stream's thread writes.
-            with self.outbuf_lock:
-                super().handle_write()
-            return
         super().handle_write()
         if self.parked:
             with self.outbuf_lock:
@@ -296,13 +251,23 @@ class Channel(HTTPChannel):
         return bool(self.lingering_until) or bool(super().readable())
 
     def received(self, data: bytes) -> bool:
-        if self.outlet is not None:
+        if self.handed_over:
             return True  # a stream's client has nothing more to ask
         return bool(super().received(data))
 
     def writable(self) -> bool:
+        if self.handed_over and not self.serving:
+            self.let_go()
+            return False
         # While a request thread writes, the loop would only spin on the socket's lock.
         return not self.lingering_until and not self.serving and bool(super().writable())
+
+    def let_go(self) -> None:
+        """Leave the loop without closing the socket, which a live stream now owns (called
+        by the loop, which asks each connection whether it is writable at each turn)."""
+        self.server.active_channels.pop(self._fileno, None)
+        self.del_channel()
+        self.connected = False
 
     def handle_read(self) -> None:
         if not self.lingering_until:
@@ -329,9 +294,6 @@ class Channel(HTTPChannel):
     def close_now(self) -> None:
         """Close the connection at once, dropping what it holds."""
         super().handle_close()
-        outlet = self.outlet
-        if outlet is not None and outlet.closed is not None:
-            outlet.closed()
 
     def overdue(self, now: float) -> bool:
         """Whether this connection holds the server past its time; no request thread works
@@ -351,10 +313,6 @@ class Server(TcpWSGIServer):
     channel_class = Channel
 
     def maintenance(self, now: float) -> None:
-        for channel in list(self.active_channels.values()):
-            if channel.outlet is not None:
-                # A stream is idle on purpose; its heartbeats find a client that is gone.
-                channel.last_activity = now
         super().maintenance(now)
         for channel in list(self.active_channels.values()):
             if channel.overdue(now):
@@ -404,7 +362,7 @@ def open_files_short(limits: Limits) -> int:
     """Raise this process's open-file limit to what `limits` may need, as far as the system
     allows; answer how many descriptors are still missing (0 when none)."""
     # A connection holds its socket; the rest serve the database, the log and the listener.
-    needed = limits.connection_limit + 64
+    needed = limits.connection_limit + limits.streams + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return 0

@@ -21,11 +21,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import msgspec
 
 from stateous.control.errors import InvalidArgument, NotServing, TooManyStreams
+from stateous.control.outlet import Outlet, Poller
 from stateous.control.store import Entry, Store, Tx, to_iso
 
 log = logging.getLogger("stateous.control.stream")
@@ -44,22 +45,6 @@ ADOPT = "stateous.adopt"
 PING = b": keep-alive\n\n"
 
 _encode = msgspec.json.Encoder().encode
-
-
-class Outlet(Protocol):
-    """A connection taken over from the HTTP edge, written from the streams' thread."""
-
-    def send(self, data: bytes) -> bool:
-        """Queue bytes for the client; False when it has left or reads too slowly."""
-        ...
-
-    def end(self) -> None:
-        """End the answer and close the connection once what is queued is sent."""
-        ...
-
-    def on_close(self, callback: Callable[[], None]) -> None:
-        """Call `callback` (from any thread) when the client closes the connection."""
-        ...
 
 
 def event(pos: int, entry: Entry) -> bytes:
@@ -129,7 +114,9 @@ class Streams:
         self.store = store
         self.limit = limit
         self.heartbeat = heartbeat
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        #: The streams' sockets and the pipe that wakes their thread, made with the thread.
+        self._poller: Poller | None = None
         self._places = 0
         self._joining: list[Watcher] = []
         self._woken = False
@@ -140,6 +127,8 @@ class Streams:
         self._current: dict[str | None, list[Watcher]] = {}
         #: Streams still reading what came before the cursor.
         self._behind: list[Watcher] = []
+        #: Every stream the thread serves, by its outlet.
+        self._by_outlet: dict[Outlet, Watcher] = {}
         #: The position up to which the current streams have had every entry (set by the
         #: thread when the first stream joins).
         self._cursor = 0
@@ -153,7 +142,7 @@ class Streams:
     ) -> Handover:
         """Take a place for a stream of `token` (None: all) after position `last` (None:
         a token's first entry, or the next entry of all)."""
-        with self._cond:
+        with self._lock:
             if self._closed:
                 raise NotServing("the control plane is stopping")
             if self._places >= self.limit:
@@ -167,27 +156,22 @@ class Streams:
         return Handover(self, token, last, adopt)
 
     def leave(self) -> None:
-        with self._cond:
+        with self._lock:
             self._places -= 1
 
     def join(self, watcher: Watcher) -> None:
-        watcher.outlet.on_close(lambda: self._left(watcher))
-        with self._cond:
+        with self._lock:
             if self._closed:
                 watcher.outlet.end()
                 self._places -= 1
                 return
             self._joining.append(watcher)
-            self._woken = True
-            self._cond.notify()
             if self._thread is None:
+                self._poller = Poller()
                 self._thread = threading.Thread(
-                    target=self._run, name="stateous-streams", daemon=True
+                    target=self._run, args=(self._poller,), name="stateous-streams", daemon=True
                 )
                 self._thread.start()
-
-    def _left(self, watcher: Watcher) -> None:
-        watcher.left = self._leaving = True
         self.wake()
 
     def committed(self) -> None:
@@ -196,17 +180,19 @@ class Streams:
             self.wake()
 
     def wake(self) -> None:
-        with self._cond:
+        with self._lock:
+            if self._woken or self._poller is None:
+                return
             self._woken = True
-            self._cond.notify()
+            self._poller.wake()
 
     def close(self) -> None:
         """End every stream, and open no more: the control plane stops."""
-        with self._cond:
+        with self._lock:
             self._closed = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None:
+            thread, poller = self._thread, self._poller
+        if thread is not None and poller is not None:
+            poller.wake()
             thread.join(timeout=5)
 
     @property
@@ -216,17 +202,19 @@ class Streams:
 
     # the streams' thread
 
-    def _run(self) -> None:
+    def _run(self, poller: Poller) -> None:
         beat = time.monotonic() + self.heartbeat
         while True:
-            with self._cond:
-                self._cond.wait_for(
-                    lambda: self._woken or self._closed, max(0.0, beat - time.monotonic())
-                )
+            for outlet in poller.wait(beat - time.monotonic()):
+                self._by_outlet[outlet].left = self._leaving = True
+            with self._lock:
                 if self._closed:
                     break
                 self._woken = False
                 joining, self._joining = self._joining, []
+            for watcher in joining:
+                self._by_outlet[watcher.outlet] = watcher
+                poller.add(watcher.outlet)
             self._admit(joining)
             try:
                 self._round()
@@ -235,13 +223,15 @@ class Streams:
                 beat = min(beat, time.monotonic() + RETRY)
             self._drop_left()
             if time.monotonic() >= beat:
-                self._each(lambda watcher: watcher.outlet.send(PING))
+                self._each(lambda watcher: self._sent(watcher, PING))
                 beat = time.monotonic() + self.heartbeat
-        with self._cond:
+        with self._lock:
             ending = [*self._watchers(), *self._joining]
             self._places = 0
         for watcher in ending:
+            poller.remove(watcher.outlet)
             watcher.outlet.end()
+        poller.close()
 
     def _watchers(self) -> Iterator[Watcher]:
         for group in self._current.values():
@@ -269,9 +259,23 @@ class Streams:
                 del self._current[token]
         self._behind = [watcher for watcher in self._behind if not watcher.left]
         for watcher in gone:
-            watcher.outlet.end()
-        with self._cond:
+            self._let_go(watcher)
+        with self._lock:
             self._places -= len(gone)
+
+    def _let_go(self, watcher: Watcher) -> None:
+        del self._by_outlet[watcher.outlet]
+        assert self._poller is not None
+        self._poller.remove(watcher.outlet)
+        watcher.outlet.end()
+
+    def _sent(self, watcher: Watcher, data: bytes) -> bool:
+        """Send to one stream; poll its socket for writing while what was sent waits."""
+        if not watcher.outlet.send(data):
+            return False
+        assert self._poller is not None
+        self._poller.watch(watcher.outlet)
+        return True
 
     def _admit(self, joining: list[Watcher]) -> None:
         """New streams catch up first unless they start at the cursor or after it."""
@@ -326,7 +330,7 @@ class Streams:
                 if pos > watcher.last:
                     out.setdefault(watcher, []).append(data)
         for watcher, events in out.items():
-            if not watcher.left and not watcher.outlet.send(b"".join(events)):
+            if not watcher.left and not self._sent(watcher, b"".join(events)):
                 watcher.left = self._leaving = True
 
 
