@@ -182,6 +182,7 @@ def main() -> None:
     parser.add_argument("--claimers", type=int, default=2)
     parser.add_argument("--queued", type=int, default=1500, help="tasks queued for each run")
     parser.add_argument("--db", default=None)
+    parser.add_argument("--all-idle", action="store_true", help="no stream follows a fired token")
     parser.add_argument(
         "--keep-alive",
         action="store_true",
@@ -202,7 +203,8 @@ def main() -> None:
             report = {"kind": "event", "event": "done", "attempt": 1, "supervisor": "b"}
             assert ask(link, "POST", f"/tasks/{grant['task']}/report", report)[0] == 200
         claiming = [f"box-{n}" for n in range(args.claimers)]
-        paths = [f"/stream?token={token}" for token in idle[:-1]] + [f"/stream?token={firing[0]}"]
+        followed = idle[-1] if args.all_idle else firing[0]
+        paths = [f"/stream?token={token}" for token in idle[:-1]] + [f"/stream?token={followed}"]
         if args.keep_alive:
             paths = ["/health"] * len(paths)
         for round_ in range(args.rounds * 2):

@@ -37,6 +37,9 @@ Result = TypeVar("Result")
 HEARTBEAT = 15.0
 #: The most ledger rows read at once.
 PAGE = 500
+#: Seconds between two reads of the ledger at most: one read serves the commits of that
+#: time, so a busy control plane reads once per GATHER, not once per commit.
+GATHER = 0.02
 #: Seconds before a read that the database refused is tried again.
 RETRY = 1.0
 #: The environ key under which the HTTP edge offers to take a connection over.
@@ -180,6 +183,8 @@ class Streams:
             self.wake()
 
     def wake(self) -> None:
+        if self._woken:
+            return  # the thread has not read since it was woken: it reads this too
         with self._lock:
             if self._woken or self._poller is None:
                 return
@@ -204,9 +209,12 @@ class Streams:
 
     def _run(self, poller: Poller) -> None:
         beat = time.monotonic() + self.heartbeat
+        next_round = 0.0
         while True:
             for outlet in poller.wait(beat - time.monotonic()):
                 self._by_outlet[outlet].left = self._leaving = True
+            time.sleep(max(0.0, next_round - time.monotonic()))
+            next_round = time.monotonic() + GATHER
             with self._lock:
                 if self._closed:
                     break
