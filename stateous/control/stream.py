@@ -2,10 +2,11 @@
 
 An open stream holds no request thread. The API checks the request and asks for a
 place (`Streams.open`, refused beyond `limit` with `too_many_streams`); the HTTP
-edge writes the answer's headers and hands the connection over (`Handover`), and
-one thread, `stateous-streams`, writes to every open stream from then on. It wakes
-when a write commits (`Published`, after the commit, as `waits.Waking` wakes the
-claims), reads the ledger once for every stream that is caught up, only up to the
+edge hands the connection's socket over (`Handover`, `outlet.Outlet`), and one
+thread, `stateous-streams`, writes to every open stream from then on, polling their
+sockets. It wakes when a write commits (`Published`, after the commit, as
+`waits.Waking` wakes the claims), at most every `GATHER` seconds reads the ledger
+once for every stream that is caught up, only up to the
 store's horizon (`store/positions.py`: no entry still uncommitted below it), and
 sends each stream the entries it asked for. Each event's id is the entry's global
 position, so a client that reconnects with `Last-Event-ID` gets every entry after
