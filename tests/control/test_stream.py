@@ -289,3 +289,37 @@ def test_a_stop_signal_ends_the_open_streams_and_serve_stops_at_once(
     assert time.monotonic() - began < 5
     for reader in readers:
         assert reader.events.get(timeout=WAIT) is None  # the answer ended
+
+
+def read_until(sock: socket.socket, end: bytes) -> bytes:
+    """Read from a raw socket until `end` has come."""
+    sock.settimeout(WAIT)
+    data = b""
+    while end not in data:
+        more = sock.recv(65536)
+        assert more, f"the connection ended after {data!r}"
+        data += more
+    return data
+
+
+def test_a_stream_after_another_answer_on_its_connection_and_one_over_http_1_0(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    start(served, "A")
+    address = ("127.0.0.1", served.port)
+    host = f"Host: 127.0.0.1:{served.port}\r\n"
+    with socket.create_connection(address) as piped, socket.create_connection(address) as old:
+        piped.sendall(
+            f"GET /health HTTP/1.1\r\n{host}\r\nGET /stream?token=A HTTP/1.1\r\n{host}\r\n".encode()
+        )
+        old.sendall(f"GET /stream?token=A HTTP/1.0\r\n{host}\r\n".encode())
+        answers = read_until(piped, b"event: task_queued\ndata: ")
+        plain = read_until(old, b"event: task_queued\ndata: ")
+
+    health, _, stream = answers.partition(b"HTTP/1.1 200 OK\r\nCache-Control")
+    assert health.startswith(b"HTTP/1.1 200 OK") and b'"workflow":"orders"' in health
+    assert b"Transfer-Encoding: chunked\r\n" in stream and b"Connection: close\r\n" in stream
+    assert b"id: 1\nevent: started\n" in stream
+    assert plain.startswith(b"HTTP/1.0 200 OK") and b"Transfer-Encoding" not in plain
+    assert b"\r\n\r\nid: 1\nevent: started\ndata: " in plain
