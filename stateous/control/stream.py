@@ -201,11 +201,6 @@ class Streams:
             poller.wake()
             thread.join(timeout=5)
 
-    @property
-    def count(self) -> int:
-        """How many places are taken: streams open or being opened."""
-        return self._places
-
     # the streams' thread
 
     def _run(self, poller: Poller) -> None:
