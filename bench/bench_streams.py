@@ -11,8 +11,9 @@ does not move (`?token=IDLE-n`), so each commit wakes the streams' thread for no
 send. It checks that every stream was answered 200 and that a stream of a fired token
 still gets its entries. The runs alternate (alone, beside, beside, alone, ...),
 `--rounds` of each, and the medians are shown, with the CPU time `serve` spent per
-operation, which other work on a shared machine disturbs less than the rates. Target: the streams cost fires and
-claims less than 10 %.
+operation, which other work on a shared machine disturbs less than the rates.
+`--all-idle` makes the last stream follow an idle token too. Target: the streams cost
+fires and claims less than 10 %.
 """
 
 from __future__ import annotations
