@@ -198,7 +198,8 @@ def fill(database: Path, tokens: int) -> None:
             ((f"OLD-{index}", stamp) for index in range(tokens)),
         )
         connection.executemany(
-            "INSERT INTO ledger (token, seq, at, kind, data) VALUES (?, 1, ?, 'completed', '{}')",
+            "INSERT INTO ledger (token, seq, at, kind, data, pos) VALUES "
+            "(?, 1, ?, 'completed', '{}', (SELECT coalesce(max(pos), 0) + 1 FROM ledger))",
             ((f"OLD-{index}", stamp) for index in range(tokens)),
         )
     connection.close()

@@ -13,6 +13,7 @@ from stateous.control.defaults import (
     DEFAULT_DB,
     DEFAULT_LEASE,
     DEFAULT_LISTEN,
+    DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
 from stateous.model.durations import parse_duration
@@ -47,6 +48,7 @@ def run_serve(args: argparse.Namespace) -> int:
         threads=whole("--threads", args.threads, MOST_THREADS),
         connection_limit=whole("--connection-limit", args.connection_limit, MOST_CONNECTIONS),
         channel_timeout=duration("--channel-timeout", args.channel_timeout),
+        streams=whole("--streams", args.streams, MOST_CONNECTIONS),
     )
     start_logging()
     plane = ControlPlane(
@@ -116,6 +118,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help=(
             "how long a connection may stay idle, leave its answers unread, or take to send "
             f"one request, before it is closed (default: {DEFAULT_CHANNEL_TIMEOUT})"
+        ),
+    )
+    serve.add_argument(
+        "--streams",
+        default=str(DEFAULT_STREAMS),
+        metavar="N",
+        help=(
+            "live streams (GET /stream) open at once; they hold no request thread, and one "
+            f"more is refused with too_many_streams (default: {DEFAULT_STREAMS})"
         ),
     )
     serve.add_argument(

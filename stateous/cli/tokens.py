@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.history import accepts_line, history_lines, token_line
+from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
 
 if TYPE_CHECKING:
@@ -191,6 +192,14 @@ def add_commands(
         "--graph", action="store_true", help="draw the workflow as a Mermaid state diagram"
     )
     shown.set_defaults(run=with_client(show))
+
+    watched = verbs.add_parser(
+        "watch",
+        parents=[url],
+        help="print a token's history, then each entry as it happens, until the token ends",
+    )
+    watched.add_argument("id", metavar="ID", help="the token's id")
+    watched.set_defaults(run=with_client(watch))
 
     for verb, what in (
         ("pause", "pause an active token"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -20,6 +20,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 from stateous.client.access import Access
 from stateous.client.http import Connection, Refused, segment
 from stateous.client.urls import Urls
+from stateous.client.watch import watch
 
 #: The most rows that one page of a listing holds.
 PAGE_LIMIT = 1000
@@ -133,6 +134,17 @@ class Client:
     def history(self, token: str) -> list[dict[str, Any]]:
         """Return the ledger entries of a token, in order."""
         return self._call("GET", f"/tokens/{segment(token)}/history")
+
+    def watch(
+        self, token: str | None = None, *, after: int | None = None, retry_for: float = 60.0
+    ) -> Iterator[dict[str, Any]]:
+        """Yield the ledger entries of `token` (None: of every token) as they commit, each
+        with its `token`; without `after` (an event id), a token's from its first entry,
+        every token's from now. A cut is mended with `Last-Event-ID`, losing and repeating
+        nothing; a token's stream ends after its ending entry. It raises `Unreachable` when
+        the control plane cannot be reached for `retry_for` seconds. The stream has a
+        connection of its own."""
+        return watch(self._connection, token, after, retry_for)
 
     def tokens(
         self,

@@ -148,31 +148,33 @@ class Connection:
         """The URL that requests go to now."""
         return self.urls.current
 
-    def _open(self) -> http.client.HTTPConnection:
-        """Connect to `self._at`; raise `_NotSent` when that fails."""
-        parts = urlsplit(self._at)
+    def _open(
+        self, url: str | None = None, timeout: float | None = None
+    ) -> http.client.HTTPConnection:
+        """Connect to `url` (by default `self._at`); raise `_NotSent` when that fails."""
+        url = self._at if url is None else url
+        timeout = self.timeout if timeout is None else timeout
+        parts = urlsplit(url)
         assert parts.hostname is not None
         connection: http.client.HTTPConnection
         if parts.scheme == "https":
             context = self._tls or system_tls()
             connection = http.client.HTTPSConnection(
-                parts.hostname, parts.port, timeout=self.timeout, context=context
+                parts.hostname, parts.port, timeout=timeout, context=context
             )
         else:
-            connection = http.client.HTTPConnection(
-                parts.hostname, parts.port, timeout=self.timeout
-            )
+            connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
         try:
             connection.connect()
         except TimeoutError:
             connection.close()
-            raise _NotSent(Unreachable(silent(self._at, self.timeout))) from None
+            raise _NotSent(Unreachable(silent(url, timeout))) from None
         except ssl.SSLError as ex:
             connection.close()
-            raise _NotSent(tls_trouble(self._at, ex)) from None
+            raise _NotSent(tls_trouble(url, ex)) from None
         except OSError as ex:
             connection.close()
-            raise _NotSent(_unreachable(self._at, ex)) from None
+            raise _NotSent(_unreachable(url, ex)) from None
         connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return connection
 
@@ -211,6 +213,37 @@ class Connection:
                 raise
             self.urls.move_from(url)
         raise AssertionError("unreachable: the last URL raises")
+
+    def open_stream(
+        self, path: str, headers: dict[str, str], timeout: float
+    ) -> http.client.HTTPResponse:
+        """Send a GET whose answer is a stream, on a connection of its own that waits
+        `timeout` seconds for each read; return the answer once it is 200. A refusal
+        raises as `call` raises it; a URL that fails makes the next try go to the next."""
+        url = self.urls.current
+        sent = {"Accept": "text/event-stream", **headers}
+        if self._token is not None:
+            sent["Authorization"] = self._token.header()
+        try:
+            connection = self._open(url, timeout)
+        except _NotSent as ex:
+            self.urls.move_from(url)
+            raise ex.error from None
+        try:
+            connection.request("GET", urlsplit(url).path.rstrip("/") + path, headers=sent)
+            response = connection.getresponse()
+            if response.status != 200:
+                self._answer(response, response.read())
+                raise Unreachable(f"the control plane at {url} answered {response.status}")
+        except (OSError, http.client.HTTPException) as ex:
+            connection.close()
+            self.urls.move_from(url)
+            raise _unreachable(url, ex) from None
+        except ClientError:
+            connection.close()
+            self.urls.move_from(url)
+            raise
+        return response
 
     def _send(
         self, method: str, path: str, data: bytes, sent: dict[str, str]

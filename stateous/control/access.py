@@ -77,6 +77,7 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
     ("GET", "/tokens/{token}"): OPERATOR,
     ("GET", "/tokens/{token}/history"): OPERATOR,
+    ("GET", "/stream"): OPERATOR,
     ("POST", "/tokens/{token}/events/{event}"): Rule(frozenset({Role.OPERATOR}), webhook="event"),
     ("POST", "/tokens/{token}/pause"): OPERATOR,
     ("POST", "/tokens/{token}/resume"): OPERATOR,

@@ -9,6 +9,7 @@ patterns and models are the engine's; it never touches a store or a driver.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,8 +33,10 @@ from stateous.control.access import (
     signed_by,
 )
 from stateous.control.checks import MAX_TASK_ID
+from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.layout import layout
+from stateous.control.stream import ADOPT, Streams, last_event_id
 from stateous.control.waits import COME_BACK
 from stateous.model import wire
 from stateous.model.text import printable
@@ -389,6 +392,29 @@ class Supervisors(Resource):
         answer(resp, self.engine.listings.supervisors())
 
 
+class Stream(Resource):
+    """`/stream`: ledger entries as they commit, as server-sent events (`stream.py`)."""
+
+    def __init__(self, engine: Engine, streams: Streams | None) -> None:
+        super().__init__(engine)
+        self.given = streams
+
+    @functools.cached_property
+    def streams(self) -> Streams:
+        """The control plane's streams; an app made without them keeps its own."""
+        return self.given or Streams(self.engine.store, DEFAULT_STREAMS)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        token = req.get_param("token")
+        last = last_event_id(req.get_header("Last-Event-ID"))
+        if token is not None:
+            self.engine.get(token)
+        resp.content_type = "text/event-stream"
+        resp.set_header("Cache-Control", "no-cache")
+        if req.method != "HEAD":
+            resp.stream = self.streams.open(token, last, req.env.get(ADOPT))
+
+
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
     """Write a refusal: `{"error", "code"}` with its status."""
     resp.status = falcon.code_to_http_status(status)
@@ -434,10 +460,13 @@ def failed(
 
 
 def create_app(
-    engine: Engine, guard: Guard | None = None, warning: str | None = None
+    engine: Engine,
+    guard: Guard | None = None,
+    warning: str | None = None,
+    streams: Streams | None = None,
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
-    out with every `/health`."""
+    out with every `/health`; `streams` holds the live streams."""
     app = falcon.App(middleware=[guard] if guard is not None else [])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     app.add_route("/health", Health(engine, warning))
@@ -455,6 +484,7 @@ def create_app(
     app.add_route("/supervisors", Supervisors(engine))
     app.add_route("/ui/", dashboard)
     app.add_route("/ui/{file}", dashboard, suffix="file")
+    app.add_route("/stream", Stream(engine, streams))
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

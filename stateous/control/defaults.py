@@ -14,3 +14,5 @@ DEFAULT_THREADS = 8
 DEFAULT_CONNECTION_LIMIT = 1000
 #: How long a connection may stay idle, leave answers unread, or take to send one request.
 DEFAULT_CHANNEL_TIMEOUT = "60s"
+#: Live streams (`GET /stream`) open at once; they hold no request thread.
+DEFAULT_STREAMS = 500

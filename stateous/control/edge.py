@@ -17,7 +17,10 @@ leave open:
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
 - after a refusal the connection reads on, dropping what the client still sends, for
-  `LINGER` seconds before it closes, so that the client reads the refusal, not a reset.
+  `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
+- a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
+  socket, with the answer's headers to send, goes to the streams' thread (`Task.adopt`,
+  `outlet.Outlet`), which writes to it from then on.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -37,7 +40,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import (
     RequestEntityTooLarge,
     RequestHeaderFieldsTooLarge,
@@ -48,8 +51,11 @@ from stateous.control.api import FAILED, MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
+    DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.outlet import Outlet
+from stateous.control.stream import ADOPT
 from stateous.model.durations import parse_duration
 from stateous.model.text import printable
 from stateous.model.wire import ErrorBody
@@ -76,6 +82,8 @@ class Limits:
     threads: int = DEFAULT_THREADS
     connection_limit: int = DEFAULT_CONNECTION_LIMIT
     channel_timeout: int = parse_duration(DEFAULT_CHANNEL_TIMEOUT)
+    #: Live streams open at once.
+    streams: int = DEFAULT_STREAMS
 
 
 DEFAULT_LIMITS = Limits()
@@ -169,11 +177,46 @@ class Refusal(ErrorTask):
         self.write(body)
 
 
+class Task(WSGITask):
+    """Waitress's WSGI task, able to hand its connection over to a live stream."""
+
+    def get_environment(self) -> dict[str, Any]:
+        environ: dict[str, Any] = super().get_environment()
+        environ[ADOPT] = self.adopt
+        return environ
+
+    def adopt(self) -> Outlet:
+        """Give the connection's socket to a live stream, with the answer's headers (and
+        `Connection: close`) to send first; the loop lets go of it at its next turn, and
+        this task ends without ending the answer."""
+        self.set_close_on_finish()
+        head = self.build_response_header()
+        self.wrote_header = True
+        channel = self.channel
+        with channel.outbuf_lock:
+            # What an earlier answer on this connection left unsent goes first.
+            unsent = b"".join(bytes(buf.get(len(buf), True)) for buf in channel.outbufs)
+            channel.total_outbufs_len = 0
+        outlet = Outlet(channel.socket, self.chunked_response, unsent + head)
+        # The outlet frames and ends the answer, and the socket outlives this task.
+        self.chunked_response = False
+        self.close_on_finish = False
+        with channel.requests_lock:
+            for later in channel.requests[1:]:
+                later.close()
+            del channel.requests[1:]
+        channel.handed_over = True
+        return outlet
+
+
 class Channel(HTTPChannel):
     """One connection: parks when its client stops reading, lingers after a refusal."""
 
     parser_class = Parser
     error_task_class = Refusal
+    task_class = Task
+    #: Set once a live stream took the socket over: the loop lets go of it.
+    handed_over = False
     #: Its next request waits for the client to read (no request thread works for it).
     parked = False
     #: Set by a refusal: read on for LINGER seconds before closing.
@@ -207,9 +250,24 @@ class Channel(HTTPChannel):
     def readable(self) -> bool:
         return bool(self.lingering_until) or bool(super().readable())
 
+    def received(self, data: bytes) -> bool:
+        if self.handed_over:
+            return True  # a stream's client has nothing more to ask
+        return bool(super().received(data))
+
     def writable(self) -> bool:
+        if self.handed_over and not self.serving:
+            self.let_go()
+            return False
         # While a request thread writes, the loop would only spin on the socket's lock.
         return not self.lingering_until and not self.serving and bool(super().writable())
+
+    def let_go(self) -> None:
+        """Leave the loop without closing the socket, which a live stream now owns (called
+        by the loop, which asks each connection whether it is writable at each turn)."""
+        self.server.active_channels.pop(self._fileno, None)
+        self.del_channel()
+        self.connected = False
 
     def handle_read(self) -> None:
         if not self.lingering_until:
@@ -304,7 +362,7 @@ def open_files_short(limits: Limits) -> int:
     """Raise this process's open-file limit to what `limits` may need, as far as the system
     allows; answer how many descriptors are still missing (0 when none)."""
     # A connection holds its socket; the rest serve the database, the log and the listener.
-    needed = limits.connection_limit + 64
+    needed = limits.connection_limit + limits.streams + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return 0

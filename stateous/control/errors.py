@@ -70,6 +70,12 @@ class NotServing(EngineError):
     code, status = "not_serving", 503
 
 
+class TooManyStreams(EngineError):
+    """The control plane holds its most live streams (`serve --streams`)."""
+
+    code, status = "too_many_streams", 503
+
+
 class OutcomeUnknown(EngineError):
     """A change was sent to be committed and the database could not say whether it was.
 

@@ -64,6 +64,10 @@ TASK_LISTING = [
 ]
 #: The query parameters of each listing, by method and path template.
 LISTINGS = {("GET", "/tokens"): TOKEN_LISTING, ("GET", "/tasks"): TASK_LISTING}
+STREAM = [
+    {"name": "token", "in": "query", "schema": {"type": "string"}},
+    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+]
 KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -106,6 +110,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "the token's ledger entries",
         answers=((200, list[wire.HistoryEntry]),),
         refusals=(401, 403, 404),
+    ),
+    ("GET", "/stream"): Operation(
+        "ledger entries as they commit, as server-sent events (text/event-stream)",
+        answers=((200, None),),
+        refusals=(401, 403, 404, 422),
     ),
     ("POST", "/tokens/{token}/events/{event}"): Operation(
         "fire an event", wire.FireBody, ((200, (wire.TokenView, wire.Duplicate)),)
@@ -155,6 +164,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
     if "{event}" in template:
         found.extend([EVENT_PARAM, KEY])
     found.extend(LISTINGS.get((method, template), []))
+    if (method, template) == ("GET", "/stream"):
+        found.extend(STREAM)
     return found
 
 

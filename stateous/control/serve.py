@@ -19,6 +19,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 
@@ -46,6 +47,7 @@ from stateous.control.store import (
     serving_lock,
     sqlite_path,
 )
+from stateous.control.stream import Published, Streams
 from stateous.control.waits import Waits, held_waits
 from stateous.model.errors import Failure
 
@@ -177,6 +179,8 @@ class ControlPlane:
         self.lost: HoldLost | None = None
         #: The claims that wait for a task; a stop signal ends them first.
         self.waits = Waits(held_waits(limits.threads))
+        #: The live streams, once the database is open; a stop signal ends them too.
+        self.streams: Streams | None = None
         #: Why a standby that took the database could not serve it.
         self.failed: Exception | None = None
         #: The serving lock while a standby waits for it; None once it is held.
@@ -200,7 +204,9 @@ class ControlPlane:
         self.lock = lock
         self.store = open_held(self.db, lock, connections=self.limits.threads + SPARE_CONNECTIONS)
         try:
-            self.engine = Engine(self.graph, self.store, lease=self.lease, waits=self.waits)
+            streams = Streams(self.store, self.limits.streams)
+            published = Published(self.store, streams)
+            self.engine = Engine(self.graph, published, lease=self.lease, waits=self.waits)
             self.access = Access(self.store, enabled=not self.no_auth)
             self._check_open_to_others()
             check_structure(self.store, self.graph)
@@ -209,6 +215,7 @@ class ControlPlane:
         except BaseException:
             self._close_opened()
             raise
+        self.streams = streams
         # Leases do not end for the time no control plane served (docs/concepts/reliability.md).
         renewed = renew_leases(self.engine)
         if renewed:
@@ -246,7 +253,7 @@ class ControlPlane:
     def _app(self) -> Any:
         """The WSGI app of the API over this control plane's engine."""
         guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
-        return create_app(self.engine, guard, NO_AUTH if self.no_auth else None)
+        return create_app(self.engine, guard, NO_AUTH if self.no_auth else None, self.streams)
 
     def run(self, companion: Companion | None = None) -> int:
         """Serve until a stop signal; return the exit code.
@@ -268,7 +275,7 @@ class ControlPlane:
                 f"{missing} more open files than this process may have (ulimit -n)",
                 file=self.err,
             )
-        stopper = _Stopper(companion, self.waits)
+        stopper = _Stopper(companion, self._stopping)
         previous = signal.signal(signal.SIGTERM, stopper)
         previous_interrupt = signal.signal(signal.SIGINT, stopper)
         stop = threading.Event()
@@ -305,6 +312,12 @@ class ControlPlane:
                 return 1
         print("stopped", file=self.err)
         return 0
+
+    def _stopping(self) -> None:
+        """End what waits on the server: the waiting claims and the live streams."""
+        self.waits.close()
+        if self.streams is not None:
+            self.streams.close()
 
     def _start_serving(self) -> None:
         self.clock.start()
@@ -390,14 +403,14 @@ class Companion(Protocol):
 class _Stopper:
     """The SIGINT and SIGTERM handler: stop the companion first, then the server."""
 
-    def __init__(self, companion: Companion | None, waits: Waits) -> None:
+    def __init__(self, companion: Companion | None, stopping: Callable[[], None]) -> None:
         self.companion = companion
-        self.waits = waits
+        self.stopping = stopping
         self.asked = False
 
     def __call__(self, signum: int, frame: object) -> None:
-        # A claim may wait 30 s for a task: the stop does not wait for it.
-        self.waits.close()
+        # A claim may wait 30 s for a task, a stream for ever: the stop waits for neither.
+        self.stopping()
         if self.companion is None:
             raise KeyboardInterrupt
         self.companion.request_stop()

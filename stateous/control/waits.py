@@ -166,6 +166,9 @@ class Waking:
     def read(self, operation: Callable[[Tx], Result]) -> Result:
         return self.store.read(operation)
 
+    def horizon(self) -> int:
+        return self.store.horizon()
+
     def fence(self, error: Exception) -> None:
         self.store.fence(error)
 

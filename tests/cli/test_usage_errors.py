@@ -48,7 +48,7 @@ CASES = [
         ("token", "bogus"),
         "usage: stateous token ",
         "stateous token: error: argument VERB: invalid choice: 'bogus' "
-        "(choose from 'start', 'fire', 'show', 'pause', 'resume', 'cancel', 'list')",
+        "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'list')",
     ),
     (
         ("--bogus", "token", "show"),

@@ -122,6 +122,8 @@ REQUESTS = {
     ("POST", "/tokens"): ("/tokens", {"token": "NEW-1", "context": {"title": "t"}}),
     ("GET", "/tokens/{token}"): ("/tokens/ORDER-1", None),
     ("GET", "/tokens/{token}/history"): ("/tokens/ORDER-1/history", None),
+    # A stream of no token is refused once the caller passes: the answer does not stay open.
+    ("GET", "/stream"): ("/stream?token=NO-SUCH-TOKEN", None),
     ("POST", "/tokens/{token}/events/{event}"): ("/tokens/ORDER-1/events/submitted", None),
     ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),

@@ -59,11 +59,14 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         backend,
         *UNDO_0005,
         "DROP TABLE credentials",
+        "DROP INDEX ledger_pos",
+        "ALTER TABLE ledger DROP COLUMN pos",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",
         "CREATE INDEX tasks_token ON tasks (token, id)",
         "UPDATE stateous_version SET version_num = '0001'",
     )
+    old_rows = run_sql(backend, "SELECT count(*) FROM ledger")[0][0]
 
     upgraded = plane_for(orders(), backend)
     try:
@@ -73,6 +76,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         assert upgraded.entries("A")[-2] == ("entered", {"state": "draft", "visit": 4})
         assert upgraded.engine.fire("A", "submitted").visit == 2
         assert upgraded.engine.fire("B", "remind").visit == 2
+        # The rows kept before are numbered by time, token and number; new ones follow.
+        numbered = run_sql(backend, "SELECT at, token, seq, pos FROM ledger ORDER BY pos")
+        assert [row[3] for row in numbered] == list(range(1, len(numbered) + 1))
+        kept = [row[:3] for row in numbered[:old_rows]]
+        assert kept == sorted(kept)
     finally:
         upgraded.store.close()
 

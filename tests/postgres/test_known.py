@@ -56,8 +56,8 @@ def test_a_ledger_row_written_elsewhere_is_followed_not_overwritten(plane: Plane
     kept_order(plane)
     change_elsewhere(
         url,
-        "INSERT INTO ledger (token, seq, at, kind, data) SELECT token, max(seq) + 1, "
-        "max(at), 'note', '{\"text\":\"from elsewhere\"}' FROM ledger "
+        "INSERT INTO ledger (token, seq, at, kind, data, pos) SELECT token, max(seq) + 1, "
+        "max(at), 'note', '{\"text\":\"from elsewhere\"}', -1 FROM ledger "
         "WHERE token = 'ORDER-1' GROUP BY token",
     )
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from stateous.control.store.positions import Hold
 from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import Kind
 
@@ -24,8 +25,8 @@ class QueuedTx(SqlTx):
     """`SqlTx` that keeps `queued_in`: how many tasks it queued in each state (None: maybe
     some in any)."""
 
-    def __init__(self, now: float) -> None:
-        super().__init__(now)
+    def __init__(self, now: float, hold: Hold | None = None) -> None:
+        super().__init__(now, hold)
         self.queued_in: Counter[str] | None = Counter()
 
     def insert_task(self, token: str, state: str, visit: int) -> int:

@@ -45,6 +45,7 @@ from stateous.control.store.columns import (
 )
 from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.listing_sql import ListingSql
+from stateous.control.store.positions import Hold
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -80,8 +81,10 @@ class SqlTx(ListingSql, ABC):
     #: How a statement reads the states of a claim from its one JSON parameter.
     listed = LISTED
 
-    def __init__(self, now: float) -> None:
+    def __init__(self, now: float, hold: Hold | None = None) -> None:
         self.now = now
+        #: Where the ledger rows of a write take their positions (`positions.py`).
+        self.hold = hold
         self.stamp = to_column(now)
         #: The credential that asked for this change; the first ledger row names it.
         self.by: str | None = None
@@ -127,9 +130,9 @@ class SqlTx(ListingSql, ABC):
         """Write the ledger rows that wait."""
         while self._ledger:
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
-            marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in batch)
+            marks = ", ".join("(?, ?, ?, ?, ?, ?, ?)" for _ in batch)
             self.change(
-                f"INSERT INTO ledger ({ENTRY_COLUMNS}) VALUES {marks}",
+                f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos) VALUES {marks}",
                 tuple(value for row in batch for value in row),
             )
 
@@ -212,15 +215,17 @@ class SqlTx(ListingSql, ABC):
         `finish`; otherwise the database numbers it in a statement of its own.
         """
         data = self.signed(data)
+        assert self.hold is not None, "a ledger row is written in a write transaction"
+        pos = self.hold.take()
         seq = self._next_seq.get(token)
         if seq is not None:
             self._next_seq[token] = seq + 1
-            self._ledger.append((token, seq, self.stamp, kind, key, json_text(data)))
+            self._ledger.append((token, seq, self.stamp, kind, key, json_text(data), pos))
             return
         self.change(
-            f"INSERT INTO ledger ({ENTRY_COLUMNS}) "
-            "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ? FROM ledger WHERE token = ?",
-            (token, self.stamp, kind, key, json_text(data), token),
+            f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos) "
+            "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ?, ? FROM ledger WHERE token = ?",
+            (token, self.stamp, kind, key, json_text(data), pos, token),
         )
 
     def signed(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -235,6 +240,25 @@ class SqlTx(ListingSql, ABC):
         """Read the ledger, with the rows of this transaction that wait written first."""
         self.finish()
         return self.execute(sql, bindings)
+
+    def entries_since(
+        self, after: int, upto: int, token: str | None, limit: int
+    ) -> list[tuple[int, Entry]]:
+        """The ledger rows whose position is past `after` and at most `upto` (of `token`
+        only, when given), in the order of their positions, at most `limit`."""
+        # A token's rows are in the order of their positions: read them by its key.
+        of_token, order = ("", "pos") if token is None else ("token = ? AND ", "seq")
+        rows = self.execute(
+            f"SELECT pos, {ENTRY_COLUMNS} FROM ledger "
+            f"WHERE {of_token}pos > ? AND pos <= ? ORDER BY {order} LIMIT ?",
+            (*(() if token is None else (token,)), after, upto, limit),
+        )
+        return [(row[0], entry_row(row[1:])) for row in rows]
+
+    def last_position(self) -> int:
+        """The largest position in the ledger (0 when it is empty)."""
+        row = self.one("SELECT coalesce(max(pos), 0) FROM ledger")
+        return int(row[0]) if row else 0
 
     def key_used(self, token: str, key: str) -> bool:
         return bool(self._entries("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)))

@@ -29,6 +29,7 @@ from stateous.control.errors import DatabaseBusy
 from stateous.control.store.checkpoints import CHECKPOINT_PAGES, Checkpointer
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
+from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.queued import QueuedTx
 
 log = logging.getLogger("stateous.control.store")
@@ -91,6 +92,7 @@ class SqliteStore:
         except apsw.Error as ex:
             self._writer.close()
             raise upgrade_failed(str(ex)) from None
+        self.positions = Positions(SqliteTx(self._writer, clock()).last_position())
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
@@ -148,6 +150,9 @@ class SqliteStore:
         finally:
             connection.execute("COMMIT")
 
+    def horizon(self) -> int:
+        return self.positions.horizon()
+
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """No write runs while this lasts; it waits for the write in progress to end."""
@@ -200,11 +205,16 @@ class SqliteStore:
         batch[0].woken.release()
 
     def _run(self, batch: list[_Job]) -> None:
-        """Commit a batch; keep the store alive when it breaks."""
+        """Commit a batch; keep the store alive when it breaks. One hold of positions for
+        the batch, whose rows commit together, released before any caller is answered, so
+        that a caller woken by its answer reads its rows."""
+        hold = self.positions.hold()
         try:
-            self._commit(batch)
+            self._commit(batch, hold)
         except BaseException as ex:
             self._abandon(batch, ex)
+        finally:
+            hold.release()
 
     def _abandon(self, batch: list[_Job], ex: BaseException) -> None:
         """Roll a broken batch back and refuse each of its jobs."""
@@ -216,7 +226,7 @@ class SqliteStore:
             job.result = None
             job.error = DatabaseBusy(f"the database failed to take the change ({ex}); try again")
 
-    def _commit(self, batch: list[_Job]) -> None:
+    def _commit(self, batch: list[_Job], hold: Hold) -> None:
         connection = self._writer
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -227,7 +237,7 @@ class SqliteStore:
         for job in batch:
             connection.execute("SAVEPOINT operation")
             try:
-                job.result = SqliteTx(connection, self.clock()).run(job.operation)
+                job.result = SqliteTx(connection, self.clock(), hold).run(job.operation)
             except KeepAndRaise as ex:
                 job.error = ex.error
             except apsw.BusyError:
@@ -251,8 +261,8 @@ class SqliteStore:
 class SqliteTx(QueuedTx):
     """One transaction on a SQLite connection."""
 
-    def __init__(self, connection: apsw.Connection, now: float) -> None:
-        super().__init__(now)
+    def __init__(self, connection: apsw.Connection, now: float, hold: Hold | None = None) -> None:
+        super().__init__(now, hold)
         self.connection = connection
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

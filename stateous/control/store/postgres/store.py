@@ -43,6 +43,7 @@ from stateous.control.store.columns import (
 )
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
+from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.postgres.connection import (
     LOCK_MILLISECONDS,
     STATEMENT_MILLISECONDS,
@@ -203,9 +204,11 @@ class PostgresStore:
         try:
             with self._pool.connection() as connection:
                 self._migrate(connection)
+                last = connection.execute("SELECT coalesce(max(pos), 0) FROM ledger").fetchone()
         except BaseException:
             self._pool.close()
             raise
+        self.positions = Positions(int(last[0]) if last else 0)
 
     def _migrate(self, connection: Connection) -> None:
         """Make or upgrade the tables: the lock limit holds, the statement limit does not."""
@@ -237,6 +240,9 @@ class PostgresStore:
         """Run `operation` on one snapshot; it locks nothing."""
         return self._attempt(operation, BEGIN_READ, ())
 
+    def horizon(self) -> int:
+        return self.positions.horizon()
+
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
@@ -252,25 +258,34 @@ class PostgresStore:
     ) -> Result:
         if self._fenced is not None:
             raise self._fenced
+        # A write's positions stay held until its outcome is known, settled or not.
+        hold = self.positions.hold() if begin == BEGIN_WRITE else None
         try:
             with self._pool.connection() as connection:
-                return self._transaction(connection, operation, begin)
+                return self._transaction(connection, operation, begin, hold)
         except conflicts:
             raise
         except Unanswered as lost:
             return settle(self._pool, lost)  # type: ignore[no-any-return]
         except (psycopg.OperationalError, Unreachable) as ex:
             raise DatabaseBusy(f"the database is busy ({first_line(ex)}); try again") from None
+        finally:
+            if hold is not None:
+                hold.release()
 
     def _transaction(
-        self, connection: Connection, operation: Callable[[Tx], Result], begin: str
+        self,
+        connection: Connection,
+        operation: Callable[[Tx], Result],
+        begin: str,
+        hold: Hold | None,
     ) -> Result:
         """Run one transaction in a pipeline and commit it; roll it back on any error."""
         kept: Exception | None = None
         result: Any = None
         committing = False
         pipeline = Pipeline(connection)
-        tx = PostgresTx(pipeline, self.clock(), self._ids, writing=begin == BEGIN_WRITE)
+        tx = PostgresTx(pipeline, self.clock(), self._ids, hold)
         try:
             pipeline.send(begin, ())
             try:
@@ -354,13 +369,14 @@ class PostgresTx(QueuedTx):
 
     listed = _LISTED
 
-    def __init__(self, pipeline: Pipeline, now: float, ids: Ids, *, writing: bool) -> None:
-        super().__init__(now)
+    def __init__(self, pipeline: Pipeline, now: float, ids: Ids, hold: Hold | None) -> None:
+        super().__init__(now, hold)
         self.pipeline = pipeline
         self.connection = pipeline.connection
         self.ids = ids
-        self.writing = writing
-        if writing:
+        #: A write holds positions for its ledger rows; a read has no hold.
+        self.writing = hold is not None
+        if self.writing:
             self.for_update = " FOR UPDATE"
         #: The first ledger row of this transaction; it tells whether an unanswered COMMIT
         #: was kept.

@@ -30,6 +30,7 @@ CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
     WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent, rowid) WHERE parent IS NOT NULL;
 
+-- `pos` orders the rows of every token by commit, for the live stream (0007).
 CREATE TABLE ledger (
     token TEXT COLLATE "C" NOT NULL,
     seq INTEGER NOT NULL,
@@ -37,10 +38,12 @@ CREATE TABLE ledger (
     kind TEXT NOT NULL,
     key TEXT,
     data JSON NOT NULL,
+    pos BIGINT NOT NULL,
     PRIMARY KEY (token, seq)
 );
 CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL;
 CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred';
+CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
 -- `tasks_live` finds a token's task without reading its ended ones (0002).
 CREATE TABLE tasks (

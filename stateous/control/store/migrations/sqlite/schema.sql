@@ -27,6 +27,7 @@ CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
     WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent) WHERE parent IS NOT NULL;
 
+-- `pos` orders the rows of every token by commit, for the live stream (0007).
 CREATE TABLE ledger (
     token TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -34,10 +35,12 @@ CREATE TABLE ledger (
     kind TEXT NOT NULL,
     key TEXT,
     data TEXT NOT NULL,
+    pos INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (token, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL;
 CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred';
+CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
 -- `tasks_live` finds a token's task without reading its ended ones (0002).
 CREATE TABLE tasks (

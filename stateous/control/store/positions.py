@@ -1,0 +1,64 @@
+"""The ledger's global order: each new row's `pos`, and how far it may be read.
+
+A row's `seq` counts within its token; `pos` counts across all tokens, for the
+live stream (`GET /stream`), whose readers resume after the last `pos` they saw.
+A position is taken while its transaction runs, and on Postgres several run at
+once, so a transaction holding a small position may commit after one holding a
+larger: a reader that went past the small one would never see it. So each
+transaction holds its positions until it has committed or rolled back, and a
+reader reads only up to the `horizon`, below the smallest position still held.
+One control plane serves a database, so every writer is in this process, and the
+numbers come from one counter, started after the largest `pos` kept. A rolled back
+transaction leaves a gap, which a reader passes over.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class Positions:
+    """The counter of ledger positions, and the positions held by running transactions."""
+
+    def __init__(self, last: int = 0) -> None:
+        self._lock = threading.Lock()
+        self._last = last
+        #: The smallest position of each running transaction that took one.
+        self._held: dict[Hold, int] = {}
+
+    def hold(self) -> Hold:
+        """A new transaction's hold: the positions it takes, until it releases them."""
+        return Hold(self)
+
+    def take(self, hold: Hold) -> int:
+        """The next position, held by `hold`."""
+        with self._lock:
+            self._last += 1
+            self._held.setdefault(hold, self._last)
+            return self._last
+
+    def release(self, hold: Hold) -> None:
+        """`hold`'s transaction has committed or rolled back: its positions are settled."""
+        with self._lock:
+            self._held.pop(hold, None)
+
+    def horizon(self) -> int:
+        """The largest position below which no transaction holds one: every row up to it
+        that will ever commit has committed."""
+        with self._lock:
+            return min(self._held.values(), default=self._last + 1) - 1
+
+
+class Hold:
+    """The positions that one transaction (on SQLite, one group commit) takes."""
+
+    __slots__ = ("positions",)
+
+    def __init__(self, positions: Positions) -> None:
+        self.positions = positions
+
+    def take(self) -> int:
+        return self.positions.take(self)
+
+    def release(self) -> None:
+        self.positions.release(self)

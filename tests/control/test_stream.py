@@ -1,0 +1,325 @@
+"""The live stream, `GET /stream`, on real `serve` processes: every ledger entry once, in
+the order of its position, across a reconnect with `Last-Event-ID` and across a restart
+of the control plane; one token's stream; `stateous token watch`; the bound on streams."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import queue
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from stateous.cli.history import history_lines
+from stateous.client import Client
+from stateous.client.watch import events
+from tests.conftest import ROOT
+from tests.control.conftest import write_graph
+from tests.control.serving import Launcher, Served, command, environment
+from tests.control.support import Backend, connected
+
+#: How long a test waits for an entry that must come.
+WAIT = 10.0
+
+Event = tuple[int, dict[str, Any]]
+
+
+class Reader:
+    """One open stream on a connection of its own; its events arrive in a queue."""
+
+    def __init__(
+        self, served: Served, path: str = "/stream", last: int | str | None = None
+    ) -> None:
+        self.connection = served.connect(timeout=30)
+        headers = {} if last is None else {"Last-Event-ID": str(last)}
+        self.connection.request("GET", path, headers=headers)
+        # The answer ends with the connection, so the response takes its socket over.
+        self.socket = self.connection.sock
+        self.response = self.connection.getresponse()
+        self.events: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        if self.response.status == 200:
+            threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        try:
+            for ident, data in events(self.response):
+                assert ident is not None
+                self.events.put((ident, msgspec.json.decode(data)))
+        except (OSError, http.client.HTTPException, ValueError):
+            pass
+        self.events.put(None)
+
+    def take(self, count: int) -> list[Event]:
+        """The next `count` events; fail if they do not come in time."""
+        taken = []
+        deadline = time.monotonic() + WAIT
+        while len(taken) < count:
+            event = self.events.get(timeout=max(0.0, deadline - time.monotonic()))
+            assert event is not None, f"the stream ended after {taken}"
+            taken.append(event)
+        return taken
+
+    def refusal(self) -> tuple[int, dict[str, Any]]:
+        return self.response.status, msgspec.json.decode(self.response.read())
+
+    def close(self) -> None:
+        """Close the connection as a client that leaves does."""
+        with contextlib.suppress(OSError):
+            self.socket.shutdown(socket.SHUT_RDWR)
+        self.socket.close()
+
+
+@pytest.fixture
+def graph(tmp_path: Path) -> Path:
+    return write_graph(tmp_path)
+
+
+def serve(launcher: Launcher, graph: Path, backend: Backend, *options: str, **keys: Any) -> Served:
+    return launcher.serve(graph, None, "--db", backend.db, *options, **keys)
+
+
+def ledger(backend: Backend) -> list[tuple[int, str, int, str]]:
+    """Every ledger row as the database keeps it: position, token, number, kind."""
+    with connected(backend) as run:
+        rows = run("SELECT pos, token, seq, kind FROM ledger ORDER BY pos")
+    return [(int(pos), token, int(seq), kind) for pos, token, seq, kind in rows]
+
+
+def rows_of(taken: list[Event]) -> list[tuple[int, str, int, str]]:
+    return [(ident, entry["token"], entry["seq"], entry["kind"]) for ident, entry in taken]
+
+
+def start(served: Served, token: str) -> None:
+    served.ok("POST", "/tokens", {"token": token, "context": {"title": "t"}})
+
+
+def move(served: Served, token: str) -> None:
+    """Start `token` and send it on to review: 9 ledger entries."""
+    start(served, token)
+    served.ok("POST", f"/tokens/{token}/events/submitted", {})
+
+
+def test_a_stream_gives_every_entry_once_across_a_reconnect_with_last_event_id(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    start(served, "BEFORE")  # before the stream: from its first id on, it comes too
+    first = Reader(served, last=0)
+    move(served, "A-1")
+    got = first.take(8)
+    first.close()
+    move(served, "A-2")  # while no stream is open
+    second = Reader(served, last=got[-1][0])
+    move(served, "A-3")
+    everything = ledger(backend)
+    got += second.take(len(everything) - len(got))
+
+    assert rows_of(got) == everything
+    assert [ident for ident, _ in got] == sorted({ident for ident, _ in got})
+    assert got[0][1] == {"token": "BEFORE", **served.history("BEFORE")[0]}
+    second.close()
+
+
+def test_a_stream_without_an_id_starts_with_the_next_entry(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    move(served, "OLD")
+    reader = Reader(served)
+    served.request("HEAD", "/stream")  # a round trip after the stream was opened
+    start(served, "NEW")
+    taken = reader.take(4)
+
+    assert {entry["token"] for _, entry in taken} == {"NEW"}
+    assert rows_of(taken) == [row for row in ledger(backend) if row[1] == "NEW"]
+    reader.close()
+
+
+def test_the_stream_of_one_token_gives_its_history_then_its_new_entries_only(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    start(served, "A")
+    start(served, "B")
+    reader = Reader(served, "/stream?token=A")
+    served.ok("POST", "/tokens/B/events/submitted", {})
+    served.ok("POST", "/tokens/A/events/submitted", {})
+    served.ok("POST", "/tokens/A/cancel", {})
+    of_a = [row for row in ledger(backend) if row[1] == "A"]
+    taken = reader.take(len(of_a))
+
+    assert rows_of(taken) == of_a
+    assert [entry["seq"] for _, entry in taken] == list(range(1, len(of_a) + 1))
+    assert taken[-1][1]["kind"] == "cancelled"
+    reader.close()
+
+
+def test_bad_stream_requests_are_refused_with_their_codes(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    unknown = Reader(served, "/stream?token=NOBODY").refusal()
+    bad_id = Reader(served, last="twelve").refusal()
+
+    assert unknown == (404, {"error": "no token has the id 'NOBODY'", "code": "token_not_found"})
+    assert bad_id == (
+        422,
+        {
+            "error": "Last-Event-ID must be an event id of this stream, not 'twelve'",
+            "code": "invalid_argument",
+        },
+    )
+
+
+@pytest.fixture
+def clients() -> Iterator[list[Client]]:
+    made: list[Client] = []
+    yield made
+    for client in made:
+        client.close()
+
+
+def test_a_restart_of_the_control_plane_loses_and_repeats_no_entry_of_a_watch(
+    launcher: Launcher, graph: Path, backend: Backend, clients: list[Client]
+) -> None:
+    first = serve(launcher, graph, backend)
+    client = Client(first.url, timeout=5)
+    clients.append(client)
+    got: list[dict[str, Any]] = []
+
+    def watching() -> None:
+        for entry in client.watch(after=0):
+            got.append(entry)
+
+    move(first, "A-1")
+    watcher = threading.Thread(target=watching, daemon=True)
+    watcher.start()
+    move(first, "A-2")
+    first.kill()  # SIGKILL: the stream is cut, not ended
+    second = serve(launcher, graph, backend, listen=f"127.0.0.1:{first.port}")
+    move(second, "A-3")
+    deadline = time.monotonic() + WAIT
+    while len(got) < len(everything := ledger(backend)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    start(second, "LAST")  # an entry twice would come before these
+    while got[-1:] != [{"token": "LAST", **second.history("LAST")[-1]}]:
+        assert time.monotonic() < deadline, f"{len(got)} of {len(ledger(backend))} entries came"
+        time.sleep(0.05)
+
+    assert [(entry["token"], entry["seq"], entry["kind"]) for entry in got] == [
+        row[1:] for row in ledger(backend)
+    ]
+    assert len(everything) == 27
+
+
+def test_token_watch_prints_the_history_lines_as_they_happen_and_ends_with_the_token(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    start(served, "A")
+    watch = subprocess.Popen(
+        command("token", "watch", "A", "--url", served.url),
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watch.stdout is not None
+        lines = [watch.stdout.readline() for _ in range(5)]  # the heading and 4 entries
+        served.ok("POST", "/tokens/A/events/submitted", {})
+        served.ok("POST", "/tokens/A/events/reviewed", {"payload": {"approved": True}})
+        out, err = watch.communicate(timeout=WAIT)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+
+    assert (watch.returncode, err) == (0, "")
+    assert "".join(lines) + out == "\n".join(history_lines(served.history("A"))) + "\n"
+    assert out.rstrip().endswith("completed")
+
+
+def test_past_the_bound_a_stream_is_refused_while_fires_are_still_answered(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend, "--streams", "2", "--threads", "2")
+    start(served, "A")
+    open_streams = [Reader(served), Reader(served, "/stream?token=A")]
+    open_streams[1].take(4)
+    refused = Reader(served)
+
+    assert refused.refusal() == (
+        503,
+        {
+            "error": "2 streams are open, the most this control plane serves; try again later",
+            "code": "too_many_streams",
+        },
+    )
+    assert served.request("POST", "/tokens/A/events/submitted", {})[0] == 200
+    assert next(event[1]["kind"] for event in open_streams[0].take(5)) == "event_accepted"
+    open_streams[0].close()
+    # The place of a stream whose client left is given back.
+    deadline = time.monotonic() + WAIT
+    while (again := Reader(served)).response.status != 200:
+        again.close()
+        assert time.monotonic() < deadline, "the place was not given back"
+        time.sleep(0.1)
+    again.close()
+    open_streams[1].close()
+
+
+def test_a_stop_signal_ends_the_open_streams_and_serve_stops_at_once(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    readers = [Reader(served) for _ in range(3)]
+    served.request("HEAD", "/stream")
+    began = time.monotonic()
+
+    assert served.stop() == 0
+    assert time.monotonic() - began < 5
+    for reader in readers:
+        assert reader.events.get(timeout=WAIT) is None  # the answer ended
+
+
+def read_until(sock: socket.socket, end: bytes) -> bytes:
+    """Read from a raw socket until `end` has come."""
+    sock.settimeout(WAIT)
+    data = b""
+    while end not in data:
+        more = sock.recv(65536)
+        assert more, f"the connection ended after {data!r}"
+        data += more
+    return data
+
+
+def test_a_stream_after_another_answer_on_its_connection_and_one_over_http_1_0(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    start(served, "A")
+    address = ("127.0.0.1", served.port)
+    host = f"Host: 127.0.0.1:{served.port}\r\n"
+    with socket.create_connection(address) as piped, socket.create_connection(address) as old:
+        piped.sendall(
+            f"GET /health HTTP/1.1\r\n{host}\r\nGET /stream?token=A HTTP/1.1\r\n{host}\r\n".encode()
+        )
+        old.sendall(f"GET /stream?token=A HTTP/1.0\r\n{host}\r\n".encode())
+        answers = read_until(piped, b"event: task_queued\ndata: ")
+        plain = read_until(old, b"event: task_queued\ndata: ")
+
+    health, _, stream = answers.partition(b"HTTP/1.1 200 OK\r\nCache-Control")
+    assert health.startswith(b"HTTP/1.1 200 OK") and b'"workflow":"orders"' in health
+    assert b"Transfer-Encoding: chunked\r\n" in stream and b"Connection: close\r\n" in stream
+    assert b"id: 1\nevent: started\n" in stream
+    assert plain.startswith(b"HTTP/1.0 200 OK") and b"Transfer-Encoding" not in plain
+    assert b"\r\n\r\nid: 1\nevent: started\ndata: " in plain
