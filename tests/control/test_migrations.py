@@ -43,6 +43,8 @@ UNDO_0005 = (
     "ALTER TABLE claims DROP COLUMN claimed_at",
     "ALTER TABLE claims DROP COLUMN heartbeat_at",
 )
+#: What takes a database of the latest version back to before 0007.
+UNDO_0007 = ("DROP INDEX ledger_pos", "ALTER TABLE ledger DROP COLUMN pos")
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -57,10 +59,9 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0007,
         *UNDO_0005,
         "DROP TABLE credentials",
-        "DROP INDEX ledger_pos",
-        "ALTER TABLE ledger DROP COLUMN pos",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",
         "CREATE INDEX tasks_token ON tasks (token, id)",
@@ -92,7 +93,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.engine.start("A", {"title": "x"})
     grant = old.engine.claim("box-1", ["draft"], "req-1")
     old.store.close()
-    run_sql(backend, *UNDO_0005, "UPDATE stateous_version SET version_num = '0004'")
+    run_sql(backend, *UNDO_0007, *UNDO_0005, "UPDATE stateous_version SET version_num = '0004'")
 
     upgraded = plane_for(orders(), backend)
     try:
