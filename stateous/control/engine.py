@@ -30,7 +30,7 @@ from stateous.control.errors import (
 )
 from stateous.control.graph import Graph, Route
 from stateous.control.moves import Arrival, Moves, Unrouted
-from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
+from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
 from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
 from stateous.model.durations import in_words
@@ -475,6 +475,7 @@ class Engine:
             row, token = self._held_task(
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
+            tx.count(Counter.REPORTS, body.kind)
             if body.kind == "failed":
                 self._fail_attempt(tx, row, token, body.error or "the routine failed")
                 return view(token)
@@ -537,10 +538,9 @@ class Engine:
                     or (task.lease_until or 0) > tx.now
                 ):
                     return False
-                token = self._token(tx, task.token)
-                reason = (
-                    f"{task.claimed_by} stopped answering: no heartbeat for {in_words(self.lease)}"
-                )
+                token, lease = self._token(tx, task.token), in_words(self.lease)
+                tx.count(Counter.LEASES_ENDED)
+                reason = f"{task.claimed_by} stopped answering: no heartbeat for {lease}"
                 self._fail_attempt(tx, task, token, reason)
                 return True
 

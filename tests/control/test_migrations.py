@@ -22,6 +22,10 @@ def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
     return rows
 
 
+#: What version 0006 adds, taken away.
+BEFORE_COUNTS = ("DROP TABLE counts", "DROP INDEX tokens_live_state", "DROP INDEX tasks_live_state")
+
+
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
     old = plane_for(orders(), backend)
     old.engine.start("A", {"title": "x"})
@@ -30,10 +34,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.fire("A", "submitted")
     old.engine.start("B", {"title": "y"})
     old.store.close()
-    # What version 0001 left: no visits column, an index of all tasks by token, and no
-    # credentials.
+    # What version 0001 left: no visits column, an index of all tasks by token, no
+    # credentials and no counts.
     run_sql(
         backend,
+        *BEFORE_COUNTS,
         "DROP TABLE credentials",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",
@@ -53,7 +58,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         upgraded.store.close()
 
 
-OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, tokens"
+OURS = "claims, control_plane, counts, credentials, ledger, memory, tasks, timers, tokens"
 
 
 @pytest.mark.parametrize(
@@ -67,6 +72,7 @@ OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, token
         (
             [
                 "DROP TABLE tasks",
+                "DROP TABLE counts",
                 "DROP TABLE credentials",
                 "UPDATE stateous_version SET version_num = '0001'",
             ],
@@ -116,7 +122,12 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_ba
 ) -> None:
     plane_for(orders(), backend).store.close()
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
-    run_sql(backend, "DROP TABLE credentials", "UPDATE stateous_version SET version_num = '0001'")
+    run_sql(
+        backend,
+        *BEFORE_COUNTS,
+        "DROP TABLE credentials",
+        "UPDATE stateous_version SET version_num = '0001'",
+    )
 
     graph = write_graph(backend.folder)
     done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")

@@ -35,6 +35,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
+from stateous.control.store.counts import Counter
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.rows import (
     ClaimRow,
@@ -58,6 +59,7 @@ __all__ = [
     "POSTGRES",
     "ClaimRow",
     "ControlRow",
+    "Counter",
     "CredentialRow",
     "Entry",
     "GrantReads",

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from stateous.control.store.sql import SqlTx
+from stateous.control.store.counts import CountingTx
 from stateous.model.vocabulary import Kind
 
 #: Entries after which a task of any state may be claimable.
 WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
 
 
-class QueuedTx(SqlTx):
-    """`SqlTx` that keeps `queued_in`: the states it queued a task in (None: maybe any)."""
+class QueuedTx(CountingTx):
+    """`CountingTx` that keeps `queued_in`: the states it queued a task in (None: maybe any)."""
 
     def __init__(self, now: float) -> None:
         super().__init__(now)

@@ -21,6 +21,7 @@ from typing import Any
 import apsw
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.histogram import WriterTimes
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.queued import QueuedTx
@@ -77,6 +78,7 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._fenced: Exception | None = None
+        self.writer = WriterTimes()
         self._thread = threading.Thread(
             target=self._write_loop, name="stateous-writer", daemon=True
         )
@@ -183,8 +185,10 @@ class SqliteStore:
                 connection.execute("ROLLBACK TO operation")
                 job.error = ex
             connection.execute("RELEASE operation")
+        started = time.perf_counter()
         try:
             connection.execute("COMMIT")
+            self.writer.committed(time.perf_counter() - started, len(batch))
         except apsw.Error as ex:
             log.error("a commit failed: %s", ex)
             if not connection.getautocommit():

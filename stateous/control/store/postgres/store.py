@@ -27,6 +27,7 @@ import psycopg
 from psycopg import errors
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
     TASK_BY_ID,
     TIMER_BY_ID,
@@ -39,6 +40,7 @@ from stateous.control.store.columns import (
     token_state_sql,
 )
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
+from stateous.control.store.counts import Shards
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.postgres.connection import (
     LOCK_MILLISECONDS,
@@ -149,6 +151,8 @@ class PostgresStore:
         self.clock = clock
         self._fenced: Exception | None = None
         self._ids = Ids()
+        self._shards = Shards()
+        self.writer = WriterTimes()
         self._pool = Pool(
             lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
             size,
@@ -224,6 +228,8 @@ class PostgresStore:
         committing = False
         pipeline = Pipeline(connection)
         tx = PostgresTx(pipeline, self.clock(), self._ids, writing=begin == BEGIN_WRITE)
+        if tx.writing:
+            tx.shard = self._shards.take()
         try:
             pipeline.send(begin, ())
             try:
@@ -231,7 +237,10 @@ class PostgresStore:
             except KeepAndRaise as ex:
                 kept = ex.error
             committing = True
+            started = time.perf_counter()
             connection.end_transaction(pipeline)
+            if tx.writing:
+                self.writer.committed(time.perf_counter() - started, 1)
         except psycopg.OperationalError as ex:
             # Whether the server kept what this COMMIT sent is not known; a change that
             # leaves no ledger row is the same when sent again.
@@ -243,6 +252,8 @@ class PostgresStore:
             self._roll_back(pipeline)
             raise
         finally:
+            if tx.writing:
+                self._shards.give(tx.shard)
             pipeline.close()
         if kept is not None:
             raise kept

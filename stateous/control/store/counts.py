@@ -1,0 +1,206 @@
+"""Counts kept beside the rows they count, and the cheap reads behind the metrics.
+
+A change counts what it does as it writes its ledger rows: each counted kind of
+entry bumps its counter (`BY_KIND`), and the engine names the two things that the
+ledger does not tell apart (a report's outcome, a lease that ended). The counts
+go out in one statement at the end of the change, in its transaction, so they
+are kept exactly when the change is, and a change run again (Postgres, after a
+conflict) counts once. Each writer that runs at once bumps rows of its own
+`shard`, so no writer waits for another's row; a read adds the shards up.
+
+The reads answer from the counts table and from partial indexes of live tokens,
+live tasks and pending timers, never from the ended rows or the ledger, so
+they stay cheap however long the database has served.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from enum import StrEnum
+from typing import Any
+
+from stateous.control.store.columns import word, words
+from stateous.control.store.contract import KeepAndRaise, Result
+from stateous.control.store.rows import from_column
+from stateous.control.store.sql import SqlTx
+from stateous.model.vocabulary import LIVE_TASK, LIVE_TOKEN, Kind, TaskStatus, TimerStatus
+
+
+class Counter(StrEnum):
+    """A name of the counts table: most counters follow from the kinds of the ledger entries
+    that a change writes; the engine names a report's outcome and a lease that ended."""
+
+    TOKENS_STARTED = "tokens_started"
+    TOKENS_ENDED = "tokens_ended"
+    EVENTS_FIRED = "events_fired"
+    EVENTS_REFUSED = "events_refused"
+    TASKS_CLAIMED = "tasks_claimed"
+    REPORTS = "reports"
+    ATTEMPTS_FAILED = "attempts_failed"
+    LEASES_ENDED = "leases_ended"
+    TIMERS_FIRED = "timers_fired"
+
+
+#: The counter and label that each counted kind of ledger entry bumps; a refused event's
+#: label is the code of its refusal, known once the change ends.
+BY_KIND: dict[str, tuple[Counter, str]] = {
+    Kind.STARTED: (Counter.TOKENS_STARTED, ""),
+    Kind.EVENT_ACCEPTED: (Counter.EVENTS_FIRED, ""),
+    Kind.TASK_CLAIMED: (Counter.TASKS_CLAIMED, ""),
+    Kind.TASK_FAILED: (Counter.ATTEMPTS_FAILED, ""),
+    Kind.TIMER_FIRED: (Counter.TIMERS_FIRED, ""),
+    Kind.COMPLETED: (Counter.TOKENS_ENDED, Kind.COMPLETED.value),
+    Kind.FAILED: (Counter.TOKENS_ENDED, Kind.FAILED.value),
+    Kind.CANCELLED: (Counter.TOKENS_ENDED, Kind.CANCELLED.value),
+}
+#: The counters that also keep a ring of the last sixty minutes, for `/stats`.
+HOURLY = frozenset({Counter.EVENTS_FIRED, Counter.LEASES_ENDED, Counter.ATTEMPTS_FAILED})
+#: The code of an event turned away without a refusal to answer (a timer's event that no
+#: transition takes): the code the same event would have been refused with.
+TURNED_AWAY = "event_not_allowed"
+#: The slot and minute of a count since the database was made.
+TOTAL = -1
+COLUMNS = "name, label, slot, shard, minute, n"
+BUMP = (
+    "ON CONFLICT (name, label, slot, shard) DO UPDATE SET n = CASE "
+    "WHEN counts.minute = excluded.minute THEN counts.n + excluded.n ELSE excluded.n END, "
+    "minute = excluded.minute"
+)
+
+
+class CountingTx(SqlTx):
+    """`SqlTx` that counts what the change does, and reads the counts and the live rows."""
+
+    #: The rows of the counts table that this transaction bumps; one per writer at a time.
+    shard = 0
+
+    def __init__(self, now: float) -> None:
+        super().__init__(now)
+        self._counts: dict[tuple[str, str], int] = {}
+        self._refused = 0
+
+    def count(self, name: str, label: str = "") -> None:
+        """Count one more `name` (with `label`) when this change is kept."""
+        key = (name, label)
+        self._counts[key] = self._counts.get(key, 0) + 1
+
+    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+        counted = BY_KIND.get(kind)
+        if counted is not None:
+            self.count(*counted)
+        elif kind == Kind.EVENT_REJECTED:
+            self._refused += 1
+        super().record(token, kind, data, key)
+
+    def run(self, operation: Callable[[Any], Result]) -> Result:
+        try:
+            result = super().run(operation)
+        except KeepAndRaise as ex:
+            self.keep_counts(getattr(ex.error, "code", TURNED_AWAY))
+            raise
+        self.keep_counts(TURNED_AWAY)
+        return result
+
+    def keep_counts(self, refusal: str) -> None:
+        """Write this change's counts in one statement; `refusal` labels its refused events."""
+        counts = dict(self._counts)
+        if self._refused:
+            key = (Counter.EVENTS_REFUSED.value, refusal)
+            counts[key] = counts.get(key, 0) + self._refused
+        if not counts:
+            return
+        minute = int(self.now // 60)
+        rows: list[tuple[Any, ...]] = []
+        for (name, label), added in counts.items():
+            rows.append((name, label, TOTAL, self.shard, TOTAL, added))
+            if name in HOURLY:
+                rows.append((name, label, minute % 60, self.shard, minute, added))
+        marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in rows)
+        self.change(
+            f"INSERT INTO counts ({COLUMNS}) VALUES {marks} {BUMP}",
+            tuple(value for row in rows for value in row),
+        )
+
+    # reads
+
+    def counters(self) -> dict[tuple[str, str], int]:
+        """Every count since the database was made, by counter and label."""
+        rows = self.execute(
+            "SELECT name, label, CAST(sum(n) AS BIGINT) FROM counts WHERE slot = ? "
+            "GROUP BY name, label",
+            (TOTAL,),
+        )
+        return {(name, label): int(total) for name, label, total in rows}
+
+    def last_hour(self) -> dict[str, int]:
+        """The counts of the last sixty minutes (this one included), by counter."""
+        minute = int(self.now // 60)
+        rows = self.execute(
+            "SELECT name, CAST(sum(n) AS BIGINT) FROM counts WHERE slot >= 0 AND minute > ? "
+            "GROUP BY name",
+            (minute - 60,),
+        )
+        return {name: int(total) for name, total in rows}
+
+    def live_tokens_by_state(self) -> list[tuple[str | None, str, str, int]]:
+        """The tokens that can still move, counted by workflow (None: the top one), state
+        and status."""
+        rows = self.execute(
+            "SELECT workflow, state, status, count(*) FROM tokens "
+            f"WHERE status IN {words(LIVE_TOKEN)} GROUP BY status, workflow, state"
+        )
+        return [(workflow, state, status, int(n)) for workflow, state, status, n in rows]
+
+    def live_tasks_by_state(self) -> list[tuple[str, str, int]]:
+        """The queued, claimed and waiting tasks, counted by the state they are claimed by."""
+        rows = self.execute(
+            "SELECT state, status, count(*) FROM tasks "
+            f"WHERE status IN {words(LIVE_TASK)} GROUP BY status, state"
+        )
+        return [(state, status, int(n)) for state, status, n in rows]
+
+    def oldest_queued(self, states: list[str]) -> dict[str, float]:
+        """When the oldest queued task of each of `states` was queued, for those that have one:
+        one look into the queue's index per state."""
+        found = self.reads(
+            [
+                (
+                    "SELECT min(queued_at) FROM tasks "
+                    f"WHERE status = {word(TaskStatus.QUEUED)} AND state = ?",
+                    (state,),
+                )
+                for state in states
+            ]
+        )
+        return {
+            state: from_column(rows[0][0])
+            for state, rows in zip(states, found, strict=True)
+            if rows and rows[0][0] is not None
+        }
+
+    def pending_timers(self) -> int:
+        row = self.one(f"SELECT count(*) FROM timers WHERE status = {word(TimerStatus.PENDING)}")
+        return int(row[0]) if row else 0
+
+
+class Shards:
+    """Shard numbers for the writers that run at once, the lowest free one first, so that
+    the counts table keeps a few rows per counter, not one per transaction ever run."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[int] = []
+        self._made = 0
+
+    def take(self) -> int:
+        with self._lock:
+            if self._free:
+                return heapq.heappop(self._free)
+            self._made += 1
+            return self._made - 1
+
+    def give(self, shard: int) -> None:
+        with self._lock:
+            heapq.heappush(self._free, shard)
