@@ -69,6 +69,8 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("GET", "/health"): None,
     ("GET", "/workflow"): WORK,
     ("GET", "/openapi.json"): WORK,
+    ("GET", "/stats"): OPERATOR,
+    ("GET", "/metrics"): WORK,
     ("GET", "/tokens"): OPERATOR,
     ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
     ("GET", "/tokens/{token}"): OPERATOR,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import falcon
 import msgspec
 
-from stateous.control import openapi
+from stateous.control import metrics, openapi, stats
 from stateous.control.access import (
     RULES,
     SIGNATURES,
@@ -32,6 +32,7 @@ from stateous.control.access import (
 )
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
+from stateous.control.exposition import MEDIA_TYPE
 from stateous.model import wire
 from stateous.model.text import printable
 
@@ -244,6 +245,21 @@ class OpenApi(Resource):
         resp.data = _encode(openapi.document())
 
 
+class Figures(Resource):
+    """`/stats` and `/metrics`: how the control plane fares, as JSON and for Prometheus."""
+
+    def __init__(self, engine: Engine, http: metrics.HttpMetrics) -> None:
+        super().__init__(engine)
+        self.http = http
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, stats.stats(self.engine))
+
+    def on_get_metrics(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = MEDIA_TYPE
+        resp.text = metrics.exposition(self.engine, self.http)
+
+
 class Tokens(Resource):
     """`/tokens`: start a token, or list tokens."""
 
@@ -375,9 +391,13 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`."""
-    app = falcon.App(middleware=[guard] if guard is not None else [])
+    http = metrics.HttpMetrics()
+    app = falcon.App(middleware=[http] if guard is None else [http, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
+    figures = Figures(engine, http)
     app.add_route("/health", Health(engine, warning))
+    app.add_route("/stats", figures)
+    app.add_route("/metrics", figures, suffix="metrics")
     app.add_route("/workflow", WorkflowFile(engine))
     app.add_route("/openapi.json", OpenApi(engine))
     app.add_route("/tokens", tokens)
