@@ -277,3 +277,31 @@ def test_writers_at_once_count_every_change(backend: Backend, clock: Clock) -> N
     assert value(samples, "stateous_events_fired_total") == 40
     [(kept,)] = rows(backend, "SELECT count(*) FROM counts")
     assert kept <= 2 * 8 * 2  # two counters, a total and a minute each, a shard per writer
+
+
+def test_a_database_made_before_the_counts_takes_its_totals_from_its_ledger(
+    backend: Backend, clock: Clock
+) -> None:
+    engine = engine_on(backend, clock)
+    workload(engine, clock)
+    engine.store.close()
+    with connected(backend) as run:
+        for statement in (
+            "DROP TABLE counts",
+            "DROP INDEX tokens_live_state",
+            "DROP INDEX tasks_live_state",
+            "UPDATE stateous_version SET version_num = '0004'",
+        ):
+            run(statement)
+
+    with serving(engine_on(backend, clock)) as served:
+        samples = scrape(served)
+    for name, kind in KINDS.items():
+        assert value(samples, name) == ledger_count(backend, kind), name
+    assert value(samples, "stateous_leases_ended_total") == 1
+    assert value(samples, "stateous_events_refused_total", code="event_not_allowed") == 1
+    assert value(samples, "stateous_events_refused_total", code="token_not_active") == 1
+    assert value(samples, "stateous_tokens_ended_total", status="failed") == 4
+    assert value(samples, "stateous_tokens_ended_total", status="cancelled") == 1
+    # The ledger does not tell reports apart: they are counted from the upgrade on.
+    assert value(samples, "stateous_reports_total", outcome="event") == 0
