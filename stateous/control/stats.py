@@ -1,10 +1,11 @@
 """What `GET /stats` answers, from one read that `GET /metrics` shares.
 
-The read takes the live tokens and tasks by state, the oldest queued task of
-each state, the pending timers and the counts, all on one snapshot and all
-from indexes of live rows or from the counts table (`store/counts.py`), so
-that it costs the same with a thousand tokens or a million. A state is named
-as a supervisor claims it: `state`, or `workflow/state` in a child workflow.
+The read takes the counts (`store/counts.py`), among them the live tokens and
+tasks by status and state, then the oldest queued task of each state and the
+pending timers, all on one snapshot: a few rows of the counts table and a
+look into an index per state, so that it costs the same with a thousand tokens
+or a million. A state is named as a supervisor claims it: `state`, or
+`workflow/state` in a child workflow.
 """
 
 from __future__ import annotations
@@ -60,9 +61,15 @@ def task_states(graph: Graph) -> list[str]:
     ]
 
 
-def state_name(workflow: str | None, state: str) -> str:
-    """A token's state as a supervisor would claim it."""
-    return state if workflow is None else f"{workflow}/{state}"
+def gauge(counters: dict[tuple[str, str], int], name: Counter) -> list[tuple[str, str, int]]:
+    """A gauge kept as counts (labels `status state`) as rows of (state, status, how many),
+    without the states and statuses it has none of."""
+    found = []
+    for (counted, label), n in sorted(counters.items()):
+        if counted == name and n:
+            status, _, state = label.partition(" ")
+            found.append((state, status, n))
+    return found
 
 
 def read(engine: Engine) -> Snapshot:
@@ -70,16 +77,14 @@ def read(engine: Engine) -> Snapshot:
     states = task_states(engine.graph)
 
     def operation(tx: Tx) -> Snapshot:
+        counters = tx.counters()
         return Snapshot(
             now=tx.now,
-            tokens=[
-                (state_name(workflow, state), status, n)
-                for workflow, state, status, n in tx.live_tokens_by_state()
-            ],
-            tasks=tx.live_tasks_by_state(),
+            tokens=gauge(counters, Counter.LIVE_TOKENS),
+            tasks=gauge(counters, Counter.LIVE_TASKS),
             oldest=tx.oldest_queued(states),
             timers_pending=tx.pending_timers(),
-            counters=tx.counters(),
+            counters=counters,
             last_hour=tx.last_hour(),
         )
 

@@ -43,11 +43,9 @@ PARTIAL_WITH_WORDS = [
     "ledger_deferred",
     "tasks_lease",
     "tasks_live",
-    "tasks_live_state",
     "tasks_queue",
     "timers_due",
     "timers_token",
-    "tokens_live_state",
 ]
 TABLES = {"tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane"}
 

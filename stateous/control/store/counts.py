@@ -8,9 +8,12 @@ are kept exactly when the change is, and a change run again (Postgres, after a
 conflict) counts once. Each writer that runs at once bumps rows of its own
 `shard`, so no writer waits for another's row; a read adds the shards up.
 
-The reads answer from the counts table and from partial indexes of live tokens,
-live tasks and pending timers, never from the ended rows or the ledger, so
-they stay cheap however long the database has served.
+The live tokens and tasks by status and state are counts too, moved up and
+down as a change saves a token or a task (a gauge kept, not counted at each
+read: counting a hundred thousand index entries takes longer than a scrape
+may). The reads answer from the counts table, the queue's index and the
+index of pending timers, never from the ended rows or the ledger, so they
+stay cheap however long the database has served.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from stateous.control.store.columns import word, words
+from stateous.control.store.columns import TOKEN_COLUMNS, word
 from stateous.control.store.contract import KeepAndRaise, Result
-from stateous.control.store.rows import from_column
+from stateous.control.store.rows import TaskRow, TokenRow, from_column
 from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import LIVE_TASK, LIVE_TOKEN, Kind, TaskStatus, TimerStatus
 
@@ -41,6 +44,10 @@ class Counter(StrEnum):
     ATTEMPTS_FAILED = "attempts_failed"
     LEASES_ENDED = "leases_ended"
     TIMERS_FIRED = "timers_fired"
+    #: Gauges, kept as counts that go up and down: live tokens by status and state, and
+    #: live tasks by status and state, each labelled `status state`.
+    LIVE_TOKENS = "live_tokens"
+    LIVE_TASKS = "live_tasks"
 
 
 #: The counter and label that each counted kind of ledger entry bumps; a refused event's
@@ -70,6 +77,19 @@ BUMP = (
 )
 
 
+def token_label(workflow: str | None, state: str, status: str) -> str | None:
+    """The label of a token in the gauge of live tokens (None: an ended token is not in it):
+    its status, then its state as a supervisor claims it."""
+    if status not in LIVE_TOKEN:
+        return None
+    return f"{status} {state if workflow is None else f'{workflow}/{state}'}"
+
+
+def task_label(state: str, status: str) -> str | None:
+    """The label of a task in the gauge of live tasks (None: an ended task is not in it)."""
+    return f"{status} {state}" if status in LIVE_TASK else None
+
+
 class CountingTx(SqlTx):
     """`SqlTx` that counts what the change does, and reads the counts and the live rows."""
 
@@ -81,10 +101,43 @@ class CountingTx(SqlTx):
         self._counts: dict[tuple[str, str], int] = {}
         self._refused = 0
 
-    def count(self, name: str, label: str = "") -> None:
-        """Count one more `name` (with `label`) when this change is kept."""
+    def count(self, name: str, label: str = "", added: int = 1) -> None:
+        """Count `added` more `name` (with `label`) when this change is kept."""
         key = (name, label)
-        self._counts[key] = self._counts.get(key, 0) + 1
+        self._counts[key] = self._counts.get(key, 0) + added
+
+    def moved(self, name: str, before: str | None, after: str | None) -> None:
+        """Move one row of a gauge from the label `before` to `after` (None: not counted)."""
+        if before == after:
+            return
+        if before is not None:
+            self.count(name, before, -1)
+        if after is not None:
+            self.count(name, after)
+
+    # what a change does to the live rows
+
+    def insert_token(self, row: TokenRow) -> None:
+        self.moved(Counter.LIVE_TOKENS, None, token_label(row.workflow, row.state, row.status))
+        super().insert_token(row)
+
+    def save_token(self, row: TokenRow) -> None:
+        kept = self._rows.get(row.token)
+        if kept is None:  # every write reads a token before it saves it; this is a safety net
+            kept = self.one(f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token = ?", (row.token,))
+        before = None if kept is None else token_label(kept[7], kept[1], kept[2])
+        self.moved(Counter.LIVE_TOKENS, before, token_label(row.workflow, row.state, row.status))
+        super().save_token(row)
+
+    def insert_task(self, token: str, state: str, visit: int) -> int:
+        self.moved(Counter.LIVE_TASKS, None, task_label(state, TaskStatus.QUEUED))
+        return super().insert_task(token, state, visit)
+
+    def save_task(self, row: TaskRow) -> None:
+        before = task_label(row.state, row.was)
+        self.moved(Counter.LIVE_TASKS, before, task_label(row.state, row.status))
+        super().save_task(row)
+        row.was = row.status
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
         counted = BY_KIND.get(kind)
@@ -109,14 +162,16 @@ class CountingTx(SqlTx):
         if self._refused:
             key = (Counter.EVENTS_REFUSED.value, refusal)
             counts[key] = counts.get(key, 0) + self._refused
-        if not counts:
-            return
         minute = int(self.now // 60)
         rows: list[tuple[Any, ...]] = []
         for (name, label), added in counts.items():
+            if not added:
+                continue
             rows.append((name, label, TOTAL, self.shard, TOTAL, added))
             if name in HOURLY:
                 rows.append((name, label, minute % 60, self.shard, minute, added))
+        if not rows:
+            return
         marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in rows)
         self.change(
             f"INSERT INTO counts ({COLUMNS}) VALUES {marks} {BUMP}",
@@ -143,23 +198,6 @@ class CountingTx(SqlTx):
             (minute - 60,),
         )
         return {name: int(total) for name, total in rows}
-
-    def live_tokens_by_state(self) -> list[tuple[str | None, str, str, int]]:
-        """The tokens that can still move, counted by workflow (None: the top one), state
-        and status."""
-        rows = self.execute(
-            "SELECT workflow, state, status, count(*) FROM tokens "
-            f"WHERE status IN {words(LIVE_TOKEN)} GROUP BY status, workflow, state"
-        )
-        return [(workflow, state, status, int(n)) for workflow, state, status, n in rows]
-
-    def live_tasks_by_state(self) -> list[tuple[str, str, int]]:
-        """The queued, claimed and waiting tasks, counted by the state they are claimed by."""
-        rows = self.execute(
-            "SELECT state, status, count(*) FROM tasks "
-            f"WHERE status IN {words(LIVE_TASK)} GROUP BY status, state"
-        )
-        return [(state, status, int(n)) for state, status, n in rows]
 
     def oldest_queued(self, states: list[str]) -> dict[str, float]:
         """When the oldest queued task of each of `states` was queued, for those that have one:

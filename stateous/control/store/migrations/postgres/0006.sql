@@ -3,8 +3,9 @@
 -- the counters of the last hour, a ring of sixty minutes (slot = minute % 60, with the
 -- minute since 1970 beside it, so that a slot left from an older hour starts again
 -- from zero). Each writer that runs at once bumps rows of its own `shard`, so that no
--- writer waits for another's row. Two partial indexes count the live tokens and tasks
--- by state without reading the ended ones. A database made before gets the totals
+-- writer waits for another's row. The live tokens and tasks by status and state are
+-- counts too, that each change moves up and down (`live_tokens`, `live_tasks`, labelled
+-- `status state`). A database made before gets them from its rows, and the totals
 -- that its ledger tells (reports are counted from this version on).
 
 CREATE TABLE counts (
@@ -16,10 +17,6 @@ CREATE TABLE counts (
     n BIGINT NOT NULL,
     PRIMARY KEY (name, label, slot, shard)
 );
-CREATE INDEX tokens_live_state ON tokens (status, workflow, state)
-    WHERE status IN ('active', 'paused');
-CREATE INDEX tasks_live_state ON tasks (status, state)
-    WHERE status IN ('queued', 'claimed', 'waiting');
 INSERT INTO counts (name, label, slot, shard, minute, n)
     SELECT name, label, -1, 0, -1, count(*) FROM (
         SELECT CASE
@@ -43,3 +40,10 @@ INSERT INTO counts (name, label, slot, shard, minute, n)
     SELECT 'leases_ended', '', -1, 0, -1, count(*) FROM ledger
     WHERE kind = 'task_failed' AND data ->> 'error' LIKE '% stopped answering: no heartbeat for %'
     HAVING count(*) > 0;
+INSERT INTO counts (name, label, slot, shard, minute, n)
+    SELECT 'live_tokens', status || ' ' || CASE WHEN workflow IS NULL THEN state
+        ELSE workflow || '/' || state END, -1, 0, -1, count(*)
+    FROM tokens WHERE status IN ('active', 'paused') GROUP BY 2;
+INSERT INTO counts (name, label, slot, shard, minute, n)
+    SELECT 'live_tasks', status || ' ' || state, -1, 0, -1, count(*)
+    FROM tasks WHERE status IN ('queued', 'claimed', 'waiting') GROUP BY 2;

@@ -24,8 +24,6 @@ CREATE TABLE tokens (
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at);
 CREATE INDEX tokens_status_moved ON tokens (status, moved_at);
-CREATE INDEX tokens_live_state ON tokens (status, workflow, state)
-    WHERE status IN ('active', 'paused');
 CREATE INDEX tokens_parent ON tokens (parent, rowid) WHERE parent IS NOT NULL;
 
 CREATE TABLE ledger (
@@ -56,8 +54,6 @@ CREATE TABLE tasks (
 CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
-    WHERE status IN ('queued', 'claimed', 'waiting');
-CREATE INDEX tasks_live_state ON tasks (status, state)
     WHERE status IN ('queued', 'claimed', 'waiting');
 
 -- `timers_due` names `due_at` in its condition so that a kept plan that looks for a
@@ -114,7 +110,8 @@ CREATE TABLE credentials (
 );
 
 -- The counts behind the metrics (0006): since the database was made (slot -1), and a
--- ring of the last sixty minutes; one shard per writer that runs at once.
+-- ring of the last sixty minutes; one shard per writer that runs at once. The live
+-- tokens and tasks by status and state are counts too, that go up and down.
 CREATE TABLE counts (
     name TEXT NOT NULL,
     label TEXT NOT NULL,
