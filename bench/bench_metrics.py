@@ -6,10 +6,11 @@ Run: .venv/bin/python bench/bench_metrics.py [--tokens 1000000] [--active 100000
 It fills the database by bulk inserts (not through the API): `--tokens` tokens, of which
 `--active` can still move (a tenth of those paused), spread over two states, each live
 token with its live task (60 % queued, 30 % claimed, 10 % waiting) and a pending timeout
-in `review`; the ended ones completed, failed or cancelled, each with a done task and a
-ledger row; the counts table as a busy control plane leaves it. Then it serves the
-database with `stateous serve` and times `--runs` requests of each route on one kept-alive
-connection (median, p90, slowest). Target: /metrics within 50 ms, /stats as cheap.
+in `review`; the ended ones completed, failed or cancelled, each with a done task, a
+fired or cancelled timeout and a ledger row; the counts table as a busy control plane
+leaves it. Then it serves the database with `stateous serve` and times `--runs` requests
+of each route on one kept-alive connection (median, p90, slowest). Target: /metrics
+within 50 ms, /stats as cheap.
 `--write-cost` also times events fired one after another in this process, with the counts
 kept and with them left out, alternating rounds, to show what the counts cost a write.
 """
@@ -88,20 +89,16 @@ def task_rows(tokens: int, active: int) -> Iterator[tuple[Any, ...]]:
         yield (index + 1, f"T-{index}", state, 1, status, 1, claimed, lease, stamp(index))
 
 
-def timer_rows(active: int) -> Iterator[tuple[Any, ...]]:
-    for index in range(1, active, 2):  # the live tokens in review
-        yield (
-            index + 1,
-            f"T-{index}",
-            "review",
-            1,
-            "timeout",
-            None,
-            STAMP,
-            "2099-01-01T00:00:00.000000Z",
-            "pending",
-            "timeout",
-        )
+def timer_rows(tokens: int, active: int) -> Iterator[tuple[Any, ...]]:
+    """A pending timeout for each live token in `review`; a fired or cancelled one for each
+    ended token."""
+    due = "2099-01-01T00:00:00.000000Z"
+    for index in range(tokens):
+        live = index < active
+        if live and STATES[index % 2] != "review":
+            continue
+        status = "pending" if live else ("fired", "cancelled")[index % 2]
+        yield (index + 1, f"T-{index}", "review", 1, "timeout", None, STAMP, due, status, "timeout")
 
 
 def ledger_rows(tokens: int, active: int) -> Iterator[tuple[Any, ...]]:
@@ -160,7 +157,7 @@ def fill_sqlite(path: Path, tokens: int, active: int) -> None:
     tables = [
         ("tokens", TOKENS, token_rows(tokens, active)),
         ("tasks", TASKS, task_rows(tokens, active)),
-        ("timers", TIMERS, timer_rows(active)),
+        ("timers", TIMERS, timer_rows(tokens, active)),
         ("ledger", LEDGER, ledger_rows(tokens, active)),
         ("counts", COUNTS, iter(count_rows(tokens, active))),
     ]
@@ -181,7 +178,7 @@ def fill_postgres(url: str, tokens: int, active: int) -> None:
     tables = [
         ("tokens", TOKENS, token_rows(tokens, active)),
         ("tasks", TASKS, task_rows(tokens, active)),
-        ("timers", TIMERS, timer_rows(active)),
+        ("timers", TIMERS, timer_rows(tokens, active)),
         ("ledger", LEDGER, ledger_rows(tokens, active)),
         ("counts", COUNTS, iter(count_rows(tokens, active))),
     ]
@@ -190,6 +187,10 @@ def fill_postgres(url: str, tokens: int, active: int) -> None:
             with connection.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
+        for table in ("tasks", "timers"):  # the ids were given: the sequences go past them
+            connection.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
+            )
         connection.commit()
         connection.autocommit = True
         connection.execute("VACUUM ANALYZE")
