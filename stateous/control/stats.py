@@ -1,8 +1,8 @@
 """What `GET /stats` answers, from one read that `GET /metrics` shares.
 
 The read takes the counts (`store/counts.py`), among them the live tokens and
-tasks by status and state, then the oldest queued task of each state and the
-pending timers, all on one snapshot: a few rows of the counts table and a
+tasks by status and state and the pending timers, then the oldest queued task
+of each state, all on one snapshot: a few rows of the counts table and a
 look into an index per state, so that it costs the same with a thousand tokens
 or a million. A state is named as a supervisor claims it: `state`, or
 `workflow/state` in a child workflow.
@@ -83,7 +83,7 @@ def read(engine: Engine) -> Snapshot:
             tokens=gauge(counters, Counter.LIVE_TOKENS),
             tasks=gauge(counters, Counter.LIVE_TASKS),
             oldest=tx.oldest_queued(states),
-            timers_pending=tx.pending_timers(),
+            timers_pending=counters.get((Counter.TIMERS_PENDING.value, ""), 0),
             counters=counters,
             last_hour=tx.last_hour(),
         )

@@ -214,12 +214,15 @@ LIVE_ROWS = {
     "WHERE status IN ('active', 'paused') GROUP BY 1",
     "live_tasks": "SELECT status || ' ' || state, count(*) FROM tasks "
     "WHERE status IN ('queued', 'claimed', 'waiting') GROUP BY 1",
+    "timers_pending": "SELECT '', count(*) FROM timers WHERE status = 'pending' "
+    "HAVING count(*) > 0",
 }
 
 
 def live_counts_drift(store: Store) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
-    """The gauges of live tokens and tasks that the counts table keeps and that differ from
-    the rows themselves: {name: (kept, counted)}; empty when every change moved them right."""
+    """The gauges of live tokens, live tasks and pending timers that the counts table keeps
+    and that differ from the rows themselves: {name: (kept, counted)}; empty when every
+    change moved them right."""
 
     def operation(tx: Any) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
         kept = tx.counters()

@@ -78,7 +78,7 @@ def plane(backend: Backend) -> Iterator[Plane]:
     yield served
     drift = live_counts_drift(served.store)
     served.store.close()
-    assert drift == {}, "the counts of live tokens and tasks drifted from the rows"
+    assert drift == {}, "the counts of live rows drifted from the rows"
 
 
 def to_reviews(plane: Plane) -> None:

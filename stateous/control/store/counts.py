@@ -8,12 +8,12 @@ are kept exactly when the change is, and a change run again (Postgres, after a
 conflict) counts once. Each writer that runs at once bumps rows of its own
 `shard`, so no writer waits for another's row; a read adds the shards up.
 
-The live tokens and tasks by status and state are counts too, moved up and
-down as a change saves a token or a task (a gauge kept, not counted at each
-read: counting a hundred thousand index entries takes longer than a scrape
-may). The reads answer from the counts table, the queue's index and the
-index of pending timers, never from the ended rows or the ledger, so they
-stay cheap however long the database has served.
+The live tokens and tasks by status and state, and the pending timers, are
+counts too, moved up and down as a change saves a token or a task or sets,
+fires or cancels a timer (a gauge kept, not counted at each read: counting a
+hundred thousand index entries takes longer than a scrape may). The reads
+answer from the counts table and the queue's index, never from the ended rows
+or the ledger, so they stay cheap however long the database has served.
 """
 
 from __future__ import annotations
@@ -45,9 +45,10 @@ class Counter(StrEnum):
     LEASES_ENDED = "leases_ended"
     TIMERS_FIRED = "timers_fired"
     #: Gauges, kept as counts that go up and down: live tokens by status and state, and
-    #: live tasks by status and state, each labelled `status state`.
+    #: live tasks by status and state, each labelled `status state`; pending timers.
     LIVE_TOKENS = "live_tokens"
     LIVE_TASKS = "live_tasks"
+    TIMERS_PENDING = "timers_pending"
 
 
 #: The counter and label that each counted kind of ledger entry bumps; a refused event's
@@ -139,6 +140,24 @@ class CountingTx(SqlTx):
         super().save_task(row)
         row.was = row.status
 
+    def insert_timer(
+        self, token: str, state: str, visit: int, event: str, payload: Any, due_at: float, kind: str
+    ) -> int:
+        self.count(Counter.TIMERS_PENDING)
+        return super().insert_timer(token, state, visit, event, payload, due_at, kind)
+
+    def set_timer_status(self, timer: int, status: str) -> None:
+        """Set the status of a pending timer (the engine sets none of another)."""
+        if status != TimerStatus.PENDING:
+            self.count(Counter.TIMERS_PENDING, "", -1)
+        super().set_timer_status(timer, status)
+
+    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
+        """Cancel pending timers and count how many went."""
+        gone = self.execute(f"{statement} RETURNING id", bindings)
+        if gone:
+            self.count(Counter.TIMERS_PENDING, "", -len(gone))
+
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
         counted = BY_KIND.get(kind)
         if counted is not None:
@@ -217,10 +236,6 @@ class CountingTx(SqlTx):
             for state, rows in zip(states, found, strict=True)
             if rows and rows[0][0] is not None
         }
-
-    def pending_timers(self) -> int:
-        row = self.one(f"SELECT count(*) FROM timers WHERE status = {word(TimerStatus.PENDING)}")
-        return int(row[0]) if row else 0
 
 
 class Shards:

@@ -40,7 +40,8 @@ from stateous.control.store.columns import (
     token_state_sql,
 )
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
-from stateous.control.store.counts import Shards
+from stateous.control.store.counts import BUMP, TOTAL, Counter, Shards
+from stateous.control.store.counts import COLUMNS as COUNT_COLUMNS
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.postgres.connection import (
     LOCK_MILLISECONDS,
@@ -405,6 +406,16 @@ class PostgresTx(QueuedTx):
     def grant_reads(self, token: str, state: str) -> GrantReads:
         known = self._grant_reads.pop((token, state), None)
         return known if known is not None else super().grant_reads(token, state)
+
+    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
+        """Cancel pending timers and count how many went, in one statement sent without
+        waiting: the UPDATE's rows are counted into `counts` by the database itself."""
+        self.change(
+            f"WITH gone AS ({statement} RETURNING 1) INSERT INTO counts ({COUNT_COLUMNS}) "
+            f"SELECT '{Counter.TIMERS_PENDING.value}', '', {TOTAL}, CAST(? AS INTEGER), "
+            f"{TOTAL}, -count(*) FROM gone HAVING count(*) > 0 {BUMP}",
+            (*bindings, self.shard),
+        )
 
     def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
         ident = self.ids.take(table, self)

@@ -3,9 +3,9 @@
 -- the counters of the last hour, a ring of sixty minutes (slot = minute % 60, with the
 -- minute since 1970 beside it, so that a slot left from an older hour starts again
 -- from zero). Each writer that runs at once bumps rows of its own `shard`, so that no
--- writer waits for another's row. The live tokens and tasks by status and state are
--- counts too, that each change moves up and down (`live_tokens`, `live_tasks`, labelled
--- `status state`). A database made before gets them from its rows, and the totals
+-- writer waits for another's row. The live tokens and tasks by status and state, and
+-- the pending timers, are counts too, that each change moves up and down
+-- (`live_tokens`, `live_tasks`, labelled `status state`; `timers_pending`). A database made before gets them from its rows, and the totals
 -- that its ledger tells (reports are counted from this version on).
 
 CREATE TABLE counts (
@@ -47,3 +47,6 @@ INSERT INTO counts (name, label, slot, shard, minute, n)
 INSERT INTO counts (name, label, slot, shard, minute, n)
     SELECT 'live_tasks', status || ' ' || state, -1, 0, -1, count(*)
     FROM tasks WHERE status IN ('queued', 'claimed', 'waiting') GROUP BY 2;
+INSERT INTO counts (name, label, slot, shard, minute, n)
+    SELECT 'timers_pending', '', -1, 0, -1, count(*) FROM timers WHERE status = 'pending'
+    HAVING count(*) > 0;
