@@ -102,17 +102,12 @@ class HttpMetrics:
         return [requests, latency]
 
 
-def database_families(shot: stats.Snapshot, states: list[str]) -> list[Family]:
-    """The families read from the database; every state of `states` has its task counts,
+def gauge_families(shot: stats.Snapshot, states: list[str]) -> list[Family]:
+    """The gauges read from the database; every state of `states` has its task counts,
     zero or not, so that a query finds the series before the first task."""
     tokens = Family("stateous_tokens", "gauge", "Tokens that can still move, by state and status.")
     for state, status, n in shot.tokens:
         tokens.add(n, state=state, status=status)
-    ended = Family(
-        "stateous_tokens_ended_total", "counter", "Tokens that ended for good, by status."
-    )
-    for status in ENDING:
-        ended.add(shot.total(Counter.TOKENS_ENDED, status), status=status)
     tasks = Family(
         "stateous_tasks", "gauge", "Tasks queued, claimed or waiting, by state and status."
     )
@@ -129,7 +124,17 @@ def database_families(shot: stats.Snapshot, states: list[str]) -> list[Family]:
         oldest.add(age, state=state)
     timers = Family("stateous_timers_pending", "gauge", "Timers and timeouts not yet fired.")
     timers.add(shot.timers_pending)
-    found = [tokens, ended, tasks, oldest, timers]
+    return [tokens, tasks, oldest, timers]
+
+
+def counter_families(shot: stats.Snapshot) -> list[Family]:
+    """The counters read from the database."""
+    ended = Family(
+        "stateous_tokens_ended_total", "counter", "Tokens that ended for good, by status."
+    )
+    for status in ENDING:
+        ended.add(shot.total(Counter.TOKENS_ENDED, status), status=status)
+    found = [ended]
     for name, text, counter in PLAIN:
         family = Family(name, "counter", text)
         family.add(shot.total(counter))
@@ -169,9 +174,11 @@ def writer_families(engine: Engine) -> list[Family]:
 
 def exposition(engine: Engine, http: HttpMetrics) -> str:
     """The text of `GET /metrics`."""
+    shot = stats.read(engine)
     return render(
         [
-            *database_families(stats.read(engine), stats.task_states(engine.graph)),
+            *gauge_families(shot, stats.task_states(engine.graph)),
+            *counter_families(shot),
             *http.families(),
             *writer_families(engine),
         ]

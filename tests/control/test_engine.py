@@ -26,8 +26,8 @@ from tests.control.support import (
     Backend,
     Item,
     Plane,
+    counts_drift,
     fan_out,
-    live_counts_drift,
     one_step,
     orders,
     plane_for,
@@ -38,9 +38,9 @@ from tests.control.support import (
 def plane(backend: Backend) -> Iterator[Plane]:
     served = plane_for(orders(), backend)
     yield served
-    drift = live_counts_drift(served.store)
+    drift = counts_drift(served.store)
     served.store.close()
-    assert drift == {}, "the counts of live rows drifted from the rows"
+    assert drift == {}, "the counts drifted from the rows"
 
 
 def report(kind: str = "event", **fields) -> ReportBody:

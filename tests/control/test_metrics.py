@@ -17,7 +17,7 @@ from stateous.control.graph import Graph
 from stateous.control.store import from_column
 from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving, write_graph
-from tests.control.support import Backend, Clock, connected, live_counts_drift
+from tests.control.support import Backend, Clock, connected, counts_drift
 
 SUPERVISOR = "box-1"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -297,7 +297,7 @@ def test_a_database_made_before_the_counts_takes_its_totals_from_its_ledger(
 
     with serving(engine_on(backend, clock)) as served:
         samples = scrape(served)
-        assert live_counts_drift(served.engine.store) == {}
+        assert counts_drift(served.engine.store) == {}
     for name, kind in KINDS.items():
         assert value(samples, name) == ledger_count(backend, kind), name
     assert value(samples, "stateous_leases_ended_total") == 1

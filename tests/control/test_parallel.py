@@ -10,7 +10,7 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.control.errors import ChildToken, EventNotAllowed, InvalidTokenId
 from stateous.model.wire import ReportBody, Schedule
-from tests.control.support import Backend, Plane, live_counts_drift, plane_for
+from tests.control.support import Backend, Plane, counts_drift, plane_for
 from tests.control.test_races import together
 
 
@@ -76,9 +76,9 @@ DESIGN = "T-1.reviews.1.design-review"
 def plane(backend: Backend) -> Iterator[Plane]:
     served = plane_for(sdlc(), backend)
     yield served
-    drift = live_counts_drift(served.store)
+    drift = counts_drift(served.store)
     served.store.close()
-    assert drift == {}, "the counts of live rows drifted from the rows"
+    assert drift == {}, "the counts drifted from the rows"
 
 
 def to_reviews(plane: Plane) -> None:
