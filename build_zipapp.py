@@ -44,8 +44,16 @@ PURE_PART = {"PyYAML": "6.0.4"}
 POSTGRES_COMPILED = {"psycopg-binary": "3.3.9"}
 POSTGRES_PURE = {"psycopg": "3.3.9", "typing-extensions": "4.16.0"}
 
-#: Files of the wheels that Stateous never runs: test suites, benchmarks, extra SQLite tools.
-LEFT_OUT = ("apsw/tests/", "apsw/sqlite_extra_binaries/", "falcon/bench/")
+#: Files of the wheels that Stateous never runs: test suites, benchmarks, extra SQLite tools,
+#: Falcon's ASGI app and test helpers (the control plane is a WSGI app), bills of materials.
+LEFT_OUT = (
+    "apsw/tests/",
+    "apsw/sqlite_extra_binaries/",
+    "falcon/bench/",
+    "falcon/asgi/",
+    "falcon/testing/",
+    "platformdirs-4.14.9.dist-info/sboms/",
+)
 EXTENSIONS = (".so", ".pyd")
 
 

@@ -3,12 +3,14 @@
 Run: .venv/bin/python bench/bench_pickup.py [--idle 200] [--seconds 5] [--firers 2]
 One `stateous serve` on SQLite. `--idle` idle supervisors are threads of one helper process,
 each on its own kept-alive connection, claiming as `stateous supervise` does (a claim with
-`"wait": 20`, the same request id across it, a jittered 0.5-1 s pause after a claim answered
-at once) and reporting each grant at once. The bench measures fires per second from
-`--firers` processes (each firing `poke` on a token of its own, kept alive) first with no
-supervisor, then with the idle ones connected, while it starts a token every 20-60 ms and
-reads from the ledger (its times, to the microsecond) how long each first task waited
-between `task_queued` and `task_claimed`. It prints the peak RSS of `serve` too.
+`"wait": 20`, the same request id across it; after a claim answered at once, a jittered
+pause of up to its `Retry-After`, or of 0.5-1 s) and reporting each grant at once. The
+bench measures fires per second from `--firers` processes (each firing `poke` on a token
+of its own, kept alive) first with no supervisor, then with the idle ones connected,
+while it starts a token every 20-60 ms and reads from the ledger (its times, to the
+microsecond) how long each first task waited between `task_queued` and `task_claimed`.
+It prints serve's CPU time per fire in each phase, and per second for the idle fleet
+alone (figures that hold on a loaded machine, where rates do not), and its peak RSS.
 Targets: fires keep >= 90 % of their rate; pickup p50 <= 10 ms, p99 <= 50 ms;
 serve peak RSS < 80 MiB with 200 waiting supervisors.
 """
@@ -39,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 import msgspec  # noqa: E402
 
 from stateous import END, START, Workflow  # noqa: E402
+from stateous.client.http import Connection  # noqa: E402
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
 
@@ -70,17 +73,19 @@ def ask(link: http.client.HTTPConnection, method: str, path: str, body: Any) -> 
 
 
 def idle_supervisor(port: int, name: str, stop: Any) -> None:
-    """Claim as `supervise` does; report each grant's `done` at once."""
-    link = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT + 10)
+    """Claim as `supervise` does (through its client, which reads `Retry-After`); report
+    each grant's `done` at once."""
+    link = Connection(f"http://127.0.0.1:{port}", timeout=WAIT + 10)
     while not stop.is_set():
         body = {"supervisor": name, "states": ["work"], "request": uuid.uuid4().hex, "wait": WAIT}
         began = time.monotonic()
-        status, grant = ask(link, "POST", "/tasks/claim", body)
+        status, grant = link.call("POST", "/tasks/claim", body)
         if status == 200:
             report = {"kind": "event", "event": "done", "attempt": grant["attempt"]}
-            ask(link, "POST", f"/tasks/{grant['task']}/report", {**report, "supervisor": name})
+            link.call("POST", f"/tasks/{grant['task']}/report", {**report, "supervisor": name})
         elif time.monotonic() - began < WAIT / 2:
-            stop.wait(random.uniform(0.5, 1.0))
+            most = link.retry_after or 1.0
+            stop.wait(random.uniform(most / 2, most))
 
 
 def idle_supervisors(port: int, count: int, stop: Any) -> None:
@@ -139,6 +144,12 @@ def pickups(db: Path, tokens: list[str]) -> list[float]:
     return waited
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) that a process has used, in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss(pid: int) -> int:
     """The peak resident memory of a process, in KiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -177,11 +188,16 @@ def main() -> None:
             _, grant = ask(link, "POST", "/tasks/claim", {"supervisor": "b", "states": ["work"]})
             report = {"kind": "event", "event": "done", "attempt": 1, "supervisor": "b"}
             assert ask(link, "POST", f"/tasks/{grant['task']}/report", report)[0] == 200
+        used = cpu_seconds(serve.pid)
         alone = fire_rate(port, firing, args.seconds)
+        alone_cpu = (cpu_seconds(serve.pid) - used) / (alone * args.seconds)
         stop = multiprocessing.Event()
         idle = multiprocessing.Process(target=idle_supervisors, args=(port, args.idle, stop))
         idle.start()
         time.sleep(3)  # every idle supervisor has claimed once, some wait
+        used = cpu_seconds(serve.pid)
+        time.sleep(args.seconds)
+        fleet_cpu = (cpu_seconds(serve.pid) - used) / args.seconds
         probes: list[str] = []
 
         def probe() -> None:
@@ -194,7 +210,9 @@ def main() -> None:
 
         prober = threading.Thread(target=probe)
         prober.start()
+        used = cpu_seconds(serve.pid)
         beside = fire_rate(port, firing, args.seconds)
+        beside_cpu = (cpu_seconds(serve.pid) - used) / (beside * args.seconds)
         prober.join()
         time.sleep(1)
         waited = sorted(pickups(db, probes))
@@ -211,6 +229,9 @@ def main() -> None:
     p99 = waited[min(claimed - 1, int(claimed * 0.99))] if waited else float("nan")
     print(f"fires/s alone: {alone:.0f}; beside {args.idle} idle supervisors: {beside:.0f}")
     print(f"  kept {beside / alone:.0%} of the rate (target >= 90 %)")
+    print(f"  serve's CPU per fire: alone {alone_cpu * 1000:.2f} ms, ", end="")
+    print(f"beside them {beside_cpu * 1000:.2f} ms (with the starts and claims of the probe)")
+    print(f"the idle fleet alone costs serve {fleet_cpu * 1000:.0f} ms of CPU per second")
     print(f"pickup of {claimed}/{len(probes)} tasks: p50 {p50:.1f} ms (<= 10), ", end="")
     print(f"p99 {p99:.1f} ms (<= 50)")
     print(f"serve peak RSS: {rss / 1024:.1f} MiB (target < 80 with 200 waiting)")

@@ -63,6 +63,8 @@ def silent(url: str, seconds: float) -> str:
     return f"the control plane at {url} did not answer within {shown} seconds"
 
 
+#: The longest pause that a `Retry-After` of a control plane is followed for, in seconds.
+LONGEST_RETRY_AFTER = 30.0
 #: The parts of an OpenSSL message that say nothing to a person: `[SSL: CODE] ` and `(_ssl.c:1006)`.
 _SSL_NOISE = re.compile(r"^\[[^\]]*\]\s*|\s*\(_ssl\.c:\d+\)$")
 
@@ -104,6 +106,14 @@ def _unreachable(url: str, ex: OSError | http.client.HTTPException) -> Unreachab
     return Unreachable(f"cannot reach the control plane at {url} ({reason})")
 
 
+def retry_after(header: str | None) -> float | None:
+    """The seconds of a `Retry-After` header in whole seconds, bounded; None for none, or
+    for a date (the control plane sends seconds)."""
+    if header is None or not header.strip().isdigit():
+        return None
+    return min(float(header.strip()), LONGEST_RETRY_AFTER)
+
+
 class Connection:
     """A kept-alive connection to a control plane; not for several threads at once.
 
@@ -127,6 +137,9 @@ class Connection:
         self._connection: http.client.HTTPConnection | None = None
         #: The URL that the open connection goes to.
         self._at = self.urls.current
+        #: The seconds that the last answer asked to wait before the next request
+        #: (`Retry-After`, in whole seconds, at most `LONGEST_RETRY_AFTER`), or None.
+        self.retry_after: float | None = None
 
     @property
     def url(self) -> str:
@@ -235,6 +248,7 @@ class Connection:
 
     def _answer(self, response: http.client.HTTPResponse, raw: bytes) -> tuple[int, Any]:
         """The status and decoded JSON of an answer; a refusal raised as its exception."""
+        self.retry_after = retry_after(response.getheader("Retry-After"))
         answer = None
         if raw:
             try:

@@ -33,6 +33,7 @@ from stateous.control.access import (
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
+from stateous.control.waits import COME_BACK
 from stateous.model import wire
 from stateous.model.text import printable
 
@@ -312,11 +313,15 @@ class Tasks(Resource):
         body = read_shape(req, wire.ClaimBody)
         # Waitress says when the client left (`edge.py` reads while a request is served).
         gone = req.env.get("waitress.client_disconnected")
+        # A claim that finds no room to wait is answered at once, and told when to come back.
+        turned_away = body.wait > 0 and not self.engine.waits.has_room()
         grant = self.engine.claim(
             body.supervisor, body.states, body.request, by=caller(req), wait=body.wait, gone=gone
         )
         if grant is None:
             resp.status = falcon.HTTP_204
+            if turned_away:
+                resp.set_header("Retry-After", str(COME_BACK))
         else:
             answer(resp, grant)
 

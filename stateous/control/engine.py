@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-from stateous.control import checks
+from stateous.control import checks, claiming
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -34,7 +33,7 @@ from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow
 from stateous.control.views import history_entry, view
 from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
 from stateous.model.durations import in_words
-from stateous.model.names import BUILTIN_EVENTS, START_NAME, STARTED
+from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
     WORKED_ON,
@@ -46,7 +45,6 @@ from stateous.model.vocabulary import (
 )
 from stateous.model.wire import (
     Duplicate,
-    EnteredBy,
     Grant,
     Health,
     HistoryEntry,
@@ -308,10 +306,11 @@ class Engine:
         checks.claim_wait(wait)
 
         def operation(tx: Tx) -> Grant | None:
-            if request is not None:
-                again = self._claimed_again(tx, supervisor, request)
-                if again is not None:
-                    return again
+            task = None if request is None else claiming.claimed_again(tx, supervisor, request)
+            if task is not None:
+                task.lease_until = tx.now + self.lease
+                tx.save_task(task)
+                return self._grant(tx, task)
             task = tx.next_queued(states) if states else None
             if task is not None:
                 task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
@@ -328,39 +327,15 @@ class Engine:
                 tx.put_claim(supervisor, request, None, None)
             return None
 
-        attempt = partial(self._write, operation, by)
+        def attempt() -> Grant | None:
+            if not self.store.read(lambda tx: claiming.must_write(tx, supervisor, states)):
+                return None
+            return self._write(operation, by)
+
         return self.waits.wait(states, wait if states else 0, attempt, gone)
 
-    def _claimed_again(self, tx: Tx, supervisor: str, request: str) -> Grant | None:
-        last = tx.last_claim(supervisor)
-        if last is None or last.request != request or last.task is None:
-            return None
-        task = tx.task(last.task)
-        if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
-            return None
-        if task.attempt != last.attempt:
-            return None
-        task.lease_until = tx.now + self.lease
-        tx.save_task(task)
-        return self._grant(tx, task)
-
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
-        token = self._token(tx, task.token)
-        reads = tx.grant_reads(task.token, token.state)
-        accepted = reads.accepted
-        name = STARTED if accepted is None else accepted["event"]
-        payload = None if accepted is None else accepted.get("payload")
-        return Grant(
-            task=task.id,
-            token=task.token,
-            state=task.state,
-            visit=task.visit,
-            attempt=task.attempt,
-            context=token.context,
-            memory=reads.memory,
-            entered_by=EnteredBy(name=name, payload=payload),
-            lease=round(self.lease),
-        )
+        return claiming.grant(tx, task, self._token(tx, task.token), self.lease)
 
     def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
         """Renew the leases of the tasks a supervisor still holds; name the others lost."""

@@ -3,16 +3,19 @@
 A waiting claim holds one of the server's request threads, so a control plane holds
 at most `limit` of them at once (by default two fewer than its threads): a claim
 beyond that is answered at once, as a claim without `wait` is, and its supervisor
-comes back after a short pause. A waiting claim is woken by the commit of a write
-that queued a task in one of its states (`Waking`, after the commit, so the task is
-there to claim), and claims again in a new transaction; it ends with nothing when
-its wait ends or when the control plane stops (`close`). docs/design.md says why.
+comes back after the answer's `Retry-After`. A write that queued tasks wakes, after
+its commit (`Waking`, so the task is there to claim), one waiting claim of the task's
+state per task queued, the longest waiting first, which claims again in a new
+transaction; a claim woken that leaves without claiming (its client gone, its wait
+over) wakes the others of its states in its place. A claim ends with nothing when its
+wait ends or when the control plane stops (`close`). docs/design.md says why.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -26,6 +29,9 @@ Granted = TypeVar("Granted")
 LONGEST_WAIT = 30.0
 #: Request threads that waiting claims leave to every other request.
 FREE_THREADS = 2
+#: Seconds after which a claim turned away for want of room to wait should come back (the
+#: answer's `Retry-After`): the claims that wait take new tasks at once meanwhile.
+COME_BACK = 3
 
 
 def held_waits(threads: int) -> int:
@@ -78,12 +84,15 @@ class Waits:
                     return grant
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not waiter.woken.wait(remaining) or self._ended(gone):
-                    break
+                    return None
                 waiter.woken.clear()
         finally:
             self._leave(waiter)
-        # Woken as the wait ended: the task may be this claim's.
-        return attempt() if waiter.woken.is_set() and not self._ended(gone) else None
+
+    def has_room(self) -> bool:
+        """Whether a claim that asks to wait would wait now; a hint, which may change at once."""
+        with self._lock:
+            return not self._closed and len(self._waiters) < self.limit
 
     def _ended(self, gone: Callable[[], bool] | None) -> bool:
         return self._closed or (gone is not None and gone())
@@ -99,20 +108,38 @@ class Waits:
     def _leave(self, waiter: _Waiter) -> None:
         with self._lock:
             self._waiters.remove(waiter)
+            if waiter.woken.is_set():
+                # Woken for a task that it leaves without claiming: the others may take it.
+                self._wake(waiter.states)
 
-    def queued(self, states: set[str] | None) -> None:
-        """Wake the claims waiting for any of `states` (None: every waiting claim)."""
+    def queued(self, queued: Counter[str] | None) -> None:
+        """Wake a waiting claim for each task queued, by its state (None: wake every one)."""
         with self._lock:
+            if queued is None:
+                self._wake(None)
+                return
+            left = Counter(queued)
             for waiter in self._waiters:
-                if states is None or not waiter.states.isdisjoint(states):
+                if waiter.woken.is_set():
+                    continue
+                state = next((state for state in left if state in waiter.states), None)
+                if state is not None:
                     waiter.woken.set()
+                    left[state] -= 1
+                    if not left[state]:
+                        del left[state]
+
+    def _wake(self, states: frozenset[str] | None) -> None:
+        """Wake every waiting claim for any of `states` (None: all); the lock is held."""
+        for waiter in self._waiters:
+            if states is None or not waiter.states.isdisjoint(states):
+                waiter.woken.set()
 
     def close(self) -> None:
         """End every waiting claim with nothing, and wait no more: the control plane stops."""
         with self._lock:
             self._closed = True
-            for waiter in self._waiters:
-                waiter.woken.set()
+            self._wake(None)
 
 
 class Waking:
@@ -124,7 +151,7 @@ class Waking:
         self.writer = store.writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
-        noted: list[set[str] | None] = []
+        noted: list[Counter[str] | None] = []
 
         def noting(tx: Tx) -> Result:
             result = operation(tx)
@@ -133,7 +160,7 @@ class Waking:
 
         result = self.store.write(noting)
         # A store may run an operation twice (Postgres, after a conflict): the last counts.
-        if noted and noted[-1] != set():
+        if noted and noted[-1] != Counter():
             self.waits.queued(noted[-1])
         return result
 

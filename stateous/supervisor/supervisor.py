@@ -371,11 +371,13 @@ class Supervisor:
             )
         return grant
 
-    async def _idle(self) -> None:
-        """Wait up to a second before the next claim (jittered, so that supervisors turned
-        away together do not come back together), less when a report may have queued work."""
+    async def _idle(self, most: float | None) -> None:
+        """Wait up to `most` seconds (a second when None) before the next claim, jittered, so
+        that supervisors turned away together do not come back together; less when a
+        report may have queued work."""
         waits = [asyncio.create_task(self._stop.wait()), asyncio.create_task(self._nudge.wait())]
-        pause = random.uniform(IDLE / 2, IDLE)
+        most = IDLE if most is None else most
+        pause = random.uniform(most / 2, most)
         await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
         for waiting in waits:
             waiting.cancel()
@@ -395,7 +397,7 @@ class Supervisor:
                 # Answered before its wait: a control plane that holds its most waiting
                 # claims, or one that does not wait; else its wait ended: claim again.
                 if time.monotonic() - began < CLAIM_WAIT / 2:
-                    await self._idle()
+                    await self._idle(connection.retry_after)
                 continue
             if self.forced:  # granted while the supervisor was stopped at once
                 self._give_back(grant)

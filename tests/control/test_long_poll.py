@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import apsw
 import pytest
 
+from stateous.client.http import Connection
+from stateous.control.waits import COME_BACK
 from tests.control.conftest import Served as InProcess
 from tests.control.serving import Launcher, Served, orders, write_graph
 
 #: States no task is ever queued in: a claim for them waits for its whole `wait`.
 NOWHERE = ["nowhere"]
+CLAIM_NOWHERE = {"supervisor": "s9", "states": NOWHERE, "wait": 3}
 
 
 @pytest.fixture
@@ -109,7 +114,45 @@ def test_waits_beyond_the_bound_are_answered_204_at_once_and_other_requests_pass
         status, token = served.request("POST", "/tokens/T-1/events/submitted", {})
         assert status == 200, token
         assert time.monotonic() - sent < 0.5
+        # A claim turned away is told when to come back; one that waited is not.
+        turned_away = Connection(served.url)
+        assert turned_away.call("POST", "/tasks/claim", CLAIM_NOWHERE) == (204, None)
+        assert turned_away.retry_after == COME_BACK
         assert [claim.result(timeout=10)[0] for claim in held] == [204, 204]
+    waited = Connection(served.url)
+    assert waited.call("POST", "/tasks/claim", {**CLAIM_NOWHERE, "wait": 0.5}) == (204, None)
+    assert waited.retry_after is None
+
+
+def test_the_empty_claims_of_an_idle_supervisor_write_nothing_after_the_first(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "db.sqlite"
+    served = launcher.serve(graph, db)
+    first = {"supervisor": "s1", "states": ["draft"], "request": "r-1"}
+    assert served.request("POST", "/tasks/claim", first) == (204, None)
+    for again in range(2, 5):
+        body = {**first, "request": f"r-{again}"}
+        assert served.request("POST", "/tasks/claim", body) == (204, None)
+    assert claim_rows(db) == [("s1", "r-1", None)]
+    # A task queued: the next claim takes it, and its row says so.
+    start(served, "T-1")
+    assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"})[0] == 200
+    task = claim_rows(db)[0][2]
+    assert claim_rows(db) == [("s1", "r-5", task)]
+    # The grant is given again to its request id, and only to it.
+    assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"})[1]["task"] == task
+    # The first empty claim after a grant writes its row: the grant's id is spent.
+    assert served.request("POST", "/tasks/claim", {**first, "request": "r-6"}) == (204, None)
+    assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"}) == (204, None)
+    assert claim_rows(db) == [("s1", "r-6", None)]
+
+
+def claim_rows(db: Path) -> list[tuple[str, str | None, int | None]]:
+    """The claims table of a SQLite database, as (supervisor, request, task)."""
+    with closing(apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)) as connection:
+        rows = connection.execute("SELECT supervisor, request, task_id FROM claims")
+        return [tuple(row) for row in rows]
 
 
 def test_a_sigterm_ends_the_waiting_claims_and_serve_stops_at_once(

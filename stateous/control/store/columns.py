@@ -171,6 +171,17 @@ def next_queued_sql(states: int, lock: str, more: str = "") -> str:
     )
 
 
+def any_queued_sql(states: int) -> str:
+    """Whether a task of `states` states is queued for an active token: a read, locking
+    nothing, that a claim makes before it writes."""
+    marks = ", ".join("?" for _ in range(states))
+    return (
+        "SELECT 1 FROM tasks t JOIN tokens k ON k.token = t.token "
+        f"WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state IN ({marks}) "
+        f"AND k.status = {word(TokenStatus.ACTIVE)} LIMIT 1"
+    )
+
+
 CREDENTIAL_COLUMNS = (
     "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at"
 )

@@ -5,6 +5,7 @@ The package docstring (`stateous.control.store`) says what a store promises.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
@@ -29,9 +30,9 @@ class Tx(Protocol):
 
     now: float
     by: str | None
-    #: The states this transaction queued a task in; None when a task of any state may
-    #: have become claimable (`stateous.control.waits` wakes the claims waiting for them).
-    queued_in: set[str] | None
+    #: How many tasks this transaction queued in each state; None when a task of any state
+    #: may have become claimable (`stateous.control.waits` wakes the claims waiting for them).
+    queued_in: Counter[str] | None
 
     # tokens
     def token(self, token: str) -> TokenRow | None: ...
@@ -59,6 +60,7 @@ class Tx(Protocol):
     def save_task(self, row: TaskRow) -> None: ...
     def live_task(self, token: str) -> TaskRow | None: ...
     def next_queued(self, states: list[str]) -> TaskRow | None: ...
+    def any_queued(self, states: list[str]) -> bool: ...
     def expired_leases(self, limit: int) -> list[int]: ...
     def renew_leases(self, until: float) -> int: ...
 

@@ -10,6 +10,7 @@ state is not at hand there.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from stateous.control.store.counts import CountingTx
@@ -20,15 +21,16 @@ WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
 
 
 class QueuedTx(CountingTx):
-    """`CountingTx` that keeps `queued_in`: the states it queued a task in (None: maybe any)."""
+    """`CountingTx` that keeps `queued_in`: how many tasks it queued in each state (None:
+    maybe some in any)."""
 
     def __init__(self, now: float) -> None:
         super().__init__(now)
-        self.queued_in: set[str] | None = set()
+        self.queued_in: Counter[str] | None = Counter()
 
     def insert_task(self, token: str, state: str, visit: int) -> int:
         if self.queued_in is not None:
-            self.queued_in.add(state)
+            self.queued_in[state] += 1
         return super().insert_task(token, state, visit)
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:

@@ -25,6 +25,7 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    any_queued_sql,
     credential_row,
     credential_values,
     decode,
@@ -351,6 +352,9 @@ class SqlTx(ABC):
         """
         row = self.one(next_queued_sql(len(states), ""), tuple(states))
         return None if row is None else self.queued(row)
+
+    def any_queued(self, states: list[str]) -> bool:
+        return bool(self.execute(any_queued_sql(len(states)), tuple(states)))
 
     def queued(self, row: tuple[Any, ...]) -> TaskRow:
         """Read a row of `next_queued_sql`: keep its token's row, answer its task."""

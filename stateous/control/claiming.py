@@ -1,0 +1,50 @@
+"""The parts of a claim that the engine's `claim` puts together: whether a claim must
+write at all, a claim sent again after a lost answer, and the grant a claim answers."""
+
+from __future__ import annotations
+
+from stateous.control.store import TaskRow, TokenRow, Tx
+from stateous.model.names import STARTED
+from stateous.model.vocabulary import TaskStatus
+from stateous.model.wire import EnteredBy, Grant
+
+
+def must_write(tx: Tx, supervisor: str, states: list[str]) -> bool:
+    """Whether a claim changes anything: a task is queued for it, or the claim row is not
+    yet this supervisor's empty one (its first claim, or its first after a grant). The
+    claims of an idle fleet find nothing: they only read, and leave the writer alone."""
+    last = tx.last_claim(supervisor)
+    if last is None or last.task is not None:
+        return True
+    return bool(states) and tx.any_queued(states)
+
+
+def claimed_again(tx: Tx, supervisor: str, request: str) -> TaskRow | None:
+    """The task granted to this claim's request id, when the claim is sent again after a
+    lost answer and the grant still holds; None when it is a new claim."""
+    last = tx.last_claim(supervisor)
+    if last is None or last.request != request or last.task is None:
+        return None
+    task = tx.task(last.task)
+    if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
+        return None
+    return task if task.attempt == last.attempt else None
+
+
+def grant(tx: Tx, task: TaskRow, token: TokenRow, lease: float) -> Grant:
+    """What a claim answers for a task: its token's context and memory, what entered it."""
+    reads = tx.grant_reads(task.token, token.state)
+    accepted = reads.accepted
+    name = STARTED if accepted is None else accepted["event"]
+    payload = None if accepted is None else accepted.get("payload")
+    return Grant(
+        task=task.id,
+        token=task.token,
+        state=task.state,
+        visit=task.visit,
+        attempt=task.attempt,
+        context=token.context,
+        memory=reads.memory,
+        entered_by=EnteredBy(name=name, payload=payload),
+        lease=round(lease),
+    )
