@@ -13,6 +13,7 @@ from stateous.cli import (
     backup,
     demo,
     init_supervisor,
+    listing,
     serving,
     supervising,
     tokens,
@@ -63,7 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     serving.add_commands(commands)
     auth.add_commands(commands)
     backup.add_commands(commands)
-    tokens.add_commands(commands)
+    url = tokens.url_options()
+    listing.add_token_list(tokens.add_commands(commands, url), url)
+    listing.add_commands(commands, url)
     supervising.add_commands(commands)
     demo.add_commands(commands)
     return parser

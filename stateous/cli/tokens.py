@@ -131,8 +131,9 @@ def steer(verb: str) -> Callable[[Client, argparse.Namespace], list[str]]:
     return act
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Add `token` and its commands to the parser."""
+def url_options() -> argparse.ArgumentParser:
+    """The options of every command that speaks to a control plane: where, how long, with
+    which secret."""
     url = argparse.ArgumentParser(add_help=False)
     url.add_argument(
         "--url",
@@ -150,6 +151,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help=f"how long to wait for the control plane to answer (default: {TIMEOUT:g})",
     )
     add_access_options(url)
+    return url
+
+
+def add_commands(
+    commands: argparse._SubParsersAction, url: argparse.ArgumentParser
+) -> argparse._SubParsersAction:
+    """Add `token` and its commands to the parser; answer its verbs, for more."""
     token = commands.add_parser(
         "token",
         help="start, fire, show and steer tokens",
@@ -192,3 +200,4 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         steered = verbs.add_parser(verb, parents=[url], help=what)
         steered.add_argument("id", metavar="ID", help="the token's id")
         steered.set_defaults(run=with_client(steer(verb)))
+    return verbs

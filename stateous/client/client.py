@@ -15,11 +15,24 @@ import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from stateous.client.access import Access
 from stateous.client.http import Connection, Refused, segment
 from stateous.client.urls import Urls
+
+#: The most rows that one page of a listing holds.
+PAGE_LIMIT = 1000
+
+
+def next_cursor(link: str | None) -> str | None:
+    """The cursor of the next page that a listing's `Link: <...>; rel="next"` names."""
+    if link is None or 'rel="next"' not in link:
+        return None
+    target = link.partition("<")[2].partition(">")[0]
+    found = parse_qs(urlsplit(target).query).get("after")
+    return found[0] if found else None
+
 
 #: How many times a `database_busy` answer is sent again before it is raised.
 BUSY_RETRIES = 3
@@ -126,11 +139,42 @@ class Client:
         status: str | None = None,
         parent: str | None = None,
         limit: int | None = None,
+        **filters: str | None,
     ) -> list[dict[str, Any]]:
-        """List tokens, the most recently moved first: by status, children of a parent."""
-        query = {"status": status, "parent": parent, "limit": limit}
+        """List tokens, the most recently moved first: by status, children of a parent, and by
+        `state`, `since` and `until` (ISO times); one page of up to `limit` (at most 1000)."""
+        return self.page("/tokens", status=status, parent=parent, limit=limit, **filters)[0]
+
+    def tasks(self, **filters: str | int | None) -> list[dict[str, Any]]:
+        """List live tasks, the oldest queued first, by `status`, `state`, `supervisor` and
+        `older_than` (a duration such as `1h`); one page of up to `limit`."""
+        return self.page("/tasks", **filters)[0]
+
+    def supervisors(self) -> list[dict[str, Any]]:
+        """The supervisors seen in the last day: their last claim and heartbeat, their tasks."""
+        return self._call("GET", "/supervisors")
+
+    def page(self, path: str, **query: str | int | None) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of a listing (`/tokens`, `/tasks`) and the cursor of the next page, to pass
+        as `after`, or None when it is the last."""
         given = urlencode({name: value for name, value in query.items() if value is not None})
-        return self._call("GET", f"/tokens?{given}" if given else "/tokens")
+        rows = self._call("GET", f"{path}?{given}" if given else path)
+        return rows, next_cursor(self._connection.link)
+
+    def listed(
+        self, path: str, most: int, *, per_page: int = PAGE_LIMIT, **query: str | None
+    ) -> list[dict[str, Any]]:
+        """Up to `most` rows of a listing, read page after page of up to `per_page` rows."""
+        rows: list[dict[str, Any]] = []
+        after = None
+        while len(rows) < most:
+            page, after = self.page(
+                path, **query, limit=min(most - len(rows), per_page), after=after
+            )
+            rows += page
+            if after is None:
+                break
+        return rows
 
     def pause(self, token: str) -> dict[str, Any]:
         """Pause an active token and its children."""

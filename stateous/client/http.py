@@ -140,6 +140,8 @@ class Connection:
         #: The seconds that the last answer asked to wait before the next request
         #: (`Retry-After`, in whole seconds, at most `LONGEST_RETRY_AFTER`), or None.
         self.retry_after: float | None = None
+        #: The `Link` header of the last answer (a listing's next page), or None.
+        self.link: str | None = None
 
     @property
     def url(self) -> str:
@@ -249,6 +251,7 @@ class Connection:
     def _answer(self, response: http.client.HTTPResponse, raw: bytes) -> tuple[int, Any]:
         """The status and decoded JSON of an answer; a refusal raised as its exception."""
         self.retry_after = retry_after(response.getheader("Retry-After"))
+        self.link = response.getheader("Link")
         answer = None
         if raw:
             try:

@@ -64,10 +64,14 @@ class Rule:
 OPERATOR = Rule(frozenset({Role.OPERATOR}))
 WORK = Rule(frozenset({Role.OPERATOR, Role.SUPERVISOR}))
 #: The rule of every route of the API, by method and path template; `GET /health` is
-#: open to all, so that load balancers can ask it. `HEAD` follows `GET`.
+#: open to all, so that load balancers can ask it, and so are the dashboard's files, which
+#: hold no data. `HEAD` follows `GET`.
 RULES: dict[tuple[str, str], Rule | None] = {
     ("GET", "/health"): None,
     ("GET", "/workflow"): WORK,
+    ("GET", "/workflow/layout"): WORK,
+    ("GET", "/ui/"): None,
+    ("GET", "/ui/{file}"): None,
     ("GET", "/openapi.json"): WORK,
     ("GET", "/stats"): OPERATOR,
     ("GET", "/metrics"): WORK,
@@ -79,6 +83,8 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tokens/{token}/pause"): OPERATOR,
     ("POST", "/tokens/{token}/resume"): OPERATOR,
     ("POST", "/tokens/{token}/cancel"): OPERATOR,
+    ("GET", "/tasks"): OPERATOR,
+    ("GET", "/supervisors"): OPERATOR,
     ("POST", "/tasks/claim"): WORK,
     ("POST", "/tasks/heartbeat"): WORK,
     ("POST", "/tasks/{task}/report"): WORK,

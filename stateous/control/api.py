@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import urlencode
 
 import falcon
 import msgspec
 
-from stateous.control import metrics, openapi, stats
+from stateous.control import metrics, openapi, stats, ui
 from stateous.control.access import (
     RULES,
     SIGNATURES,
@@ -33,12 +34,14 @@ from stateous.control.access import (
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
+from stateous.control.layout import layout
 from stateous.control.waits import COME_BACK
 from stateous.model import wire
 from stateous.model.text import printable
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
+    from stateous.control.listings import Page
 
 #: The largest body that a request may have, in bytes.
 MAX_BODY = 1024 * 1024
@@ -155,6 +158,26 @@ def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> 
     resp.data = _encode(value)
 
 
+#: The query parameters of each listing, besides `limit` and `after`.
+TOKEN_FILTERS = ("status", "state", "parent", "since", "until")
+TASK_FILTERS = ("status", "state", "supervisor", "older_than")
+
+
+def query(req: falcon.Request, filters: tuple[str, ...]) -> dict[str, str | None]:
+    """The values of a listing's query parameters; a parameter not given is None."""
+    return {name: req.get_param(name) for name in (*filters, "limit", "after")}
+
+
+def answer_page(req: falcon.Request, resp: falcon.Response, page: Page[Any]) -> None:
+    """Answer a page of a listing; when more rows follow, `Link` names the next page: the
+    same query, with `after` set to the page's cursor (RFC 8288)."""
+    if page.after is not None:
+        same = {name: req.get_param(name) for name in req.params if name != "after"}
+        target = f"{req.path}?{urlencode({**same, 'after': page.after})}"
+        resp.set_header("Link", f'<{target}>; rel="next"')
+    answer(resp, page.rows)
+
+
 def caller(req: falcon.Request) -> str | None:
     """The name of the credential the request was made with, if any."""
     who: Caller | None = getattr(req.context, "caller", None)
@@ -233,10 +256,36 @@ class Health(Resource):
 
 
 class WorkflowFile(Resource):
-    """`/workflow`: the graph file, as it is."""
+    """`/workflow`: the graph file, as it is; `/workflow/layout`: its workflows laid out for
+    drawing, worked out at the first request (the graph does not change while served)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.drawn: bytes | None = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.data = self.engine.workflow_json()
+
+    def on_get_layout(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if self.drawn is None:
+            self.drawn = _encode(layout(self.engine.graph.document))
+        resp.data = self.drawn
+
+
+class Dashboard(Resource):
+    """`/ui/` and `/ui/{file}`: the dashboard's files, open to every caller (they hold no
+    data); a name that is not one of them is not found."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        self.on_get_file(req, resp, ui.INDEX)
+
+    def on_get_file(self, req: falcon.Request, resp: falcon.Response, file: str) -> None:
+        data = ui.content(file)
+        if data is None:
+            raise falcon.HTTPNotFound(description=f"the dashboard has no file {file!r}")
+        resp.content_type = ui.FILES[file]
+        resp.set_headers(ui.HEADERS)
+        resp.data = data
 
 
 class OpenApi(Resource):
@@ -270,10 +319,8 @@ class Tokens(Resource):
         answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        listed = self.engine.list_tokens(
-            req.get_param("status"), req.get_param("parent"), req.get_param("limit")
-        )
-        answer(resp, listed)
+        page = self.engine.listings.tokens(**query(req, TOKEN_FILTERS))
+        answer_page(req, resp, page)
 
 
 class Token(Resource):
@@ -307,7 +354,11 @@ class Token(Resource):
 
 
 class Tasks(Resource):
-    """`/tasks`: what supervisors (and people, for waiting tasks) send about work."""
+    """`/tasks`: the live tasks, and what supervisors (and people, for waiting tasks) send
+    about work."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer_page(req, resp, self.engine.listings.tasks(**query(req, TASK_FILTERS)))
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
@@ -345,6 +396,13 @@ class Tasks(Resource):
         body = read_shape(req, wire.MemoryBody)
         self.engine.memory(number, body.key, body.value, body.attempt, by=caller(req))
         resp.status = falcon.HTTP_204
+
+
+class Supervisors(Resource):
+    """`/supervisors`: the supervisors seen in the last day, and the tasks they hold."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, self.engine.listings.supervisors())
 
 
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
@@ -403,7 +461,9 @@ def create_app(
     app.add_route("/health", Health(engine, warning))
     app.add_route("/stats", figures)
     app.add_route("/metrics", figures, suffix="metrics")
-    app.add_route("/workflow", WorkflowFile(engine))
+    workflow, dashboard = WorkflowFile(engine), Dashboard(engine)
+    app.add_route("/workflow", workflow)
+    app.add_route("/workflow/layout", workflow, suffix="layout")
     app.add_route("/openapi.json", OpenApi(engine))
     app.add_route("/tokens", tokens)
     app.add_route("/tokens/{token}", token)
@@ -411,6 +471,10 @@ def create_app(
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
     for action in ("pause", "resume", "cancel"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
+    app.add_route("/tasks", tasks)
+    app.add_route("/supervisors", Supervisors(engine))
+    app.add_route("/ui/", dashboard)
+    app.add_route("/ui/{file}", dashboard, suffix="file")
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

@@ -18,7 +18,6 @@ from stateous.control.waits import LONGEST_WAIT
 from stateous.model.durations import parse_duration
 from stateous.model.names import BUILTIN_EVENTS, plain_text
 from stateous.model.names import NAME_LIMIT as NAME_LENGTH
-from stateous.model.vocabulary import TokenStatus
 from stateous.model.wire import Schedule
 
 TOKEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
@@ -115,10 +114,8 @@ def memory_key(key: object) -> None:
         )
 
 
-def listing(status: str | None, limit: str | int | None) -> int:
-    """Check a listing's status filter, and answer its limit."""
-    if status is not None and status not in set(TokenStatus):
-        raise InvalidArgument(f"status must be one of {', '.join(TokenStatus)}")
+def list_limit(limit: str | int | None) -> int:
+    """A listing's `limit`: 1 to `LIST_LIMIT`, `LIST_DEFAULT` when not given."""
     if limit is None:
         count = LIST_DEFAULT
     elif isinstance(limit, int):

@@ -8,13 +8,20 @@ from stateous.model.names import STARTED
 from stateous.model.vocabulary import TaskStatus
 from stateous.model.wire import EnteredBy, Grant
 
+#: How old a supervisor's claim row may grow before an empty claim writes it again, in
+#: seconds: `GET /supervisors` shows the last claim true to about this much.
+CLAIM_TIME_KEPT = 60.0
+
 
 def must_write(tx: Tx, supervisor: str, states: list[str]) -> bool:
-    """Whether a claim changes anything: a task is queued for it, or the claim row is not
-    yet this supervisor's empty one (its first claim, or its first after a grant). The
-    claims of an idle fleet find nothing: they only read, and leave the writer alone."""
+    """Whether a claim changes anything: a task is queued for it, the claim row is not
+    yet this supervisor's empty one (its first claim, or its first after a grant), or the
+    row's claim time is `CLAIM_TIME_KEPT` old. The claims of an idle fleet find nothing:
+    they only read, and leave the writer alone but once a minute each."""
     last = tx.last_claim(supervisor)
     if last is None or last.task is not None:
+        return True
+    if last.claimed_at is None or tx.now - last.claimed_at >= CLAIM_TIME_KEPT:
         return True
     return bool(states) and tx.any_queued(states)
 

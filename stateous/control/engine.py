@@ -28,6 +28,7 @@ from stateous.control.errors import (
     TokenNotFound,
 )
 from stateous.control.graph import Graph, Route
+from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
@@ -67,6 +68,8 @@ class Engine:
         self.store: Store = Waking(store, self.waits)
         self.lease = lease
         self.moves = Moves(graph)
+        #: The pages of tokens, tasks and supervisors that the API lists.
+        self.listings = Listings(self.store)
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
         #: every claimed lease before it ends any (docs/concepts/reliability.md).
         self.leases_owed = False
@@ -112,11 +115,8 @@ class Engine:
     def list_tokens(
         self, status: str | None = None, parent: str | None = None, limit: str | int | None = None
     ) -> list[TokenView]:
-        count = checks.listing(status, limit)
-        if parent is not None and not checks.keepable(parent):
-            return []
-        rows = self.store.read(lambda tx: tx.tokens(status, parent, count))
-        return [view(row) for row in rows]
+        """The first page of tokens, the most recently moved first (`listings` pages on)."""
+        return self.listings.tokens(status=status, parent=parent, limit=limit).rows
 
     # starting and firing
 
@@ -355,6 +355,7 @@ class Engine:
                     continue
                 task.lease_until = tx.now + self.lease
                 tx.save_task(task)
+            tx.touch_heartbeat(supervisor)
             return lost
 
         try:

@@ -16,8 +16,9 @@ from typing import Any
 import msgspec
 
 from stateous._version import __version__
+from stateous.control.layout import Layout
 from stateous.model import wire
-from stateous.model.vocabulary import TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 REF = "#/components/schemas/{name}"
 #: The media type of the Prometheus text format.
@@ -39,12 +40,34 @@ class Operation:
 
 TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
 TASK_PARAM = {"name": "task", "in": "path", "required": True, "schema": {"type": "string"}}
+FILE_PARAM = {"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}
 EVENT_PARAM = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
-LISTING = [
-    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
-    {"name": "parent", "in": "query", "schema": {"type": "string"}},
+TIME = {"type": "string", "format": "date-time"}
+PAGING = [
     {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    {"name": "after", "in": "query", "schema": {"type": "string"}},
 ]
+TOKEN_LISTING = [
+    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
+    {"name": "state", "in": "query", "schema": {"type": "string"}},
+    {"name": "parent", "in": "query", "schema": {"type": "string"}},
+    {"name": "since", "in": "query", "schema": TIME},
+    {"name": "until", "in": "query", "schema": TIME},
+    *PAGING,
+]
+TASK_LISTING = [
+    {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in LIVE_TASK]}},
+    {"name": "state", "in": "query", "schema": {"type": "string"}},
+    {"name": "supervisor", "in": "query", "schema": {"type": "string"}},
+    {
+        "name": "older_than",
+        "in": "query",
+        "schema": {"type": "string", "pattern": "^[0-9]+[smhd]$"},
+    },
+    *PAGING,
+]
+#: The query parameters of each listing, by method and path template.
+LISTINGS = {("GET", "/tokens"): TOKEN_LISTING, ("GET", "/tasks"): TASK_LISTING}
 KEY = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -59,6 +82,17 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", "/workflow"): Operation(
         "the graph file", answers=((200, dict[str, Any]),), refusals=(401, 403)
+    ),
+    ("GET", "/workflow/layout"): Operation(
+        "every workflow of the graph laid out for drawing",
+        answers=((200, Layout),),
+        refusals=(401, 403),
+    ),
+    ("GET", "/ui/"): Operation("the dashboard's page (HTML)", answers=((200, None),), refusals=()),
+    ("GET", "/ui/{file}"): Operation(
+        "a file of the dashboard (its style sheet, script, icon)",
+        answers=((200, None),),
+        refusals=(404,),
     ),
     ("GET", "/openapi.json"): Operation(
         "this document", answers=((200, dict[str, Any]),), refusals=(401, 403)
@@ -94,6 +128,16 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/tokens/{token}/pause"): STEER,
     ("POST", "/tokens/{token}/resume"): STEER,
     ("POST", "/tokens/{token}/cancel"): STEER,
+    ("GET", "/tasks"): Operation(
+        "live tasks, the oldest queued first",
+        answers=((200, list[wire.TaskView]),),
+        refusals=(401, 403, 422),
+    ),
+    ("GET", "/supervisors"): Operation(
+        "the supervisors seen in the last day",
+        answers=((200, list[wire.SupervisorView]),),
+        refusals=(401, 403),
+    ),
     ("POST", "/tasks/claim"): Operation(
         "claim the oldest queued task", wire.ClaimBody, ((200, wire.Grant), (204, None)), WORK
     ),
@@ -121,10 +165,11 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.append(TOKEN_PARAM)
     if "{task}" in template:
         found.append(TASK_PARAM)
+    if "{file}" in template:
+        found.append(FILE_PARAM)
     if "{event}" in template:
         found.extend([EVENT_PARAM, KEY])
-    if (method, template) == ("GET", "/tokens"):
-        found.extend(LISTING)
+    found.extend(LISTINGS.get((method, template), []))
     return found
 
 

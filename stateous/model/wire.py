@@ -186,3 +186,27 @@ class MemoryBody(msgspec.Struct, kw_only=True):
     key: str
     value: Any
     attempt: int | None = None
+
+
+class TaskView(msgspec.Struct, kw_only=True):
+    """A live task as `GET /tasks` shows it; `age` is the seconds since it was queued."""
+
+    task: int
+    token: str
+    state: str
+    status: str
+    attempt: int
+    supervisor: str | None
+    lease_until: str | None
+    queued_at: str
+    age: float
+
+
+class SupervisorView(msgspec.Struct, kw_only=True):
+    """A supervisor as `GET /supervisors` shows it: when it last claimed and sent a
+    heartbeat, and the tasks it holds now."""
+
+    supervisor: str
+    last_claim: str | None
+    last_heartbeat: str | None
+    tasks: list[int]

@@ -69,12 +69,12 @@ def build_engine(backend: Backend, kind: type[Engine] = Engine, **limits: Any) -
 
 
 def read_answer(response: http.client.HTTPResponse) -> Answer:
-    """Read a whole answer: status, headers (lower-case names), and the JSON body (a text
-    body as text) or None."""
+    """Read a whole answer: status, headers (lower-case names), and the JSON body or None;
+    the bytes of a page or a file of the dashboard."""
     data = response.read()
     headers = {name.lower(): value for name, value in response.getheaders()}
-    if data and headers.get("content-type", "").startswith("text/plain"):
-        return response.status, headers, data.decode()
+    if headers.get("content-type", "").startswith(("text/", "image/")):
+        return response.status, headers, data
     return response.status, headers, msgspec.json.decode(data) if data else None
 
 

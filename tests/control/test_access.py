@@ -114,6 +114,9 @@ def test_every_route_of_the_api_has_a_rule_and_every_rule_a_route() -> None:
 REQUESTS = {
     ("GET", "/health"): ("/health", None),
     ("GET", "/workflow"): ("/workflow", None),
+    ("GET", "/workflow/layout"): ("/workflow/layout", None),
+    ("GET", "/ui/"): ("/ui/", None),
+    ("GET", "/ui/{file}"): ("/ui/app.js", None),
     ("GET", "/openapi.json"): ("/openapi.json", None),
     ("GET", "/stats"): ("/stats", None),
     ("GET", "/metrics"): ("/metrics", None),
@@ -125,18 +128,23 @@ REQUESTS = {
     ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
     ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
+    ("GET", "/tasks"): ("/tasks", None),
+    ("GET", "/supervisors"): ("/supervisors", None),
     ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),
     ("POST", "/tasks/heartbeat"): ("/tasks/heartbeat", {"supervisor": SUPERVISOR, "tasks": []}),
     ("POST", "/tasks/{task}/report"): ("/tasks/999/report", {"kind": "waiting"}),
     ("POST", "/tasks/{task}/note"): ("/tasks/999/note", {"text": "hi"}),
     ("PUT", "/tasks/{task}/memory"): ("/tasks/999/memory", {"key": "k", "value": 1}),
 }
+#: The routes open to every caller: the health check, and the dashboard's files.
+OPEN = {("GET", "/health"), ("GET", "/ui/"), ("GET", "/ui/{file}")}
 #: Who may call each route, by the route table's rules: every other caller is refused.
 MAY = {
     "ops": set(RULES),
     "box": {
-        ("GET", "/health"),
+        *OPEN,
         ("GET", "/workflow"),
+        ("GET", "/workflow/layout"),
         ("GET", "/openapi.json"),
         ("GET", "/metrics"),
         ("POST", "/tasks/claim"),
@@ -145,9 +153,9 @@ MAY = {
         ("POST", "/tasks/{task}/note"),
         ("PUT", "/tasks/{task}/memory"),
     },
-    "hook": {("GET", "/health"), ("POST", "/tokens/{token}/events/{event}")},
+    "hook": {*OPEN, ("POST", "/tokens/{token}/events/{event}")},
     "starter": {
-        ("GET", "/health"),
+        *OPEN,
         ("POST", "/tokens/{token}/events/{event}"),
         ("POST", "/tokens"),
     },
@@ -166,12 +174,12 @@ def test_each_route_asks_the_rule_of_the_route_table(plane: Plane) -> None:
             else:
                 assert (status, answer["code"]) == (403, "forbidden"), (who, route, answer)
         status, answer = plane.ask(method, path, body)
-        if route == ("GET", "/health"):
+        if route in OPEN:
             assert status == 200
         else:
             assert (status, answer["code"]) == (401, "unauthorized"), (route, answer)
         head = plane.served.request("HEAD", path) if method == "GET" else None
-        if head is not None and route != ("GET", "/health"):
+        if head is not None and route not in OPEN:
             assert head[0] == 401
 
 

@@ -24,6 +24,27 @@ def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
 
 #: What version 0006 adds, taken away.
 BEFORE_COUNTS = ("DROP TABLE counts",)
+#: What takes a database of the latest version back to before 0005.
+UNDO_0005 = (
+    *(
+        f"DROP INDEX {index}"
+        for index in (
+            "claims_claimed",
+            "claims_heartbeat",
+            "tokens_state_moved",
+            "tokens_status_state_moved",
+            "tokens_parent_moved",
+            "tasks_live_age",
+            "tasks_queued_age",
+            "tasks_claimed_age",
+            "tasks_waiting_age",
+            "tasks_state_age",
+            "tasks_held",
+        )
+    ),
+    "ALTER TABLE claims DROP COLUMN claimed_at",
+    "ALTER TABLE claims DROP COLUMN heartbeat_at",
+)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -35,10 +56,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.start("B", {"title": "y"})
     old.store.close()
     # What version 0001 left: no visits column, an index of all tasks by token, no
-    # credentials and no counts.
+    # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
         *BEFORE_COUNTS,
+        *UNDO_0005,
         "DROP TABLE credentials",
         "ALTER TABLE tokens DROP COLUMN visits",
         "DROP INDEX tasks_live",
@@ -54,6 +76,28 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
         assert upgraded.entries("A")[-2] == ("entered", {"state": "draft", "visit": 4})
         assert upgraded.engine.fire("A", "submitted").visit == 2
         assert upgraded.engine.fire("B", "remind").visit == 2
+    finally:
+        upgraded.store.close()
+
+
+def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once_it_claims(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("A", {"title": "x"})
+    grant = old.engine.claim("box-1", ["draft"], "req-1")
+    old.store.close()
+    run_sql(backend, *BEFORE_COUNTS, *UNDO_0005, "UPDATE stateous_version SET version_num = '0004'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        assert upgraded.engine.listings.supervisors() == []  # its row has no times yet
+        again = upgraded.engine.claim("box-1", ["draft"], "req-1")  # the answer was lost
+        assert grant is not None and again is not None and again.task == grant.task
+        assert upgraded.engine.listings.supervisors() == []  # the same claim, answered again
+        assert upgraded.engine.claim("box-1", ["draft"], "req-2") is None  # a new one
+        [box] = upgraded.engine.listings.supervisors()
+        assert (box.supervisor, box.tasks, box.last_heartbeat) == ("box-1", [grant.task], None)
     finally:
         upgraded.store.close()
 

@@ -41,9 +41,15 @@ CHECKED = [
 ]
 PARTIAL_WITH_WORDS = [
     "ledger_deferred",
+    "tasks_claimed_age",
+    "tasks_held",
     "tasks_lease",
     "tasks_live",
+    "tasks_live_age",
     "tasks_queue",
+    "tasks_queued_age",
+    "tasks_state_age",
+    "tasks_waiting_age",
     "timers_due",
     "timers_token",
 ]

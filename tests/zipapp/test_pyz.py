@@ -26,6 +26,7 @@ import pytest
 import build_zipapp
 import stateous
 from stateous import _zipapp
+from stateous.control import ui
 from tests.conftest import ROOT
 
 TARGETS = ("3.11", "3.12", "3.13")
@@ -348,6 +349,26 @@ def test_a_token_is_served_supervised_and_completed_from_the_pyz(
     assert origins["yaml"].startswith(str(pyz)), origins
     assert origins["msgspec"].startswith(str(cache)), origins
     assert origins["apsw"].startswith(str(cache)), origins
+
+
+def test_the_dashboard_is_served_from_inside_the_pyz(pyz: Path, folders: tuple[Path, Path]) -> None:
+    python = find_python(f"{sys.version_info[0]}.{sys.version_info[1]}")
+    assert python is not None
+    work, cache = folders
+    assert run(python, pyz, "init", "workflow", "orders", cwd=work, cache=cache).returncode == 0
+    log = work / "serve.log"
+    graph = "orders/build/orders.json"
+    serve = start(
+        python, pyz, "serve", graph, "--listen", "127.0.0.1:0", cwd=work, cache=cache, log=log
+    )
+    try:
+        url = wait_for_url(serve, log)
+        for path, name in (("/ui/", "index.html"), *((f"/ui/{name}", name) for name in ui.FILES)):
+            with urllib.request.urlopen(f"{url}{path}", timeout=10) as answer:
+                assert answer.headers["Content-Type"] == ui.FILES[name]
+                assert answer.read() == ui.content(name), path
+    finally:
+        assert stop(serve) == 0, log.read_text()
 
 
 def test_two_first_runs_at_once_both_succeed_and_leave_one_complete_folder(

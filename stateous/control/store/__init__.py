@@ -36,6 +36,7 @@ from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
+from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.rows import (
     ClaimRow,
@@ -70,8 +71,11 @@ __all__ = [
     "Result",
     "Store",
     "StoreError",
+    "SupervisorRow",
+    "TaskQuery",
     "TaskRow",
     "TimerRow",
+    "TokenQuery",
     "TokenRow",
     "Tx",
     "UnknownUrl",

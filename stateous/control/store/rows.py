@@ -91,11 +91,13 @@ class ControlRow:
 
 @dataclass(frozen=True, slots=True)
 class ClaimRow:
-    """A supervisor's last claim: its request id, and the task and attempt it got."""
+    """A supervisor's last claim: its request id, the task and attempt it got, and when it
+    was written (None in a row of before the time was kept, or one a heartbeat made)."""
 
     request: str | None
     task: int | None
     attempt: int | None
+    claimed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ from stateous.control.store.columns import (
     words,
 )
 from stateous.control.store.contract import KeepAndRaise, Result
+from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -56,7 +57,7 @@ from stateous.control.store.rows import (
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus, TokenStatus
 
 
-class SqlTx(ABC):
+class SqlTx(ListingSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger
@@ -191,21 +192,6 @@ class SqlTx(ABC):
             (parent,),
         )
         return [self.keep(row) for row in rows]
-
-    def tokens(self, status: str | None, parent: str | None, limit: int) -> list[TokenRow]:
-        where, bindings = [], []
-        if status is not None:
-            where.append("status = ?")
-            bindings.append(status)
-        if parent is not None:
-            where.append("parent = ?")
-            bindings.append(parent)
-        clause = f"WHERE {' AND '.join(where)}" if where else ""
-        rows = self.execute(
-            f"SELECT {TOKEN_COLUMNS} FROM tokens {clause} ORDER BY moved_at DESC, token LIMIT ?",
-            (*bindings, limit),
-        )
-        return [token_row(row) for row in rows]
 
     def live_tokens(self) -> int:
         row = self.one("SELECT count(*) FROM tokens WHERE status IN ('active', 'paused')")
@@ -491,18 +477,21 @@ class SqlTx(ABC):
 
     def last_claim(self, supervisor: str) -> ClaimRow | None:
         row = self.one(
-            "SELECT request, task_id, attempt FROM claims WHERE supervisor = ?", (supervisor,)
+            "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?",
+            (supervisor,),
         )
-        return None if row is None else ClaimRow(*row)
+        return None if row is None else ClaimRow(*row[:3], time_or_none(row[3]))
 
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None
     ) -> None:
         self.change(
-            "INSERT INTO claims (supervisor, request, task_id, attempt) VALUES (?, ?, ?, ?) "
+            "INSERT INTO claims (supervisor, request, task_id, attempt, claimed_at) "
+            "VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (supervisor) DO UPDATE SET request = excluded.request, "
-            "task_id = excluded.task_id, attempt = excluded.attempt",
-            (supervisor, request, task, attempt),
+            "task_id = excluded.task_id, attempt = excluded.attempt, "
+            "claimed_at = excluded.claimed_at",
+            (supervisor, request, task, attempt, self.stamp),
         )
 
     # the control plane row

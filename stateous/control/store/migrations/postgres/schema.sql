@@ -22,8 +22,12 @@ CREATE TABLE tokens (
     visits JSON NOT NULL DEFAULT '{}'
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
-CREATE INDEX tokens_moved ON tokens (moved_at);
-CREATE INDEX tokens_status_moved ON tokens (status, moved_at);
+CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
+CREATE INDEX tokens_status_moved ON tokens (status, moved_at DESC, token);
+CREATE INDEX tokens_state_moved ON tokens (state, moved_at DESC, token);
+CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, token);
+CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
+    WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent, rowid) WHERE parent IS NOT NULL;
 
 CREATE TABLE ledger (
@@ -55,6 +59,14 @@ CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
     WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_live_age ON tasks (queued_at, id)
+    WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_queued_age ON tasks (queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_claimed_age ON tasks (queued_at, id) WHERE status = 'claimed';
+CREATE INDEX tasks_waiting_age ON tasks (queued_at, id) WHERE status = 'waiting';
+CREATE INDEX tasks_state_age ON tasks (state, queued_at, id)
+    WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_held ON tasks (claimed_by, queued_at, id) WHERE status = 'claimed';
 
 -- `timers_due` names `due_at` in its condition so that a kept plan that looks for a
 -- token's timers takes `timers_token`, not this one (0003).
@@ -86,8 +98,12 @@ CREATE TABLE claims (
     supervisor TEXT PRIMARY KEY,
     request TEXT,
     task_id BIGINT,
-    attempt INTEGER
+    attempt INTEGER,
+    claimed_at TEXT COLLATE "C",
+    heartbeat_at TEXT COLLATE "C"
 );
+CREATE INDEX claims_claimed ON claims (claimed_at);
+CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
 
 CREATE TABLE control_plane (
     id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -19,8 +19,12 @@ CREATE TABLE tokens (
     visits TEXT NOT NULL DEFAULT '{}'
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
-CREATE INDEX tokens_moved ON tokens (moved_at);
-CREATE INDEX tokens_status_moved ON tokens (status, moved_at);
+CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
+CREATE INDEX tokens_status_moved ON tokens (status, moved_at DESC, token);
+CREATE INDEX tokens_state_moved ON tokens (state, moved_at DESC, token);
+CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, token);
+CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
+    WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent) WHERE parent IS NOT NULL;
 
 CREATE TABLE ledger (
@@ -52,6 +56,14 @@ CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
     WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_live_age ON tasks (queued_at, id)
+    WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_queued_age ON tasks (queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_claimed_age ON tasks (queued_at, id) WHERE status = 'claimed';
+CREATE INDEX tasks_waiting_age ON tasks (queued_at, id) WHERE status = 'waiting';
+CREATE INDEX tasks_state_age ON tasks (state, queued_at, id)
+    WHERE status IN ('queued', 'claimed', 'waiting');
+CREATE INDEX tasks_held ON tasks (claimed_by, queued_at, id) WHERE status = 'claimed';
 
 CREATE TABLE timers (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -80,8 +92,12 @@ CREATE TABLE claims (
     supervisor TEXT PRIMARY KEY,
     request TEXT,
     task_id INTEGER,
-    attempt INTEGER
+    attempt INTEGER,
+    claimed_at TEXT,
+    heartbeat_at TEXT
 );
+CREATE INDEX claims_claimed ON claims (claimed_at);
+CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
 
 CREATE TABLE control_plane (
     id INTEGER PRIMARY KEY CHECK (id = 1),

@@ -1,0 +1,195 @@
+/* The dashboard's drawing: elements made without parsing HTML (every value shown is
+   text, never markup), a laid-out workflow drawn as SVG, and the sentence of each
+   ledger entry, as `stateous token show` words it. It asks the API for nothing. */
+window.Draw = (() => {
+"use strict";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const SHOWN_STATES = { __start__: "START", __end__: "END" };
+const BUILTIN_EVENTS = ["timeout", "error", "joined"];
+
+/* Set attributes and listeners; `null`, `undefined` and `false` set nothing. */
+function setAll(node, attributes) {
+  for (const [name, value] of Object.entries(attributes || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name.startsWith("on") && typeof value === "function") {
+      node.addEventListener(name.slice(2), value);
+    } else {
+      node.setAttribute(name, value === true ? "" : String(value));
+    }
+  }
+  return node;
+}
+
+/* Add children: nodes as they are, anything else as text. */
+function fill(node, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function el(tag, attributes, ...children) {
+  return fill(setAll(document.createElement(tag), attributes), children);
+}
+
+function svgEl(tag, attributes, ...children) {
+  return fill(setAll(document.createElementNS(SVG_NS, tag), attributes), children);
+}
+
+function stateName(state) {
+  return SHOWN_STATES[state] || state;
+}
+
+/* An ISO moment of the API as its date and time of day in UTC. */
+function utc(moment) {
+  if (!moment) return "";
+  const date = new Date(moment);
+  return Number.isNaN(date.getTime()) ? String(moment) : date.toISOString().slice(0, 19).replace("T", " ");
+}
+
+/* How long ago a moment was, in words: `12 s ago`, `3 min ago`, `2 h ago`. */
+function ago(moment, now = Date.now()) {
+  if (!moment) return "never";
+  const seconds = Math.max(0, (now - new Date(moment).getTime()) / 1000);
+  if (seconds < 120) return `${Math.round(seconds)} s ago`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 172800) return `${Math.round(seconds / 3600)} h ago`;
+  return `${Math.round(seconds / 86400)} days ago`;
+}
+
+let markers = 0;
+
+/* Draw one workflow of `GET /workflow/layout`. `counts` maps a state to its numbers
+   ({active, paused}), `current` names a state to mark, `link` gives a state's address. */
+function drawGraph(drawing, { counts = {}, current = null, link = null } = {}) {
+  const marker = `arrow-${++markers}`;
+  const root = svgEl("svg", {
+    class: "graph",
+    viewBox: `0 0 ${drawing.width} ${drawing.height}`,
+    width: drawing.width,
+    height: drawing.height,
+    role: "img",
+    "aria-label": `the workflow ${drawing.workflow}`,
+    "data-workflow": drawing.workflow,
+  });
+  root.append(svgEl("defs", {}, svgEl("marker", {
+    id: marker, viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 7, markerHeight: 7,
+    orient: "auto-start-reverse",
+  }, svgEl("path", { d: "M0,0 L10,5 L0,10 z" }))));
+  for (const edge of drawing.edges) {
+    root.append(svgEl("polyline", {
+      class: edge.back ? "edge back" : "edge",
+      points: edge.points.map(([x, y]) => `${x},${y}`).join(" "),
+      "marker-end": `url(#${marker})`,
+    }));
+    if (edge.label) {
+      const [x, y] = edge.label_at;
+      root.append(svgEl("text", {
+        class: "edge-label", x, y, "text-anchor": edge.anchor, "dominant-baseline": "middle",
+      }, edge.label));
+    }
+  }
+  for (const node of drawing.nodes) root.append(drawNode(node, counts[node.name], current, link));
+  return root;
+}
+
+function drawNode(node, count, current, link) {
+  const classes = ["node", `kind-${node.kind}`];
+  if (node.name === current) classes.push("current");
+  const active = count ? count.active || 0 : 0;
+  const paused = count ? count.paused || 0 : 0;
+  const title = [node.name === current ? `${node.label} (this token is here)` : node.label];
+  if (count) title.push(`${active} active, ${paused} paused`);
+  if (node.parallel.length) title.push(`runs ${node.parallel.join(", ")}`);
+  const group = svgEl("g", { class: classes.join(" "), "data-state": node.name },
+    svgEl("title", {}, title.join(": ")),
+    svgEl("rect", { x: node.x, y: node.y, width: node.width, height: node.height, rx: 6 }),
+    svgEl("text", {
+      x: node.x + node.width / 2, y: node.y + node.height / 2,
+      "text-anchor": "middle", "dominant-baseline": "middle",
+    }, node.label));
+  if (active) {
+    const x = node.x + node.width - 2, y = node.y + 2;
+    group.append(svgEl("g", { class: "badge" },
+      svgEl("circle", { cx: x, cy: y, r: 10 }),
+      svgEl("text", { class: "count", x, y, "text-anchor": "middle", "dominant-baseline": "central" },
+        active > 999 ? "999+" : active)));
+  }
+  const href = link && node.kind !== "start" ? link(node.name) : null;
+  return href ? svgEl("a", { href }, group) : group;
+}
+
+/* JSON on one line as `stateous token show` writes it: `{"a": 1, "b": [2, 3]}`. */
+function compact(value) {
+  if (Array.isArray(value)) return `[${value.map(compact).join(", ")}]`;
+  if (value !== null && typeof value === "object") {
+    return `{${Object.entries(value).map(([key, item]) => `${JSON.stringify(key)}: ${compact(item)}`).join(", ")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function ended(word) {
+  return (data) => (data.reason ? `${word}: ${data.reason}` : word);
+}
+
+/* Each ledger kind as a short sentence, as `stateous token show` says it. */
+const SENTENCES = {
+  started: (data) => (data.parent ? `started as a branch of ${data.parent}` : "started"),
+  event_accepted: (data) => {
+    const where = `${data.event} in ${stateName(data.state)}`;
+    return data.payload && Object.keys(data.payload).length ? `${where}: ${compact(data.payload)}` : where;
+  },
+  entered: (data) => (data.visit > 1 ? `entered ${data.state} (visit ${data.visit})` : `entered ${data.state}`),
+  task_queued: (data) => `task ${data.task} queued for ${data.state}`,
+  task_claimed: (data) => `${data.supervisor} took task ${data.task} (attempt ${data.attempt})`,
+  task_done: (data) => `task ${data.task} done`,
+  task_cancelled: (data) => `task ${data.task} cancelled`,
+  task_waiting: (data) => `task ${data.task} waits: the work goes on outside`,
+  task_failed: (data) => `task ${data.task} failed: ${data.error}`,
+  task_retrying: (data) => `task ${data.task} is tried again (attempt ${data.attempt})`,
+  timer_set: (data) => `timer set: ${data.event} at ${utc(data.due_at)}`,
+  timer_fired: (data) => `timer fired: ${data.event}`,
+  event_rejected: (data) => `${data.event} refused: ${data.reason}`,
+  event_deferred: (data) => `${data.event} held while paused`,
+  event_replayed: (data) => `${data.event} applied on resume`,
+  event_dropped: (data) => `${data.event} dropped: ${data.reason}`,
+  paused: () => "paused",
+  resumed: () => "resumed",
+  cancelled: ended("cancelled"),
+  completed: ended("completed"),
+  failed: ended("failed"),
+  context_changed: (data) => `context changed: ${data.changes.join(", ")}`,
+  note: (data) => String(data.text),
+  memory_set: (data) => `memory set: ${data.memory_key} (in ${data.state})`,
+  memory_deleted: (data) => `memory deleted: ${data.memory_key} (in ${data.state})`,
+  branch_started: (data) => `branch ${data.workflow} started: ${data.token}`,
+};
+
+/* One entry's sentence; `resuming` when it follows a resume. An entry of a kind this page
+   does not know shows its data. */
+function sentence(entry, resuming = false) {
+  const data = entry.data || {};
+  let told;
+  try {
+    if (entry.kind === "event_dropped" && resuming) told = `${data.event} dropped on resume: ${data.reason}`;
+    else told = SENTENCES[entry.kind] ? SENTENCES[entry.kind](data) : null;
+  } catch (error) {
+    told = null;
+  }
+  if (told === null) told = Object.keys(data).length ? `${entry.kind}: ${compact(data)}` : entry.kind;
+  return typeof data.by === "string" ? `${told} (by ${data.by})` : told;
+}
+
+/* The sentence of each entry of a history, in order. */
+function sentences(entries) {
+  let resuming = false;
+  return entries.map((entry) => {
+    if (entry.kind === "paused" || entry.kind === "resumed") resuming = entry.kind === "resumed";
+    return sentence(entry, resuming);
+  });
+}
+
+return { el, fill, svgEl, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS };
+})();
