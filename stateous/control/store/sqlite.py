@@ -1,20 +1,25 @@
-"""The SQLite store, through APSW: one writer thread that commits in groups.
+"""The SQLite store, through APSW: one write at a time, run by the callers' own threads,
+in groups when they arrive together.
 
-Every write operation goes to a single writer thread, which runs the operations
-that are waiting together in one transaction, each inside its own savepoint, and
-commits them with one sync (a group commit): one failed operation rolls back
-alone, and a caller is answered only after the commit is on disk. Reads run on a
-connection of the calling thread, beside the writer, thanks to WAL.
+SQLite takes one writer at a time, and a commit costs a sync. A write that finds no
+other write running and none waiting runs at once in its caller's thread (no
+hand-off to another thread and back). Writes that find one running wait in a
+queue; when it ends, the first of them leads: its thread runs all the operations
+that wait together in one transaction, each inside its own savepoint, and commits
+them with one sync (a group commit; one failed operation rolls back alone), then
+wakes the others. Either way a caller is answered only after the commit is on
+disk. Reads run on a connection of the
+calling thread, beside the writes, thanks to WAL. Checkpoints run in a thread of
+their own (`checkpoints.py`), never in a write.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +27,7 @@ import apsw
 
 from stateous.control.errors import DatabaseBusy
 from stateous.control.histogram import WriterTimes
+from stateous.control.store.checkpoints import CHECKPOINT_PAGES, Checkpointer
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.queued import QueuedTx
@@ -45,17 +51,29 @@ def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
 
 
 class _Job:
-    __slots__ = ("done", "error", "operation", "result")
+    """One write and, once run, its result or error.
+
+    A queued job waits on `woken`, a lock taken when it is queued and released
+    when its turn comes (`batch` then holds the group its thread is to run) or when
+    another thread committed it: a waiter's cheapest wake-up, where an `Event`
+    would add a condition's work to every write.
+    """
+
+    __slots__ = ("batch", "error", "operation", "result", "woken")
 
     def __init__(self, operation: Callable[[Tx], Any]) -> None:
         self.operation = operation
-        self.done = threading.Event()
+        self.woken = threading.Lock()
+        self.batch: list[_Job] | None = None
         self.result: Any = None
         self.error: BaseException | None = None
 
 
 class SqliteStore:
-    """A control plane's database in one SQLite file."""
+    """A control plane's database in one SQLite file.
+
+    `checkpoint_pages`: the size of the WAL, in frames, that starts a checkpoint.
+    """
 
     def __init__(
         self,
@@ -63,6 +81,7 @@ class SqliteStore:
         *,
         clock: Callable[[], float] = time.time,
         busy: int = BUSY_MILLISECONDS,
+        checkpoint_pages: int = CHECKPOINT_PAGES,
     ) -> None:
         self.path = str(path)
         self.clock = clock
@@ -76,21 +95,39 @@ class SqliteStore:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        #: Guards the three fields below; a pause and `close` wait on it.
+        self._turn = threading.Condition()
+        #: A write runs now, or writes are paused.
+        self._writing = False
+        #: The checkpointer waits to pause writes: new writes queue meanwhile.
+        self._pausing = False
+        self._jobs: list[_Job] = []
         self._fenced: Exception | None = None
         self.writer = WriterTimes()
-        self._thread = threading.Thread(
-            target=self._write_loop, name="stateous-writer", daemon=True
+        # Once the WAL starts over, its file is cut back to the size of a checkpoint's frames.
+        self._writer.pragma(
+            "journal_size_limit", checkpoint_pages * self._writer.pragma("page_size")
         )
-        self._thread.start()
+        self.checkpointer = Checkpointer(connect(self.path, busy), self.paused, checkpoint_pages)
+        self._writer.set_wal_hook(self.checkpointer.committed)
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
-        """Run `operation` in a write transaction; return once it is committed."""
+        """Run `operation` in a write transaction; return once it is committed: at once
+        when no other write runs or waits, else in the next group."""
         if self._fenced is not None:
             raise self._fenced
         job = _Job(operation)
-        self._jobs.put(job)
-        job.done.wait()
+        with self._turn:
+            queued = self._writing or self._pausing or bool(self._jobs)
+            if queued:
+                job.woken.acquire()
+                self._jobs.append(job)
+            else:
+                self._writing = True
+        if queued:
+            job.woken.acquire()
+        if not queued or job.batch is not None:
+            self._lead(job.batch or [job])
         if job.error is not None:
             raise job.error
         return job.result  # type: ignore[no-any-return]
@@ -113,55 +150,73 @@ class SqliteStore:
         finally:
             connection.execute("COMMIT")
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No write runs while this lasts; it waits for the write in progress to end."""
+        with self._turn:
+            self._pausing = True
+            while self._writing:
+                self._turn.wait()
+            self._pausing = False
+            self._writing = True
+        try:
+            yield
+        finally:
+            self._pass_turn()
+
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
 
     def close(self) -> None:
-        """Finish the writes in flight, then close every connection."""
-        self._jobs.put(None)
-        self._thread.join()
+        """Let the writes in flight finish, then close every connection."""
+        with self._turn:
+            while self._writing or self._jobs:
+                self._turn.wait()
+        self.checkpointer.close()
         with self._lock:
             for connection in self._readers:
                 connection.close()
         self._writer.close()
 
-    def _write_loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
+    def _lead(self, batch: list[_Job]) -> None:
+        """Run a group of writes in this thread, pass the turn on, then wake the others of
+        the group: each is committed."""
+        try:
+            self._run(batch)
+        finally:
+            self._pass_turn()
+        for job in batch[1:]:
+            job.woken.release()
+
+    def _pass_turn(self) -> None:
+        """End a write or a pause: a pause that waits goes next, else the writes that wait,
+        led by the first of them (so its thread needs no other wake-up), else no one."""
+        with self._turn:
+            if self._pausing or not self._jobs:
+                self._writing = False
+                self._turn.notify_all()
                 return
-            batch = [job]
-            stop = False
-            while len(batch) < BATCH:
-                try:
-                    more = self._jobs.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                batch.append(more)
-            try:
-                self._commit(batch)
-            except BaseException as ex:
-                self._abandon(batch, ex)
-            if stop:
-                return
+            batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
+        batch[0].batch = batch
+        batch[0].woken.release()
+
+    def _run(self, batch: list[_Job]) -> None:
+        """Commit a batch; keep the store alive when it breaks."""
+        try:
+            self._commit(batch)
+        except BaseException as ex:
+            self._abandon(batch, ex)
 
     def _abandon(self, batch: list[_Job], ex: BaseException) -> None:
-        """Keep the writer alive when a batch breaks: roll it back and refuse each of its jobs."""
+        """Roll a broken batch back and refuse each of its jobs."""
         log.exception("a batch of writes failed; it is rolled back")
         with contextlib.suppress(apsw.Error):
             if not self._writer.getautocommit():
                 self._writer.execute("ROLLBACK")
         for job in batch:
-            if not job.done.is_set():
-                job.result = None
-                job.error = DatabaseBusy(
-                    f"the database failed to take the change ({ex}); try again"
-                )
-                job.done.set()
+            job.result = None
+            job.error = DatabaseBusy(f"the database failed to take the change ({ex}); try again")
 
     def _commit(self, batch: list[_Job]) -> None:
         connection = self._writer
@@ -170,7 +225,6 @@ class SqliteStore:
         except apsw.BusyError:
             for job in batch:
                 job.error = DatabaseBusy("the database is busy; try again")
-                job.done.set()
             return
         for job in batch:
             connection.execute("SAVEPOINT operation")
@@ -196,8 +250,6 @@ class SqliteStore:
             for job in batch:
                 job.result = None
                 job.error = DatabaseBusy(f"the database could not commit ({ex}); try again")
-        for job in batch:
-            job.done.set()
 
 
 class SqliteTx(QueuedTx):

@@ -1,0 +1,154 @@
+"""How a write reaches the disk: on SQLite, alone in the caller's thread or in the writer's
+group; on either database, kept once answered, even across a kill -9; and the SQLite WAL
+checkpointed by a thread of its own, never by a write."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from stateous.control.store import Tx
+from stateous.control.store.sqlite import SqliteStore
+from tests.control.serving import Launcher, Served, orders, write_graph
+from tests.control.support import Backend
+
+#: How long a background thread may take to do what the test waits for on a loaded machine.
+PATIENCE = 20.0
+#: SQLite's own automatic checkpoint starts at this many WAL frames.
+SQLITE_AUTOCHECKPOINT = 1000
+
+
+def put(store: SqliteStore, key: str, value: str) -> str:
+    """Write one credential row (a write with no token) and answer the thread that ran it."""
+
+    def operation(tx: Tx) -> str:
+        tx.execute(
+            "INSERT INTO credentials (name, secret_hash, role, created_at) VALUES (?, ?, ?, ?)",
+            (key, f"{key}:{value}", "operator", tx.stamp),
+        )
+        return threading.current_thread().name
+
+    return store.write(operation)
+
+
+def names(store: SqliteStore) -> list[str]:
+    return [row.name for row in store.read(lambda tx: tx.credentials())]
+
+
+def test_a_write_alone_runs_in_its_callers_thread_and_those_behind_one_in_one_group(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    running, finish = threading.Event(), threading.Event()
+
+    def slow(tx: Tx) -> str:
+        running.set()
+        finish.wait(PATIENCE)
+        return threading.current_thread().name
+
+    try:
+        assert put(store, "alone", "h1") == threading.current_thread().name
+        with ThreadPoolExecutor(3, thread_name_prefix="request") as pool:
+            first = pool.submit(store.write, slow)
+            assert running.wait(PATIENCE)
+            second = pool.submit(put, store, "second", "h2")
+            wait_queued(store, 1)
+            third = pool.submit(put, store, "third", "h3")
+            wait_queued(store, 2)
+            # Both wait while the first write holds the database.
+            assert not second.done() and not third.done()
+            finish.set()
+            assert first.result(PATIENCE).startswith("request")
+            # The first of those that waited ran both, in one transaction.
+            leader = second.result(PATIENCE)
+            assert leader.startswith("request") and leader != first.result()
+            assert third.result(PATIENCE) == leader
+        assert sorted(names(store)) == ["alone", "second", "third"]
+    finally:
+        store.close()
+
+
+def wait_queued(store: SqliteStore, count: int) -> None:
+    """Wait until `count` writes wait for their turn."""
+    deadline = time.monotonic() + PATIENCE
+    while len(store._jobs) < count and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert len(store._jobs) == count
+
+
+def wal_bytes(path: Path) -> int:
+    wal = Path(f"{path}-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_the_checkpointer_copies_the_wal_into_the_database_and_it_starts_over_small(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path, checkpoint_pages=50)
+    limit = 50 * 4096
+    try:
+        index = 0
+        while store.checkpointer.completed == 0 and index < 20_000:
+            put(store, f"k{index}", "h" * 200)
+            index += 1
+        assert store.checkpointer.completed >= 1
+        deadline = time.monotonic() + PATIENCE
+        while wal_bytes(path) > limit and time.monotonic() < deadline:
+            # The write after a whole checkpoint starts the WAL over, cut back to the limit.
+            put(store, f"k{index}", "h")
+            index += 1
+        assert wal_bytes(path) <= limit
+        assert len(names(store)) == index
+    finally:
+        store.close()
+
+
+def test_without_the_checkpointer_the_wal_only_grows_so_no_write_checkpoints(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db.sqlite"
+    store = SqliteStore(path, checkpoint_pages=50)
+    store.checkpointer.close()
+    try:
+        sizes = []
+        for index in range(300):
+            put(store, f"k{index}", "h" * 30_000)
+            sizes.append(wal_bytes(path))
+        assert sizes == sorted(sizes)
+        assert sizes[-1] > 2 * SQLITE_AUTOCHECKPOINT * 4096
+    finally:
+        store.close()
+
+
+def fire_all(served: Served, tokens: list[str]) -> None:
+    """Start each token and submit it, from 16 clients at once, every answer a 2xx."""
+
+    def one(token: str) -> None:
+        served.ok("POST", "/tokens", {"token": token, "context": {"title": "x"}})
+        served.ok("POST", f"/tokens/{token}/events/submitted")
+
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(one, tokens))
+
+
+def test_every_answered_write_is_kept_across_a_kill_9(
+    launcher: Launcher, backend: Backend, tmp_path: Path
+) -> None:
+    graph = tmp_path / "orders.json"
+    write_graph(graph, orders())
+    served = launcher.serve(graph, None, "--db", backend.db)
+    # Alone: run by its request thread. Then many at once: some wait for the writer's group.
+    served.ok("POST", "/tokens", {"token": "ALONE", "context": {"title": "x"}})
+    many = [f"MANY-{index}" for index in range(64)]
+    fire_all(served, many)
+
+    assert served.stop(signal.SIGKILL) == -signal.SIGKILL
+
+    again = launcher.serve(graph, None, "--db", backend.db)
+    assert again.ok("GET", "/tokens/ALONE")["state"] == "draft"
+    assert {again.ok("GET", f"/tokens/{token}")["state"] for token in many} == {"review"}
+    assert again.stop() == 0
