@@ -73,6 +73,8 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("GET", "/ui/"): None,
     ("GET", "/ui/{file}"): None,
     ("GET", "/openapi.json"): WORK,
+    ("GET", "/stats"): OPERATOR,
+    ("GET", "/metrics"): WORK,
     ("GET", "/tokens"): OPERATOR,
     ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
     ("GET", "/tokens/{token}"): OPERATOR,

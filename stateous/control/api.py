@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import openapi, ui
+from stateous.control import metrics, openapi, stats, ui
 from stateous.control.access import (
     RULES,
     SIGNATURES,
@@ -35,6 +35,7 @@ from stateous.control.access import (
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
+from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
 from stateous.control.stream import ADOPT, Streams, last_event_id
 from stateous.control.waits import COME_BACK
@@ -297,6 +298,21 @@ class OpenApi(Resource):
         resp.data = _encode(openapi.document())
 
 
+class Figures(Resource):
+    """`/stats` and `/metrics`: how the control plane fares, as JSON and for Prometheus."""
+
+    def __init__(self, engine: Engine, http: metrics.HttpMetrics) -> None:
+        super().__init__(engine)
+        self.http = http
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, stats.stats(self.engine))
+
+    def on_get_metrics(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.content_type = MEDIA_TYPE
+        resp.text = metrics.exposition(self.engine, self.http)
+
+
 class Tokens(Resource):
     """`/tokens`: start a token, or list tokens."""
 
@@ -467,9 +483,13 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    app = falcon.App(middleware=[guard] if guard is not None else [])
+    http = metrics.HttpMetrics()
+    app = falcon.App(middleware=[http] if guard is None else [http, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
+    figures = Figures(engine, http)
     app.add_route("/health", Health(engine, warning))
+    app.add_route("/stats", figures)
+    app.add_route("/metrics", figures, suffix="metrics")
     workflow, dashboard = WorkflowFile(engine), Dashboard(engine)
     app.add_route("/workflow", workflow)
     app.add_route("/workflow/layout", workflow, suffix="layout")

@@ -22,7 +22,7 @@ from stateous.control.engine import Engine
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
 from stateous.control.hold import Hold
 from stateous.control.moves import Arrival, Unrouted
-from stateous.control.store import HoldLost, Tx
+from stateous.control.store import Counter, HoldLost, Tx
 from stateous.model.durations import in_words
 from stateous.model.vocabulary import Kind, TaskStatus, TimerKind, TimerStatus, TokenStatus
 
@@ -55,6 +55,7 @@ def end_lease(engine: Engine, tx: Tx, ident: int) -> bool:
         return False
     token = engine.token_row(tx, task.token)
     reason = f"{task.claimed_by} stopped answering: no heartbeat for {in_words(engine.lease)}"
+    tx.count(Counter.LEASES_ENDED)
     engine.fail_attempt(tx, task, token, reason)
     return True
 

@@ -29,7 +29,7 @@ from stateous.control.errors import (
 from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
-from stateous.control.store import KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
+from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
 from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
@@ -447,6 +447,7 @@ class Engine:
             row, token = self._held_task(
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
+            tx.count(Counter.REPORTS, body.kind)
             if body.kind == "failed":
                 self.fail_attempt(tx, row, token, body.error or "the routine failed")
                 return view(token)

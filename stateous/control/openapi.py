@@ -21,6 +21,8 @@ from stateous.model import wire
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 REF = "#/components/schemas/{name}"
+#: The media type of the Prometheus text format.
+PROMETHEUS = "text/plain; version=0.0.4"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,8 @@ class Operation:
     #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
     answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
     refusals: tuple[int, ...] = (401, 403, 404, 409, 422)
+    #: The media type of the answers that have a body.
+    media: str = "application/json"
 
 
 TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -96,6 +100,17 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("GET", "/openapi.json"): Operation(
         "this document", answers=((200, dict[str, Any]),), refusals=(401, 403)
+    ),
+    ("GET", "/stats"): Operation(
+        "the live tokens and tasks by state, the oldest queued tasks, the last hour",
+        answers=((200, wire.Stats),),
+        refusals=(401, 403),
+    ),
+    ("GET", "/metrics"): Operation(
+        "the metrics in the Prometheus text format",
+        answers=((200, str),),
+        refusals=(401, 403),
+        media=PROMETHEUS,
     ),
     ("GET", "/tokens"): Operation(
         "tokens, the most recently moved first",
@@ -192,7 +207,7 @@ def document() -> dict[str, Any]:
         for status, shape in operation.answers:
             answer: dict[str, Any] = {"description": operation.summary}
             if shape is not None:
-                answer["content"] = {"application/json": {"schema": schema_of(shape)}}
+                answer["content"] = {operation.media: {"schema": schema_of(shape)}}
             responses[str(status)] = answer
         refusal = {"application/json": {"schema": schema_of(wire.ErrorBody)}}
         for status in (*operation.refusals, *ALWAYS):

@@ -148,6 +148,7 @@ class Waking:
     def __init__(self, store: Store, waits: Waits) -> None:
         self.store = store
         self.waits = waits
+        self.writer = store.writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         noted: list[Counter[str] | None] = []

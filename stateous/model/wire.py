@@ -89,6 +89,27 @@ class Grant(msgspec.Struct, kw_only=True):
     lease: Lease = FIXED_LEASE
 
 
+class LastHour(msgspec.Struct):
+    """What happened in the last hour, as `GET /stats` counts it."""
+
+    events_fired: int
+    leases_ended: int
+    attempts_failed: int
+
+
+class Stats(msgspec.Struct):
+    """What `GET /stats` answers: the live tokens and tasks by state and status, the age in
+    seconds of each state's oldest queued task, the pending timers, the last hour, and the
+    tokens ended since the database was made, by status."""
+
+    tokens: dict[str, dict[str, int]]
+    tasks: dict[str, dict[str, int]]
+    oldest_queued: dict[str, float]
+    timers_pending: int
+    last_hour: LastHour
+    ended: dict[str, int]
+
+
 class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What `GET /health` answers: the served workflow and its checksum, and a warning when
     the control plane runs without authentication beyond this computer."""

@@ -205,3 +205,49 @@ def plane_for(
     clock = Clock()
     store = backend.store(clock, **limits)
     return Plane(Engine(Graph.load(path), store, lease=lease), clock, store)
+
+
+#: The rows counted straight from the tables, labelled as the counts table labels them.
+LIVE_ROWS = {
+    "live_tokens": "SELECT status || ' ' || CASE WHEN workflow IS NULL THEN state "
+    "ELSE workflow || '/' || state END, count(*) FROM tokens "
+    "WHERE status IN ('active', 'paused') GROUP BY 1",
+    "live_tasks": "SELECT status || ' ' || state, count(*) FROM tasks "
+    "WHERE status IN ('queued', 'claimed', 'waiting') GROUP BY 1",
+    "timers_pending": "SELECT '', count(*) FROM timers WHERE status = 'pending' "
+    "HAVING count(*) > 0",
+}
+#: The counters that follow the ledger one entry for one, by the kind they count.
+LEDGER_KINDS = {
+    "tokens_started": "started",
+    "events_fired": "event_accepted",
+    "tasks_claimed": "task_claimed",
+    "attempts_failed": "task_failed",
+    "timers_fired": "timer_fired",
+}
+#: Every count that `counts_drift` checks, and the statement that counts its rows.
+COUNTED_ROWS = {
+    **LIVE_ROWS,
+    **{
+        name: f"SELECT '', count(*) FROM ledger WHERE kind = '{kind}' HAVING count(*) > 0"
+        for name, kind in LEDGER_KINDS.items()
+    },
+}
+
+
+def counts_drift(store: Store) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+    """The counts that the counts table keeps and that differ from the rows themselves (the
+    gauges of live tokens, live tasks and pending timers; the counters of ledger entries):
+    {name: (kept, counted)}; empty when every change counted right, once."""
+
+    def operation(tx: Any) -> dict[str, tuple[dict[str, int], dict[str, int]]]:
+        kept = tx.counters()
+        found = {}
+        for name, statement in COUNTED_ROWS.items():
+            counted = {label: int(n) for label, n in tx.execute(statement)}
+            held = {label: n for (counter, label), n in kept.items() if counter == name and n}
+            if held != counted:
+                found[name] = (held, counted)
+        return found
+
+    return store.read(operation)

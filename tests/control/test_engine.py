@@ -23,14 +23,25 @@ from stateous.control.errors import (
     TokenNotFound,
 )
 from stateous.model.wire import Duplicate, ReportBody, Schedule
-from tests.control.support import Backend, Item, Plane, fan_out, one_step, orders, plane_for
+from tests.control.support import (
+    Backend,
+    Item,
+    Plane,
+    counts_drift,
+    fan_out,
+    one_step,
+    orders,
+    plane_for,
+)
 
 
 @pytest.fixture
 def plane(backend: Backend) -> Iterator[Plane]:
     served = plane_for(orders(), backend)
     yield served
+    drift = counts_drift(served.store)
     served.store.close()
+    assert drift == {}, "the counts drifted from the rows"
 
 
 def report(kind: str = "event", **fields) -> ReportBody:

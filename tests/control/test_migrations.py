@@ -22,6 +22,8 @@ def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
     return rows
 
 
+#: What version 0006 adds, taken away.
+BEFORE_COUNTS = ("DROP TABLE counts",)
 #: What takes a database of the latest version back to before 0005.
 UNDO_0005 = (
     *(
@@ -56,10 +58,11 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     old.engine.start("B", {"title": "y"})
     old.store.close()
     # What version 0001 left: no visits column, an index of all tasks by token, no
-    # credentials, and none of the listings' indexes and times of 0005.
+    # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
         *UNDO_0007,
+        *BEFORE_COUNTS,
         *UNDO_0005,
         "DROP TABLE credentials",
         "ALTER TABLE tokens DROP COLUMN visits",
@@ -93,7 +96,13 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.engine.start("A", {"title": "x"})
     grant = old.engine.claim("box-1", ["draft"], "req-1")
     old.store.close()
-    run_sql(backend, *UNDO_0007, *UNDO_0005, "UPDATE stateous_version SET version_num = '0004'")
+    run_sql(
+        backend,
+        *UNDO_0007,
+        *BEFORE_COUNTS,
+        *UNDO_0005,
+        "UPDATE stateous_version SET version_num = '0004'",
+    )
 
     upgraded = plane_for(orders(), backend)
     try:
@@ -108,7 +117,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
         upgraded.store.close()
 
 
-OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, tokens"
+OURS = "claims, control_plane, counts, credentials, ledger, memory, tasks, timers, tokens"
 
 
 @pytest.mark.parametrize(
@@ -122,6 +131,7 @@ OURS = "claims, control_plane, credentials, ledger, memory, tasks, timers, token
         (
             [
                 "DROP TABLE tasks",
+                "DROP TABLE counts",
                 "DROP TABLE credentials",
                 "UPDATE stateous_version SET version_num = '0001'",
             ],
@@ -171,7 +181,12 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_ba
 ) -> None:
     plane_for(orders(), backend).store.close()
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
-    run_sql(backend, "DROP TABLE credentials", "UPDATE stateous_version SET version_num = '0001'")
+    run_sql(
+        backend,
+        *BEFORE_COUNTS,
+        "DROP TABLE credentials",
+        "UPDATE stateous_version SET version_num = '0001'",
+    )
 
     graph = write_graph(backend.folder)
     done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")

@@ -10,8 +10,9 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.control.clock import tick
 from stateous.control.errors import ChildToken, EventNotAllowed, InvalidTokenId
+from stateous.control.stats import stats
 from stateous.model.wire import ReportBody, Schedule
-from tests.control.support import Backend, Plane, plane_for
+from tests.control.support import Backend, Plane, counts_drift, plane_for
 from tests.control.test_races import together
 
 
@@ -77,7 +78,9 @@ DESIGN = "T-1.reviews.1.design-review"
 def plane(backend: Backend) -> Iterator[Plane]:
     served = plane_for(sdlc(), backend)
     yield served
+    drift = counts_drift(served.store)
     served.store.close()
+    assert drift == {}, "the counts drifted from the rows"
 
 
 def to_reviews(plane: Plane) -> None:
@@ -279,3 +282,18 @@ def test_siblings_that_end_at_once_join_their_parent_once(plane: Plane) -> None:
         assert plane.engine.get(parent).state == "merging"
         joined = [data for kind, data in plane.entries(parent) if kind == "event_accepted"]
         assert [data["event"] for data in joined].count("joined") == 1
+
+
+def test_stats_name_the_states_of_children_as_supervisors_claim_them(plane: Plane) -> None:
+    to_reviews(plane)
+    found = stats(plane.engine)
+    assert found.tokens == {
+        "reviews": {"active": 1},
+        "security-review/triage": {"active": 1},
+        "design-review/triage": {"active": 1},
+    }
+    assert found.tasks == {
+        "security-review/triage": {"queued": 1},
+        "design-review/triage": {"queued": 1},
+    }
+    assert set(found.oldest_queued) == {"security-review/triage", "design-review/triage"}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stateous.model.wire import Duplicate
-from tests.control.support import Backend, Plane, orders, plane_for
+from tests.control.support import Backend, Plane, counts_drift, orders, plane_for
 
 THREADS = 8
 
@@ -18,7 +18,9 @@ THREADS = 8
 def plane(backend: Backend) -> Iterator[Plane]:
     served = plane_for(orders(), backend)
     yield served
+    drift = counts_drift(served.store)
     served.store.close()
+    assert drift == {}, "a change run again, or run beside another, counted wrong"
 
 
 def together(work: Callable[[int], Any], threads: int = THREADS) -> list[Any]:

@@ -35,6 +35,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
+from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.rows import (
@@ -59,6 +60,7 @@ __all__ = [
     "POSTGRES",
     "ClaimRow",
     "ControlRow",
+    "Counter",
     "CredentialRow",
     "Entry",
     "GrantReads",

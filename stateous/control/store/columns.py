@@ -75,6 +75,7 @@ def task_row(row: tuple[Any, ...]) -> TaskRow:
         claimed_by,
         time_or_none(lease_until),
         from_column(queued_at),
+        status,
     )
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from stateous.control.histogram import WriterTimes
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.rows import (
     ClaimRow,
@@ -107,6 +108,12 @@ class Tx(Protocol):
     def revoke_credential(self, name: str) -> bool: ...
     def touch_credential(self, name: str) -> None: ...
 
+    # counts (`counts.py`)
+    def count(self, name: str, label: str = "", added: int = 1) -> None: ...
+    def counters(self) -> dict[tuple[str, str], int]: ...
+    def last_hour(self) -> dict[str, int]: ...
+    def oldest_queued(self, states: list[str]) -> dict[str, float]: ...
+
 
 class Store(Protocol):
     """A database that runs engine operations, each as one transaction."""
@@ -119,6 +126,9 @@ class Store(Protocol):
         """The ledger position up to which every row that will commit has committed
         (`positions.py`): a reader of the ledger's order reads no further."""
         ...
+
+    #: The time of each commit and the operations it took, since the store was opened.
+    writer: WriterTimes
 
 
 class KeepAndRaise(Exception):

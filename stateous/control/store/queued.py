@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from stateous.control.store.counts import CountingTx
 from stateous.control.store.positions import Hold
-from stateous.control.store.sql import SqlTx
 from stateous.model.vocabulary import Kind
 
 #: Entries after which a task of any state may be claimable.
 WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
 
 
-class QueuedTx(SqlTx):
-    """`SqlTx` that keeps `queued_in`: how many tasks it queued in each state (None: maybe
-    some in any)."""
+class QueuedTx(CountingTx):
+    """`CountingTx` that keeps `queued_in`: how many tasks it queued in each state (None:
+    maybe some in any)."""
 
     def __init__(self, now: float, hold: Hold | None = None) -> None:
         super().__init__(now, hold)

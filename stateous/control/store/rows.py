@@ -51,6 +51,8 @@ class TaskRow:
     claimed_by: str | None
     lease_until: float | None
     queued_at: float
+    #: The status the row had in the database when read: what a save counts it away from.
+    was: str = field(default="", compare=False, repr=False)
 
 
 @dataclass(slots=True)

@@ -425,19 +425,19 @@ class SqlTx(ListingSql, ABC):
     def cancel_timers(self, token: str, kind: str | None = None) -> None:
         if self._timers.get(token) == 0:
             return
+        statement = (
+            f"UPDATE timers SET status = {word(TimerStatus.CANCELLED)} "
+            f"WHERE token = ? AND status = {word(TimerStatus.PENDING)}"
+        )
         if kind is None:
             self._timers[token] = 0
-            self.change(
-                f"UPDATE timers SET status = {word(TimerStatus.CANCELLED)} "
-                f"WHERE token = ? AND status = {word(TimerStatus.PENDING)}",
-                (token,),
-            )
+            self.cancel_pending(statement, (token,))
         else:
-            self.change(
-                f"UPDATE timers SET status = {word(TimerStatus.CANCELLED)} "
-                f"WHERE token = ? AND status = {word(TimerStatus.PENDING)} AND kind = ?",
-                (token, kind),
-            )
+            self.cancel_pending(f"{statement} AND kind = ?", (token, kind))
+
+    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
+        """Run the UPDATE that cancels pending timers."""
+        self.change(statement, bindings)
 
     def shift_timers(self, token: str, seconds: float) -> None:
         rows = self.execute(

@@ -26,6 +26,7 @@ from typing import Any
 import apsw
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.histogram import WriterTimes
 from stateous.control.store.checkpoints import CHECKPOINT_PAGES, Checkpointer
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.migrations import migrate, upgrade_failed
@@ -104,6 +105,7 @@ class SqliteStore:
         self._pausing = False
         self._jobs: list[_Job] = []
         self._fenced: Exception | None = None
+        self.writer = WriterTimes()
         # Once the WAL starts over, its file is cut back to the size of a checkpoint's frames.
         self._writer.pragma(
             "journal_size_limit", checkpoint_pages * self._writer.pragma("page_size")
@@ -247,8 +249,10 @@ class SqliteStore:
                 connection.execute("ROLLBACK TO operation")
                 job.error = ex
             connection.execute("RELEASE operation")
+        started = time.perf_counter()
         try:
             connection.execute("COMMIT")
+            self.writer.committed(time.perf_counter() - started, len(batch))
         except apsw.Error as ex:
             log.error("a commit failed: %s", ex)
             if not connection.getautocommit():

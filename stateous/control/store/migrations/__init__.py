@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from stateous.model.errors import Failure
 
 #: Every migration's version, in order; each is a file `<version>.sql` per backend.
-VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0007")
+VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.
 SCHEMA = "schema"

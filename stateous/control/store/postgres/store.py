@@ -27,6 +27,7 @@ import psycopg
 from psycopg import errors
 
 from stateous.control.errors import DatabaseBusy
+from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
     TASK_BY_ID,
     TASK_COLUMNS,
@@ -42,6 +43,8 @@ from stateous.control.store.columns import (
     token_state_sql,
 )
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
+from stateous.control.store.counts import BUMP, TOTAL, Counter, Shards
+from stateous.control.store.counts import COLUMNS as COUNT_COLUMNS
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.postgres.connection import (
@@ -197,6 +200,8 @@ class PostgresStore:
         self.clock = clock
         self._fenced: Exception | None = None
         self._ids = Ids()
+        self._shards = Shards()
+        self.writer = WriterTimes()
         self._pool = Pool(
             lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
             size,
@@ -286,6 +291,8 @@ class PostgresStore:
         committing = False
         pipeline = Pipeline(connection)
         tx = PostgresTx(pipeline, self.clock(), self._ids, hold)
+        if tx.writing:
+            tx.shard = self._shards.take()
         try:
             pipeline.send(begin, ())
             try:
@@ -293,7 +300,10 @@ class PostgresStore:
             except KeepAndRaise as ex:
                 kept = ex.error
             committing = True
+            started = time.perf_counter()
             connection.end_transaction(pipeline)
+            if tx.writing:
+                self.writer.committed(time.perf_counter() - started, 1)
         except psycopg.OperationalError as ex:
             # Whether the server kept what this COMMIT sent is not known; a change that
             # leaves no ledger row is the same when sent again.
@@ -305,6 +315,8 @@ class PostgresStore:
             self._roll_back(pipeline)
             raise
         finally:
+            if tx.writing:
+                self._shards.give(tx.shard)
             pipeline.close()
         if kept is not None:
             raise kept
@@ -468,6 +480,16 @@ class PostgresTx(QueuedTx):
     def grant_reads(self, token: str, state: str) -> GrantReads:
         known = self._grant_reads.pop((token, state), None)
         return known if known is not None else super().grant_reads(token, state)
+
+    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
+        """Cancel pending timers and count how many went, in one statement sent without
+        waiting: the UPDATE's rows are counted into `counts` by the database itself."""
+        self.change(
+            f"WITH gone AS ({statement} RETURNING 1) INSERT INTO counts ({COUNT_COLUMNS}) "
+            f"SELECT '{Counter.TIMERS_PENDING.value}', '', {TOTAL}, CAST(? AS INTEGER), "
+            f"{TOTAL}, -count(*) FROM gone HAVING count(*) > 0 {BUMP}",
+            (*bindings, self.shard),
+        )
 
     def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
         ident = self.ids.take(table, self)

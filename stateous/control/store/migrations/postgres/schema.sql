@@ -127,3 +127,16 @@ CREATE TABLE credentials (
     last_used TEXT COLLATE "C",
     revoked_at TEXT COLLATE "C"
 );
+
+-- The counts behind the metrics (0006): since the database was made (slot -1), and a
+-- ring of the last sixty minutes; one shard per writer that runs at once. The live
+-- tokens and tasks by status and state are counts too, that go up and down.
+CREATE TABLE counts (
+    name TEXT NOT NULL,
+    label TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    shard INTEGER NOT NULL,
+    minute BIGINT NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (name, label, slot, shard)
+);

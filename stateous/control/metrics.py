@@ -1,0 +1,185 @@
+"""What `GET /metrics` answers: the figures of the control plane, named `stateous_*`.
+
+Three sources feed it. The database, through the read that `/stats` makes:
+the live tokens and tasks, the oldest queued task of each state, the pending
+timers, and the counters kept beside the ledger rows they count, so that they
+survive a restart and agree with the history. The HTTP edge, in memory: every
+request by route template (never the raw path, whose ids would make a series
+each), method and status, with a histogram of the time it took. The store's
+writer, in memory: the time of each commit and how many operations it took.
+The in-memory figures start again at zero with the process, as Prometheus
+expects of counters and histograms.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from stateous.control import stats
+from stateous.control.exposition import Family, render
+from stateous.control.histogram import SECONDS, Histogram
+from stateous.control.store import Counter
+from stateous.model.vocabulary import ENDING, LIVE_TASK
+
+if TYPE_CHECKING:
+    from stateous.control.engine import Engine
+
+#: The route label of a request that matched no route.
+UNMATCHED = "unmatched"
+#: The outcomes of a report, as `ReportBody.kind` names them.
+OUTCOMES = ("event", "waiting", "failed")
+#: The codes an event is refused with once it is in the ledger (`event_rejected`).
+REFUSALS = ("event_not_allowed", "token_not_active")
+#: The counters of the database without a label: name, help, counter.
+PLAIN = (
+    ("stateous_tokens_started_total", "Tokens started, children included.", Counter.TOKENS_STARTED),
+    ("stateous_events_fired_total", "Events accepted: each moved a token.", Counter.EVENTS_FIRED),
+    ("stateous_tasks_claimed_total", "Tasks granted to a supervisor.", Counter.TASKS_CLAIMED),
+    (
+        "stateous_attempts_failed_total",
+        "Attempts of tasks that failed, by a report or an ended lease.",
+        Counter.ATTEMPTS_FAILED,
+    ),
+    (
+        "stateous_leases_ended_total",
+        "Leases that ended without a heartbeat, each a failed attempt.",
+        Counter.LEASES_ENDED,
+    ),
+    ("stateous_timers_fired_total", "Timers and timeouts that fired.", Counter.TIMERS_FIRED),
+)
+
+
+class HttpMetrics:
+    """Falcon middleware that counts every request and times it, by route template."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests: dict[tuple[str, str, str], int] = {}
+        self.latency: dict[tuple[str, str], Histogram] = {}
+
+    def process_request(self, req: Any, resp: Any) -> None:
+        req.context.started = time.perf_counter()
+
+    def process_response(self, req: Any, resp: Any, resource: object, succeeded: bool) -> None:
+        started = getattr(req.context, "started", None)
+        if started is None:
+            return
+        self.observe(
+            req.uri_template or UNMATCHED,
+            req.method,
+            str(resp.status_code),
+            time.perf_counter() - started,
+        )
+
+    def observe(self, route: str, method: str, status: str, seconds: float) -> None:
+        with self._lock:
+            key = (route, method, status)
+            self.requests[key] = self.requests.get(key, 0) + 1
+            histogram = self.latency.get((route, method))
+            if histogram is None:
+                histogram = self.latency[(route, method)] = Histogram(SECONDS)
+        histogram.observe(seconds)
+
+    def families(self) -> list[Family]:
+        requests = Family(
+            "stateous_http_requests_total",
+            "counter",
+            "HTTP requests answered, by route template, method and status.",
+        )
+        latency = Family(
+            "stateous_http_request_duration_seconds",
+            "histogram",
+            "Time from a request's arrival to its answer, by route template and method.",
+        )
+        with self._lock:
+            counted, timed = sorted(self.requests.items()), sorted(self.latency.items())
+        for (route, method, status), n in counted:
+            requests.add(n, route=route, method=method, status=status)
+        for (route, method), histogram in timed:
+            latency.add_reading(histogram.read(), route=route, method=method)
+        return [requests, latency]
+
+
+def gauge_families(shot: stats.Snapshot, states: list[str]) -> list[Family]:
+    """The gauges read from the database; every state of `states` has its task counts,
+    zero or not, so that a query finds the series before the first task."""
+    tokens = Family("stateous_tokens", "gauge", "Tokens that can still move, by state and status.")
+    for state, status, n in shot.tokens:
+        tokens.add(n, state=state, status=status)
+    tasks = Family(
+        "stateous_tasks", "gauge", "Tasks queued, claimed or waiting, by state and status."
+    )
+    counted = {(state, status): n for state, status, n in shot.tasks}
+    for state in sorted({*states, *(state for state, _ in counted)}):
+        for status in LIVE_TASK:
+            tasks.add(counted.get((state, status), 0), state=state, status=status)
+    oldest = Family(
+        "stateous_oldest_queued_task_age_seconds",
+        "gauge",
+        "Age of each state's oldest queued task (states with a queued task only).",
+    )
+    for state, age in sorted(shot.ages().items()):
+        oldest.add(age, state=state)
+    timers = Family("stateous_timers_pending", "gauge", "Timers and timeouts not yet fired.")
+    timers.add(shot.timers_pending)
+    return [tokens, tasks, oldest, timers]
+
+
+def counter_families(shot: stats.Snapshot) -> list[Family]:
+    """The counters read from the database."""
+    ended = Family(
+        "stateous_tokens_ended_total", "counter", "Tokens that ended for good, by status."
+    )
+    for status in ENDING:
+        ended.add(shot.total(Counter.TOKENS_ENDED, status), status=status)
+    found = [ended]
+    for name, text, counter in PLAIN:
+        family = Family(name, "counter", text)
+        family.add(shot.total(counter))
+        found.append(family)
+    refused = Family(
+        "stateous_events_refused_total",
+        "counter",
+        "Events that the ledger records as refused, by the code of the refusal.",
+    )
+    for code, n in sorted(
+        {**dict.fromkeys(REFUSALS, 0), **shot.labels(Counter.EVENTS_REFUSED)}.items()
+    ):
+        refused.add(n, code=code)
+    reports = Family("stateous_reports_total", "counter", "Reports of tasks taken, by outcome.")
+    for outcome in OUTCOMES:
+        reports.add(shot.total(Counter.REPORTS, outcome), outcome=outcome)
+    return [*found, refused, reports]
+
+
+def writer_families(engine: Engine) -> list[Family]:
+    """The families of the store's writer."""
+    writer = engine.store.writer
+    commits = Family(
+        "stateous_writer_commit_seconds",
+        "histogram",
+        "Time of each commit of the store's writer (SQLite: a batch; Postgres: a transaction).",
+    )
+    commits.add_reading(writer.commit_seconds.read())
+    batches = Family(
+        "stateous_writer_batch_size",
+        "histogram",
+        "Operations that each commit of the store's writer took together.",
+    )
+    batches.add_reading(writer.batch_size.read())
+    return [commits, batches]
+
+
+def exposition(engine: Engine, http: HttpMetrics) -> str:
+    """The text of `GET /metrics`."""
+    shot = stats.read(engine)
+    return render(
+        [
+            *gauge_families(shot, stats.task_states(engine.graph)),
+            *counter_families(shot),
+            *http.families(),
+            *writer_families(engine),
+        ]
+    )
