@@ -344,6 +344,7 @@ class Published:
     def __init__(self, store: Store, streams: Streams) -> None:
         self.store = store
         self.streams = streams
+        self.writer = store.writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         try:

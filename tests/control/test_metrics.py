@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from stateous.control.clock import tick
 from stateous.control.engine import Engine
 from stateous.control.errors import EventNotAllowed, TokenNotActive
 from stateous.control.graph import Graph
@@ -67,13 +68,13 @@ def workload(engine: Engine, clock: Clock) -> None:
     with pytest.raises(TokenNotActive):
         engine.fire("E", "submitted")
     clock.advance(3601)
-    assert engine.fire_timers() == 1  # A's review times out: A fails
+    assert tick(engine) == (0, 1)  # A's review times out: A fails
     clock.advance(3600)
     engine.start("C", {"title": "C"})
     grant = engine.claim(SUPERVISOR, ["draft"])
     assert grant is not None and grant.token == "C"
     clock.advance(121)
-    assert engine.expire_leases() == 1
+    assert tick(engine) == (1, 0)  # C's lease ends
     engine.start("F", {"title": "F"})
     through(engine, "F", "submitted")
     grant = engine.claim(SUPERVISOR, ["review"])
