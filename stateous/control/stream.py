@@ -29,6 +29,7 @@ import msgspec
 from stateous.control.errors import InvalidArgument, NotServing, TooManyStreams
 from stateous.control.outlet import Outlet, Poller
 from stateous.control.store import Entry, Store, Tx, to_iso
+from stateous.control.store.contract import PassingStore
 
 log = logging.getLogger("stateous.control.stream")
 
@@ -338,31 +339,18 @@ class Streams:
                 watcher.left = self._leaving = True
 
 
-class Published:
+class Published(PassingStore):
     """A store whose writes, once committed (or kept and refused), wake the live streams."""
 
     def __init__(self, store: Store, streams: Streams) -> None:
-        self.store = store
+        super().__init__(store)
         self.streams = streams
-        self.writer = store.writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         try:
             return self.store.write(operation)
         finally:
             self.streams.committed()
-
-    def read(self, operation: Callable[[Tx], Result]) -> Result:
-        return self.store.read(operation)
-
-    def horizon(self) -> int:
-        return self.store.horizon()
-
-    def fence(self, error: Exception) -> None:
-        self.store.fence(error)
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def last_event_id(raw: str | None) -> int | None:

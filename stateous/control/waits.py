@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from stateous.control.defaults import DEFAULT_THREADS
-from stateous.control.store.contract import Store, Tx
+from stateous.control.store.contract import PassingStore, Store, Tx
 
 Result = TypeVar("Result")
 Granted = TypeVar("Granted")
@@ -142,13 +142,12 @@ class Waits:
             self._wake(None)
 
 
-class Waking:
+class Waking(PassingStore):
     """A store whose writes, once committed, wake the claims waiting for what they queued."""
 
     def __init__(self, store: Store, waits: Waits) -> None:
-        self.store = store
+        super().__init__(store)
         self.waits = waits
-        self.writer = store.writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         noted: list[Counter[str] | None] = []
@@ -163,15 +162,3 @@ class Waking:
         if noted and noted[-1] != Counter():
             self.waits.queued(noted[-1])
         return result
-
-    def read(self, operation: Callable[[Tx], Result]) -> Result:
-        return self.store.read(operation)
-
-    def horizon(self) -> int:
-        return self.store.horizon()
-
-    def fence(self, error: Exception) -> None:
-        self.store.fence(error)
-
-    def close(self) -> None:
-        self.store.close()

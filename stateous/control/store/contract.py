@@ -141,3 +141,27 @@ class KeepAndRaise(Exception):
     def __init__(self, error: Exception) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+class PassingStore:
+    """A store that passes every call on to the store it wraps: the base of the wrappers
+    that do something once a write has committed (wake waiting claims, live streams)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.writer = store.writer
+
+    def write(self, operation: Callable[[Tx], Result]) -> Result:
+        return self.store.write(operation)
+
+    def read(self, operation: Callable[[Tx], Result]) -> Result:
+        return self.store.read(operation)
+
+    def horizon(self) -> int:
+        return self.store.horizon()
+
+    def fence(self, error: Exception) -> None:
+        self.store.fence(error)
+
+    def close(self) -> None:
+        self.store.close()
