@@ -682,5 +682,16 @@ function show() {
 
 $("secret-dialog").addEventListener("cancel", (event) => event.preventDefault());
 window.addEventListener("hashchange", show);
+/* A page kept in the back/forward cache keeps its open requests: its stream would hold one
+   of the few connections a browser gives a host (six over HTTP/1.1), and the seventh page
+   of this control plane would wait until the cache let one go. So a page that is put
+   away stops its updates and its stream, and starts them again when it is shown. */
+window.addEventListener("pagehide", (event) => {
+  if (!event.persisted) return;
+  shown += 1;
+  clearTimeout(timer);
+  stopStream();
+});
+window.addEventListener("pageshow", (event) => { if (event.persisted) show(); });
 layout().then((drawn) => { $("workflow-name").textContent = drawn.top; }, () => {});
 show();
