@@ -228,9 +228,9 @@ function mountOverview(main) {
     el("section", { id: "stats" }, el("h2", {}, "The last hour"), stats),
   ]);
   return async () => {
-    const drawn = await layout();
+    // The drawing and the counts, then the rest of the overview: each group asked at once.
+    const [drawn, summary] = await Promise.all([layout(), optional("/stats")]);
     const top = drawn.top;
-    const summary = await optional("/stats");
     let counts = {};
     let active = { rows: [], more: false };
     if (summary) {
@@ -253,9 +253,10 @@ function mountOverview(main) {
         link: drawing.workflow === top ? (state) => `#/tokens?status=active&state=${enc(state)}` : null,
       }),
       countsTable(drawing, counts[drawing.workflow] || {}))));
-    const waiting = summary ? await waitingTokens() : active.rows;
-    stuck.replaceChildren(...stuckWork(await optional("/tasks?limit=1000"), waiting));
-    supervisors.replaceChildren(supervisorList(await optional("/supervisors")));
+    const [waiting, tasks, seen] = await Promise.all([summary ? waitingTokens() : active.rows,
+      optional("/tasks?limit=1000"), optional("/supervisors")]);
+    stuck.replaceChildren(...stuckWork(tasks, waiting));
+    supervisors.replaceChildren(supervisorList(seen));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
   };
 }
