@@ -102,9 +102,10 @@ def timer_rows(tokens: int, active: int) -> Iterator[tuple[Any, ...]]:
 
 
 def ledger_rows(tokens: int, active: int) -> Iterator[tuple[Any, ...]]:
+    """A row for each token, each at its own place in the order of commits (`pos`)."""
     for index in range(tokens):
         kind = "entered" if index < active else ENDED[index % 3]
-        yield (f"T-{index}", 1, stamp(index), kind, "{}")
+        yield (f"T-{index}", 1, stamp(index), kind, "{}", index + 1)
 
 
 def live_counts(tokens: int, active: int) -> list[tuple[Any, ...]]:
@@ -144,7 +145,7 @@ def count_rows(tokens: int, active: int) -> list[tuple[Any, ...]]:
 TOKENS = "token, state, status, visit, context, entered_at, moved_at"
 TASKS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 TIMERS = "id, token, state, visit, event, payload, set_at, due_at, status, kind"
-LEDGER = "token, seq, at, kind, data"
+LEDGER = "token, seq, at, kind, data, pos"
 COUNTS = "name, label, slot, shard, minute, n"
 
 

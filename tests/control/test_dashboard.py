@@ -172,6 +172,23 @@ def test_the_overview_shows_the_active_tokens_per_state(
         browser.set_window_size(1280, 1000)
 
 
+def test_the_overview_comes_back_after_leaving_it_many_times_and_updates_after_back(
+    browser: WebDriver, plane: Served
+) -> None:
+    # Each page left for another stays in the browser's back/forward cache; a stream it
+    # kept open there would hold one of the six connections the browser gives this host.
+    start(plane, "ORDER-1")
+    draft = 'table.counts tr[data-state="draft"] td.active'
+    for _ in range(8):
+        browser.get("about:blank")
+        browser.get(f"{plane.url}/ui/")
+        wait(browser, lambda driver: text_of(driver, draft) == "1")
+    browser.get("about:blank")
+    browser.back()
+    start(plane, "ORDER-2")
+    wait(browser, lambda driver: text_of(driver, draft) == "2")
+
+
 def test_a_token_page_shows_its_history_tasks_memory_keys_and_notes_as_text(
     browser: WebDriver, plane: Served, tmp_path: Path
 ) -> None:

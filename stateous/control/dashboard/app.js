@@ -228,9 +228,9 @@ function mountOverview(main) {
     el("section", { id: "stats" }, el("h2", {}, "The last hour"), stats),
   ]);
   return async () => {
-    const drawn = await layout();
+    // The drawing and the counts, then the rest of the overview: each group asked at once.
+    const [drawn, summary] = await Promise.all([layout(), optional("/stats")]);
     const top = drawn.top;
-    const summary = await optional("/stats");
     let counts = {};
     let active = { rows: [], more: false };
     if (summary) {
@@ -253,9 +253,10 @@ function mountOverview(main) {
         link: drawing.workflow === top ? (state) => `#/tokens?status=active&state=${enc(state)}` : null,
       }),
       countsTable(drawing, counts[drawing.workflow] || {}))));
-    const waiting = summary ? await waitingTokens() : active.rows;
-    stuck.replaceChildren(...stuckWork(await optional("/tasks?limit=1000"), waiting));
-    supervisors.replaceChildren(supervisorList(await optional("/supervisors")));
+    const [waiting, tasks, seen] = await Promise.all([summary ? waitingTokens() : active.rows,
+      optional("/tasks?limit=1000"), optional("/supervisors")]);
+    stuck.replaceChildren(...stuckWork(tasks, waiting));
+    supervisors.replaceChildren(supervisorList(seen));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
   };
 }
@@ -682,5 +683,16 @@ function show() {
 
 $("secret-dialog").addEventListener("cancel", (event) => event.preventDefault());
 window.addEventListener("hashchange", show);
+/* A page kept in the back/forward cache keeps its open requests: its stream would hold one
+   of the few connections a browser gives a host (six over HTTP/1.1), and the seventh page
+   of this control plane would wait until the cache let one go. So a page that is put
+   away stops its updates and its stream, and starts them again when it is shown. */
+window.addEventListener("pagehide", (event) => {
+  if (!event.persisted) return;
+  shown += 1;
+  clearTimeout(timer);
+  stopStream();
+});
+window.addEventListener("pageshow", (event) => { if (event.persisted) show(); });
 layout().then((drawn) => { $("workflow-name").textContent = drawn.top; }, () => {});
 show();
