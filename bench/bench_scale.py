@@ -144,9 +144,9 @@ COPIES = {
         ("name", "shift", "shift", "template"),
     ),
     "ledger": (
-        f"INSERT INTO ledger SELECT {NAME}, seq, {shifted('at')}, kind, key, data "
-        "FROM n CROSS JOIN t.ledger WHERE t.ledger.token = ?",
-        ("name", "shift", "template"),
+        f"INSERT INTO ledger SELECT {NAME}, seq, {shifted('at')}, kind, key, data, "
+        "? + n.i * ? + seq FROM n CROSS JOIN t.ledger WHERE t.ledger.token = ?",
+        ("name", "shift", "positions", "rows", "template"),
     ),
     "tasks": (
         "INSERT INTO tasks (token, state, visit, status, attempt, claimed_by, lease_until, "
@@ -183,11 +183,19 @@ def build(graph: Path, path: Path, tokens: int) -> None:
     for lane in range(LANES):
         groups.append((f"Q{lane}", f"Q{lane}", hundreds * QUEUED // LANES))
         groups.append((f"W{lane}", f"W{lane}", hundreds * WAITING // LANES))
+    positions = 0  # the ledger positions taken so far: each copy's rows follow them
     with connection:
         for template_token, prefix, count in groups:
-            values = {"name": prefix, "shift": DAY / count, "template": template_token}
+            values = {
+                "name": prefix,
+                "shift": DAY / count,
+                "template": template_token,
+                "positions": positions,
+                "rows": ledger[template_token],
+            }
             for sql, names in COPIES.values():
                 connection.execute(NUMBERS + sql, (count, *(values[name] for name in names)))
+            positions += count * ledger[template_token]
     connection.execute("DETACH t")
     connection.close()
     rows = sum(ledger[token] * count for token, _, count in groups)
