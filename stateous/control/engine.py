@@ -68,6 +68,9 @@ class Engine:
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
         #: every claimed lease before it ends any (docs/concepts/reliability.md).
         self.leases_owed = False
+        #: The supervisors whose last claim here found nothing; a hint, never a decision:
+        #: their next claim reads before it writes (`claiming.must_write`).
+        self.idle: set[str] = set()
 
     def _write(self, operation: Callable[[Tx], Result], by: str | None) -> Result:
         """Run a change in one transaction; `by`, the credential that asked for it, is named
@@ -324,9 +327,18 @@ class Engine:
             return None
 
         def attempt() -> Grant | None:
-            if not self.store.read(lambda tx: claiming.must_write(tx, supervisor, states)):
+            # Only a supervisor whose last claim found nothing is likely to find nothing
+            # again: it reads first; the others claim at once.
+            if supervisor in self.idle and not self.store.read(
+                lambda tx: claiming.must_write(tx, supervisor, states)
+            ):
                 return None
-            return self._write(operation, by)
+            grant = self._write(operation, by)
+            if grant is None:
+                self.idle.add(supervisor)
+            else:
+                self.idle.discard(supervisor)
+            return grant
 
         return self.waits.wait(states, wait if states else 0, attempt, gone)
 
