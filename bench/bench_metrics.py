@@ -34,9 +34,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import msgspec  # noqa: E402
 
-from stateous import END, START, Workflow  # noqa: E402
+from bench_serve import workflow  # noqa: E402
+
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
 
@@ -45,24 +45,6 @@ STAMP = "2026-01-01T00:00:00.000000Z"
 STATES = ("draft", "review")
 ENDED = ("completed", "failed", "cancelled")
 LIVE_TASKS = ("queued",) * 6 + ("claimed",) * 3 + ("waiting",)
-
-
-class Item(msgspec.Struct):
-    title: str
-    amount: int = 0
-
-
-def workflow() -> Workflow:
-    flow = Workflow("bench", context=Item)
-    draft = flow.state("draft")
-    review = flow.state("review", timeout="1h")
-    submitted = flow.event("submitted")
-    remind = flow.event("remind")
-    flow.transition(START, draft)
-    flow.transition(draft, review, on=submitted)
-    flow.transition(draft, draft, on=remind)
-    flow.transition(review, END, on=submitted)
-    return flow
 
 
 def stamp(index: int) -> str:

@@ -22,7 +22,6 @@ import argparse
 import http.client
 import multiprocessing
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -35,36 +34,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import msgspec  # noqa: E402
+from bench_pickup import SERVING, ask, cpu_seconds, firer, workflow  # noqa: E402
 
-from stateous import END, START, Workflow  # noqa: E402
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
-
-SERVING = re.compile(r"^serving on http://127\.0\.0\.1:(\d+) \(Ctrl-C stops\)$")
-
-
-class Item(msgspec.Struct):
-    title: str
-
-
-def workflow() -> Workflow:
-    """`work` (claimed), then `hold`, which `poke` enters again."""
-    flow = Workflow("streams", context=Item)
-    work, hold = flow.state("work"), flow.state("hold")
-    done, poke, end = flow.event("done"), flow.event("poke"), flow.event("end")
-    flow.transition(START, work)
-    flow.transition(work, hold, on=done)
-    flow.transition(hold, hold, on=poke)
-    flow.transition(hold, END, on=end)
-    return flow
-
-
-def ask(link: http.client.HTTPConnection, method: str, path: str, body: Any) -> tuple[int, Any]:
-    link.request(method, path, msgspec.json.encode(body), {"Content-Type": "application/json"})
-    answer = link.getresponse()
-    raw = answer.read()
-    return answer.status, msgspec.json.decode(raw) if raw else None
 
 
 def starter(port: int, tokens: list[str]) -> None:
@@ -81,14 +54,6 @@ def start_all(port: int, tokens: list[str], processes: int = 4) -> None:
         worker.start()
     for worker in workers:
         worker.join()
-
-
-def firer(port: int, token: str, seconds: float, counts: Any, index: int) -> None:
-    link = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    deadline, fired = time.monotonic() + seconds, 0
-    while time.monotonic() < deadline:
-        fired += ask(link, "POST", f"/tokens/{token}/events/poke", {})[0] == 200
-    counts[index] = fired
 
 
 def claimer(port: int, name: str, seconds: float, counts: Any, index: int) -> None:
@@ -137,12 +102,6 @@ def hold_streams(port: int, paths: list[str], opened: Any, stop: Any) -> None:
             except BlockingIOError:
                 continue
     opened.value = opened.value * 1_000_000 + min(received, 999_999)
-
-
-def cpu_seconds(pid: int) -> float:
-    """The CPU time a process has used (user and system), in seconds."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def measure(
