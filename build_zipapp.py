@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
 
-The package and the pure-Python wheels are written under `_python/<tag>/` once per targeted
-CPython, each module's source beside its bytecode compiled by that CPython (`compileall`, so
-that no start compiles them again; the source is for tracebacks). A target whose interpreter
-is not on this machine gets the source only, and compiles it at each start. Wheels with
-compiled extensions (apsw, msgspec, and psycopg's binary with `--with-postgres`) are unpacked
-whole under `_native/<tag>/` and listed with their hashes in `_native/manifest.json`;
-`stateous/_zipapp.py`, written as the zip's `__main__.py`, unpacks the running interpreter's set
-on first run and puts its `_python/<tag>/` first on the path. Wheels come from `pip download`
-and are kept in a user cache folder by name, so a rebuild asks nothing of the network. Each
-step says on stderr what it fetches or takes from the cache, so that a first build on a slow
-network does not look hung. It imports only the standard library and never installs anything.
+The package and the pure-Python wheels are written once, as source, under `_python/`. Each
+targeted CPython gets a folder `_cpython/<tag>/` of its own: its compiled extensions (apsw,
+msgspec, and psycopg's binary with `--with-postgres`) and the bytecode of the whole tree,
+compiled by that CPython (`compileall`, in `__pycache__` as the import system names it, so
+that no start compiles it again). A target whose interpreter is not on this machine gets no
+bytecode; the first run writes it. Everything but the tree's source is compressed with LZMA,
+which takes a fifth off the compiled extensions, the bulk of the zip. `_cpython/manifest.json`
+lists every file with its hash; `stateous/_zipapp.py`, written as the zip's `__main__.py`,
+unpacks the source and the running interpreter's set into a cache folder on first run and
+runs from there. Wheels come from `pip download` and are kept in a user cache folder by name,
+so a rebuild asks nothing of the network. Each step says on stderr what it fetches or takes
+from the cache, so that a first build on a slow network does not look hung. It imports only
+the standard library and never installs anything.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from typing import BinaryIO
 ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "stateous"
 BOOTSTRAP = PACKAGE / "_zipapp.py"
-NATIVE = "_native"
 PYTHON = "_python"
+CPYTHON = "_cpython"
 DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
 
 #: The exact versions shipped, within pyproject.toml's ranges, the same for every target.
@@ -44,16 +46,20 @@ PURE_PART = {"PyYAML": "6.0.4"}
 POSTGRES_COMPILED = {"psycopg-binary": "3.3.9"}
 POSTGRES_PURE = {"psycopg": "3.3.9", "typing-extensions": "4.16.0"}
 
-#: Files of the wheels that Stateous never runs: test suites, benchmarks, extra SQLite tools,
-#: Falcon's ASGI app and test helpers (the control plane is a WSGI app), bills of materials.
+#: Files of the wheels that Stateous never runs: Falcon's benchmarks, ASGI app and test
+#: helpers (the control plane is a WSGI app), type stubs, bills of materials.
 LEFT_OUT = (
-    "apsw/tests/",
-    "apsw/sqlite_extra_binaries/",
     "falcon/bench/",
     "falcon/asgi/",
     "falcon/testing/",
     "platformdirs-4.14.9.dist-info/sboms/",
 )
+#: Of apsw, Stateous runs only the compiled module `apsw` itself, not its Python tools (shell,
+#: full-text search helpers, tests) nor its second extension, `apsw._unicode`.
+APSW_KEPT = ("apsw/__init__.cpython-",)
+#: The compression of everything that only the first run reads, unpacking it: LZMA, in every
+#: CPython's standard library where liblzma was found at its build.
+PACKED = zipfile.ZIP_LZMA
 EXTENSIONS = (".so", ".pyd")
 
 
@@ -134,9 +140,16 @@ def wheel_members(wheel: Path) -> Iterator[tuple[str, bytes]]:
     """Yield each file of a wheel that Stateous may run, with its content."""
     with zipfile.ZipFile(wheel) as source:
         for info in source.infolist():
-            if info.is_dir() or info.filename.startswith(LEFT_OUT):
+            if info.is_dir() or not shipped(info.filename):
                 continue
             yield info.filename, source.read(info)
+
+
+def shipped(name: str) -> bool:
+    """Tell whether a wheel's member goes into the zip."""
+    if name.startswith(LEFT_OUT) or name.endswith(".pyi"):
+        return False
+    return not name.startswith("apsw/") or name.startswith(APSW_KEPT)
 
 
 def package_files() -> list[Path]:
@@ -167,27 +180,33 @@ class Archive:
         self.zip = zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED)
         self.names: set[str] = set()
 
-    def add(self, name: str, data: bytes) -> None:
+    def add(self, name: str, data: bytes, compression: int = zipfile.ZIP_DEFLATED) -> None:
         """Write one member, with a fixed date so that equal inputs give equal zips."""
         if name in self.names:
             raise BuildError(f"two wheels both hold {name}")
         self.names.add(name)
         info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
-        info.compress_type = zipfile.ZIP_DEFLATED
+        info.compress_type = compression
         info.external_attr = 0o644 << 16
         self.zip.writestr(info, data)
 
-    def add_all(self, members: Iterable[tuple[str, bytes]], prefix: str = "") -> dict[str, str]:
+    def add_all(
+        self,
+        members: Iterable[tuple[str, bytes]],
+        prefix: str = "",
+        compression: int = zipfile.ZIP_DEFLATED,
+    ) -> dict[str, str]:
         """Write members under prefix and return their names and content hashes."""
         hashes = {}
         for name, data in members:
-            self.add(prefix + name, data)
+            self.add(prefix + name, data, compression)
             hashes[name] = hashlib.sha256(data).hexdigest()
         return hashes
 
 
 def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
-    """Write the bootstrap, then for each target its Python tree and its compiled wheels."""
+    """Write the bootstrap, the tree's source once, then for each target its compiled
+    extensions and its bytecode."""
     compiled = {**COMPILED, **(POSTGRES_COMPILED if with_postgres else {})}
     pure = {**PURE, **(POSTGRES_PURE if with_postgres else {})}
     platform = sysconfig.get_platform()
@@ -197,17 +216,19 @@ def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
         tree |= wheel_members(wheel)
     for wheel in compiled_wheels(PURE_PART, pythons[0], platform):
         tree |= ((name, data) for name, data in wheel_members(wheel) if not native(name))
+    # Deflated, not packed: the first run of a pyz off Linux imports platformdirs from here.
+    source = archive.add_all(tree.items(), f"{PYTHON}/")
     targets = {}
     for python in pythons:
         tag = "cp" + python.replace(".", "")
-        archive.add_all(tree.items(), f"{PYTHON}/{tag}/")
-        archive.add_all(bytecode(tree, python), f"{PYTHON}/{tag}/")
-        files: dict[str, str] = {}
+        prefix = f"{CPYTHON}/{tag}/"
+        files = archive.add_all(bytecode(tree, python), prefix, PACKED)
         for wheel in compiled_wheels(compiled, python, platform):
-            files |= archive.add_all(wheel_members(wheel), f"{NATIVE}/{tag}/")
-        targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(files)}", "files": files}
-    manifest = {"platform": platform, "targets": targets}
-    archive.add(f"{NATIVE}/manifest.json", json.dumps(manifest, indent=1).encode())
+            files |= archive.add_all(wheel_members(wheel), prefix, PACKED)
+        everything = {**source, **{f"{tag}/{name}": digest for name, digest in files.items()}}
+        targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(everything)}", "files": files}
+    manifest = {"platform": platform, "source": source, "targets": targets}
+    archive.add(f"{CPYTHON}/manifest.json", json.dumps(manifest, indent=1).encode())
 
 
 def interpreter(python: str) -> str | None:
@@ -231,8 +252,9 @@ def interpreter(python: str) -> str | None:
 
 
 def bytecode(tree: dict[str, bytes], python: str) -> list[tuple[str, bytes]]:
-    """Compile the tree's modules with CPython `python`; answer each `.pyc`, written beside
-    its source (zipimport reads that place), or nothing when that CPython is not here."""
+    """Compile the tree's modules with CPython `python`; answer each `.pyc` under the name
+    that CPython's import system looks for (`__pycache__/NAME.cpython-3XY.pyc`), or nothing
+    when that CPython is not here."""
     command = interpreter(python)
     if command is None:
         say(f"no CPython {python} here: its modules are compiled at each start")
@@ -244,9 +266,9 @@ def bytecode(tree: dict[str, bytes], python: str) -> list[tuple[str, bytes]]:
                 path = Path(folder, name)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-        # -b: module.pyc beside module.py; -s: tracebacks name stateous/engine.py, not a
-        # temporary folder; unchecked-hash: nothing to compare with at import.
-        options = ["-b", "-q", "-j", "0", "-s", folder, "--invalidation-mode", "unchecked-hash"]
+        # -s: no temporary folder's name in the bytecode (the import system names the file
+        # it loads from); unchecked-hash: nothing to compare with at import.
+        options = ["-q", "-j", "0", "-s", folder, "--invalidation-mode", "unchecked-hash"]
         done = subprocess.run(
             [command, "-I", "-m", "compileall", *options, folder], capture_output=True, text=True
         )

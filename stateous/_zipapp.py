@@ -1,13 +1,14 @@
-"""The start of `stateous.pyz`: unpack this CPython's compiled extensions, then run the CLI.
+"""The start of `stateous.pyz`: unpack the code for this CPython, then run the CLI from it.
 
-build_zipapp.py writes this file as the zip's `__main__.py`. The zip carries the Python code
-per CPython under `_python/<tag>/`, compiled by that CPython, which this puts first on the
-path. Compiled extensions cannot load from inside a zip, so the zip carries them per CPython
-under `_native/<tag>/` and the first run unpacks the running interpreter's set into a cache
-folder named by its content hash, through a temporary folder and one rename, so that racing or
-killed first runs never leave a broken folder. It must import nothing but the standard library
-and platformdirs (the rest of the package needs the extensions it unpacks), and must stay
-readable by older Pythons, which get one line.
+build_zipapp.py writes this file as the zip's `__main__.py`. The zip carries the Python source
+once, under `_python/`, and per CPython, under `_cpython/<tag>/`, the compiled extensions
+(which cannot load from inside a zip) and the bytecode of that source, compiled by that
+CPython. The first run unpacks the source and the running interpreter's set into one cache
+folder named by their content hash, through a temporary folder and one rename, so that racing
+or killed first runs never leave a broken folder; every run imports from that folder, bytecode
+beside source as the import system expects it, with no compiling and no zip to read. It must
+import nothing but the standard library and platformdirs (the rest of the package needs what
+it unpacks), and must stay readable by older Pythons, which get one line.
 """
 
 import importlib
@@ -17,11 +18,12 @@ import sys
 import sysconfig
 import zipimport
 
-#: Where the zip keeps its compiled extensions and their manifest.
-NATIVE = "_native"
-#: Where the zip keeps the Python code (source and bytecode) of each CPython it carries.
+#: Where the zip keeps the Python source, shared by every CPython it carries.
 PYTHON = "_python"
-MANIFEST = NATIVE + "/manifest.json"
+#: Where the zip keeps what each CPython needs of its own (compiled extensions, bytecode),
+#: and the manifest.
+CPYTHON = "_cpython"
+MANIFEST = CPYTHON + "/manifest.json"
 #: An environment variable that names the cache folder instead of platformdirs' user cache.
 CACHE_VARIABLE = "STATEOUS_CACHE"
 #: A temporary folder left by a killed run is removed once it is this old, in seconds.
@@ -30,7 +32,8 @@ PARTIAL_PREFIX = ".partial-"
 
 
 class NotCarried(Exception):
-    """The zip has no compiled extensions for this interpreter or platform."""
+    """The zip has no compiled extensions for this interpreter or platform, or this
+    interpreter cannot unpack them."""
 
 
 def running_tag() -> str:
@@ -83,8 +86,9 @@ def cache_root() -> str:
     return platformdirs.user_cache_dir("stateous")
 
 
-def unpack(archive: str, entry: dict, root: str) -> str:
-    """Return the folder of this entry's files under root, unpacking it first if it is missing."""
+def unpack(archive: str, manifest: dict, entry: dict, root: str) -> str:
+    """Return the folder of the source and this entry's files under root, unpacking them
+    first if it is missing."""
     final = os.path.join(root, entry["hash"])
     if os.path.isdir(final):
         return final
@@ -94,19 +98,28 @@ def unpack(archive: str, entry: dict, root: str) -> str:
     import tempfile
     import zipfile
 
+    try:
+        import lzma  # noqa: F401  (zipfile's reader of the packed members)
+    except ImportError:
+        raise NotCarried(
+            "this Python was built without the lzma module, which stateous.pyz needs "
+            "to unpack itself"
+        ) from None
     os.makedirs(root, exist_ok=True)
     remove_stale(root)
     partial = tempfile.mkdtemp(prefix=PARTIAL_PREFIX, dir=root)
+    groups = ((PYTHON, manifest["source"]), (CPYTHON + "/" + entry["tag"], entry["files"]))
     try:
         with zipfile.ZipFile(archive) as source:
-            for name, digest in sorted(entry["files"].items()):
-                data = source.read(NATIVE + "/" + entry["tag"] + "/" + name)
-                if hashlib.sha256(data).hexdigest() != digest:
-                    raise OSError(f"{name} in {archive} does not match its hash")
-                path = os.path.join(partial, *name.split("/"))
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "wb") as out:
-                    out.write(data)
+            for prefix, files in groups:
+                for name, digest in sorted(files.items()):
+                    data = source.read(prefix + "/" + name)
+                    if hashlib.sha256(data).hexdigest() != digest:
+                        raise OSError(f"{name} in {archive} does not match its hash")
+                    path = os.path.join(partial, *name.split("/"))
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    with open(path, "wb") as out:
+                        out.write(data)
         try:
             os.rename(partial, final)
         except OSError:
@@ -134,19 +147,23 @@ def remove_stale(root: str) -> None:
 
 
 def prepare(loader: zipimport.zipimporter) -> str:
-    """Put the running interpreter's code on the path, unpack its extensions from the loader's
-    zip and return their folder.
+    """Unpack the running interpreter's code from the loader's zip (once) and return its
+    folder.
 
     The manifest is read through the zip importer, which has read the zip's index already.
+    Off Linux, finding the cache folder imports platformdirs from the zip's source.
     """
     manifest = json.loads(loader.get_data(os.path.join(loader.archive, *MANIFEST.split("/"))))
     entry = choose(manifest, running_tag(), running_platform())
-    sys.path.insert(0, os.path.join(loader.archive, PYTHON, entry["tag"]))
-    return unpack(loader.archive, entry, cache_root())
+    sys.path.append(os.path.join(loader.archive, PYTHON))
+    try:
+        return unpack(loader.archive, manifest, entry, cache_root())
+    finally:
+        sys.path.pop()
 
 
 def run() -> int:
-    """Make the extensions importable and run the `stateous` command."""
+    """Put the unpacked code first on the path and run the `stateous` command."""
     try:
         folder = prepare(globals()["__loader__"])
     except (NotCarried, OSError) as ex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.machinery
 import json
 import os
 import re
@@ -182,16 +183,22 @@ def cache_folders(cache: Path) -> list[Path]:
     return sorted(path for path in cache.iterdir() if path.is_dir()) if cache.is_dir() else []
 
 
+def manifest_of(pyz: Path) -> dict:
+    """Return the pyz's manifest."""
+    with zipfile.ZipFile(pyz) as archive:
+        return json.loads(archive.read(_zipapp.MANIFEST))  # type: ignore[no-any-return]
+
+
 def running_entry(pyz: Path) -> dict:
     """Return the pyz's manifest entry for the interpreter that runs the tests."""
-    with zipfile.ZipFile(pyz) as archive:
-        manifest = json.loads(archive.read(_zipapp.MANIFEST))
+    manifest = manifest_of(pyz)
     return _zipapp.choose(manifest, _zipapp.running_tag(), _zipapp.running_platform())
 
 
-def assert_complete(folder: Path, entry: dict) -> None:
-    """Check that an unpacked folder holds every file of its entry, each with its hash."""
-    for name, digest in entry["files"].items():
+def assert_complete(folder: Path, pyz: Path, entry: dict) -> None:
+    """Check that an unpacked folder holds the source and every file of its entry, each with
+    its hash."""
+    for name, digest in {**manifest_of(pyz)["source"], **entry["files"]}.items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
 
 
@@ -237,14 +244,33 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
     assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n")
     with zipfile.ZipFile(pyz) as archive:
         manifest = json.loads(archive.read(_zipapp.MANIFEST))
-        names = set(archive.namelist())
+        infos = {info.filename: info for info in archive.infolist()}
     assert sorted(manifest["targets"]) == ["cp311", "cp312", "cp313"]
-    assert "__main__.py" in names
+    assert infos["__main__.py"].compress_type == zipfile.ZIP_DEFLATED
+    for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
+        assert f"_python/{module}.py" in infos
+    assert "_python/yaml/__init__.py" in infos
     for tag in manifest["targets"]:
-        for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
-            assert {f"_python/{tag}/{module}.py", f"_python/{tag}/{module}.pyc"} <= names
-        assert f"_python/{tag}/yaml/__init__.py" in names
-    assert not any(name.endswith(".so") for name in names if not name.startswith("_native/"))
+        cached = f"{tag.replace('cp', 'cpython-')}.pyc"
+        for package, module in (("stateous", "__init__"), ("stateous/control", "engine")):
+            packed = infos[f"_cpython/{tag}/{package}/__pycache__/{module}.{cached}"]
+            assert packed.compress_type == zipfile.ZIP_LZMA
+    assert not any(name.endswith(".so") for name in infos if not name.startswith("_cpython/"))
+    # Of apsw, only the compiled module `apsw` itself: no tools, no stubs, no second extension.
+    assert [name.split("/", 2)[2] for name in infos if "/apsw/" in name] == [
+        f"apsw/__init__.{tag.replace('cp', 'cpython-')}-{platform_part()}.so"
+        for tag in manifest["targets"]
+    ]
+
+
+def platform_part() -> str:
+    """The part of an extension's file name that names the machine, e.g. `x86_64-linux-gnu`."""
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    return suffix.split("-", 2)[2].removesuffix(".so")
+
+
+def test_the_pyz_of_three_cpythons_keeps_within_8_mib(pyz: Path) -> None:
+    assert pyz.stat().st_size <= 8 * 2**20
 
 
 MAGIC = "import importlib.util; print(importlib.util.MAGIC_NUMBER.hex())"
@@ -260,23 +286,29 @@ except ValueError:
 
 
 def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_source(
-    python: str, pyz: Path
+    python: str, pyz: Path, folders: tuple[Path, Path]
 ) -> None:
     version = subprocess.run([python, "-I", "-c", REPORT], capture_output=True, text=True)
     tag = "cp" + version.stdout.split()[0].replace(".", "")
     magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
     with zipfile.ZipFile(pyz) as archive:
-        compiled = archive.read(f"_python/{tag}/stateous/control/engine.pyc")
+        cached = f"engine.{tag.replace('cp', 'cpython-')}.pyc"
+        compiled = archive.read(f"_cpython/{tag}/stateous/control/__pycache__/{cached}")
     assert compiled[:4].hex() == magic.stdout.strip()
 
+    work, cache = folders
+    assert run(python, pyz, "--version", cwd=work, cache=cache).returncode == 0
+    (folder,) = cache_folders(cache)
+    before = {path: path.stat().st_mtime_ns for path in folder.rglob("*")}
     done = subprocess.run(
-        [python, "-I", "-c", SHOW_A_TRACEBACK, f"{pyz}/_python/{tag}"],
-        capture_output=True,
-        text=True,
+        [python, "-I", "-c", SHOW_A_TRACEBACK, str(folder)], capture_output=True, text=True
     )
     lines = [line.strip() for line in done.stderr.splitlines()]
-    at = lines.index('File "stateous/model/durations.py", line 22, in parse_duration')
+    source = folder / "stateous" / "model" / "durations.py"
+    at = lines.index(f'File "{source}", line 22, in parse_duration')
     assert lines[at + 1].startswith("raise ValueError("), done.stderr
+    # The bytecode shipped was taken as it is: nothing was compiled or written again.
+    assert {path: path.stat().st_mtime_ns for path in folder.rglob("*")} == before
 
 
 def test_version_runs_in_isolated_mode_from_an_empty_folder(
@@ -345,8 +377,8 @@ def test_a_token_is_served_supervised_and_completed_from_the_pyz(
         serve_code = stop(serve)
     assert (supervise_code, serve_code) == (0, 0), supervise_log.read_text()
     origins = dict(line.split(" ", 1) for line in (work / "origins.txt").read_text().splitlines())
-    assert origins["stateous"].startswith(str(pyz)), origins
-    assert origins["yaml"].startswith(str(pyz)), origins
+    assert origins["stateous"].startswith(str(cache)), origins
+    assert origins["yaml"].startswith(str(cache)), origins
     assert origins["msgspec"].startswith(str(cache)), origins
     assert origins["apsw"].startswith(str(cache)), origins
 
@@ -392,7 +424,7 @@ def test_two_first_runs_at_once_both_succeed_and_leave_one_complete_folder(
         outcomes = [(process.wait(timeout=120), *process.communicate()) for process in runs]
         assert all(outcome[0] == 0 for outcome in outcomes), outcomes
         assert cache_folders(cache_round) == [cache_round / entry["hash"]]
-        assert_complete(cache_round / entry["hash"], entry)
+        assert_complete(cache_round / entry["hash"], pyz, entry)
 
 
 def test_a_rename_lost_to_another_run_uses_the_winners_folder(
@@ -403,14 +435,14 @@ def test_a_rename_lost_to_another_run_uses_the_winners_folder(
 
     def late_rename(source: str, target: str) -> None:
         monkeypatch.setattr(os, "rename", rename)
-        _zipapp.unpack(str(pyz), entry, str(tmp_path))
+        _zipapp.unpack(str(pyz), manifest_of(pyz), entry, str(tmp_path))
         rename(source, target)
 
     monkeypatch.setattr(os, "rename", late_rename)
-    folder = _zipapp.unpack(str(pyz), entry, str(tmp_path))
+    folder = _zipapp.unpack(str(pyz), manifest_of(pyz), entry, str(tmp_path))
     assert folder == str(tmp_path / entry["hash"])
     assert cache_folders(tmp_path) == [tmp_path / entry["hash"]]
-    assert_complete(Path(folder), entry)
+    assert_complete(Path(folder), pyz, entry)
 
 
 def test_a_killed_extraction_does_not_break_the_next_run(
@@ -427,7 +459,7 @@ def test_a_killed_extraction_does_not_break_the_next_run(
     done = run(sys.executable, pyz, "--version", cwd=work, cache=cache)
     assert done.returncode == 0, done.stderr
     assert cache_folders(cache) == [recent, cache / entry["hash"]]
-    assert_complete(cache / entry["hash"], entry)
+    assert_complete(cache / entry["hash"], pyz, entry)
 
 
 def test_an_interpreter_the_pyz_does_not_carry_gets_one_line(
@@ -442,6 +474,33 @@ def test_an_interpreter_the_pyz_does_not_carry_gets_one_line(
         r"error: this stateous\.pyz carries CPython 3\.12 on \S+; this is CPython 3\.11 on \S+\n",
         done.stderr,
     ), done.stderr
+    assert not cache.exists()
+
+
+WITHOUT_LZMA = """
+import runpy, sys
+sys.modules["lzma"] = None  # as in a CPython built without liblzma: importing it fails
+sys.argv = [sys.argv[1], "--version"]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_a_python_without_lzma_gets_one_line_and_unpacks_nothing(
+    pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", WITHOUT_LZMA, str(pyz)],
+        cwd=work,
+        env=environment(cache),
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr == (
+        "error: this Python was built without the lzma module, which stateous.pyz needs "
+        "to unpack itself\n"
+    )
     assert not cache.exists()
 
 
