@@ -159,6 +159,7 @@ class Waking(PassingStore):
 
         result = self.store.write(noting)
         # A store may run an operation twice (Postgres, after a conflict): the last counts.
-        if noted and noted[-1] != Counter():
+        # None means the tasks queued are not known (every claim is woken); empty, none was.
+        if noted and (noted[-1] is None or noted[-1]):
             self.waits.queued(noted[-1])
         return result
