@@ -5,6 +5,8 @@ checkpointed by a thread of its own, never by a write."""
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from stateous.control.store import Tx
 from stateous.control.store.sqlite import SqliteStore
+from tests.conftest import ROOT
 from tests.control.serving import Launcher, Served, orders, write_graph
 from tests.control.support import Backend
 
@@ -152,3 +155,46 @@ def test_every_answered_write_is_kept_across_a_kill_9(
     assert again.ok("GET", "/tokens/ALONE")["state"] == "draft"
     assert {again.ok("GET", f"/tokens/{token}")["state"] for token in many} == {"review"}
     assert again.stop() == 0
+
+
+#: Writes through a store, each changing every page of a table of 200 KiB; prints the bytes
+#: the process wrote for them (/proc/self/io) over the bytes they added to the WAL.
+WRITTEN_PER_WAL_BYTE = """
+import os, sys
+from stateous.control.store.sqlite import SqliteStore
+store = SqliteStore(sys.argv[1])
+store._writer.set_wal_hook(None)  # no checkpoint: the WAL keeps every frame written
+def fill(tx):
+    for n in range(200):
+        tx.execute(
+            "INSERT INTO credentials (name, secret_hash, role, created_at) VALUES (?, ?, ?, ?)",
+            (f"key-{n}", f"{n}-" + "0" * 1000, "operator", tx.stamp),
+        )
+def written():
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("wchar"))
+store.write(fill)
+wal, before = os.path.getsize(sys.argv[1] + "-wal"), written()
+for n in range(20):
+    role = ("operator", "supervisor")[n % 2]
+    store.write(lambda tx: tx.execute("UPDATE credentials SET role = ?", (role,)))
+print((written() - before) / (os.path.getsize(sys.argv[1] + "-wal") - wal))
+store.close()
+"""
+
+
+def test_a_write_keeps_its_savepoint_journal_in_memory_not_in_a_temporary_file(
+    tmp_path: Path,
+) -> None:
+    """Each operation of a write runs in a savepoint, whose journal of the pages it changes
+    SQLite writes to a temporary file past 64 KiB unless told to keep it in memory: every
+    page written twice, once to that file and once to the WAL."""
+    done = subprocess.run(
+        [sys.executable, "-c", WRITTEN_PER_WAL_BYTE, str(tmp_path / "writes.db")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout) < 1.2, done.stdout

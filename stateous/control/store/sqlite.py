@@ -88,6 +88,11 @@ class SqliteStore:
         self.clock = clock
         self.busy = busy
         self._writer = connect(self.path, busy)
+        # Each operation of a write runs in a savepoint, whose journal of the pages it
+        # changes SQLite otherwise moves to a temporary file past 64 KiB: a fire changes
+        # about 100 KiB of pages, so every write made, filled and dropped a file, a quarter
+        # of a fire's CPU (bench/bench_write_path.py).
+        self._writer.execute("PRAGMA temp_store = MEMORY")
         try:
             migrate(SqliteTx(self._writer, clock()), dialect="sqlite")
         except apsw.Error as ex:
