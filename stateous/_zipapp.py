@@ -32,8 +32,11 @@ PARTIAL_PREFIX = ".partial-"
 
 
 class NotCarried(Exception):
-    """The zip has no compiled extensions for this interpreter or platform, or this
-    interpreter cannot unpack them."""
+    """The zip has no compiled extensions for this interpreter or platform."""
+
+
+class CannotUnpack(Exception):
+    """This interpreter lacks what unpacking the zip takes."""
 
 
 def running_tag() -> str:
@@ -101,7 +104,7 @@ def unpack(archive: str, manifest: dict, entry: dict, root: str) -> str:
     try:
         import lzma  # noqa: F401  (zipfile's reader of the packed members)
     except ImportError:
-        raise NotCarried(
+        raise CannotUnpack(
             "this Python was built without the lzma module, which stateous.pyz needs "
             "to unpack itself"
         ) from None
@@ -166,7 +169,7 @@ def run() -> int:
     """Put the unpacked code first on the path and run the `stateous` command."""
     try:
         folder = prepare(globals()["__loader__"])
-    except (NotCarried, OSError) as ex:
+    except (NotCarried, CannotUnpack, OSError) as ex:
         print(f"error: {ex}", file=sys.stderr)
         return 1
     sys.path.insert(0, folder)
