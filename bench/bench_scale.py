@@ -343,7 +343,7 @@ def on_database(url: str, name: str) -> str:
 TABLES = {
     "tokens": "token, state, status, visit, context, entered_at, parent, workflow, moved_at, "
     "visits",
-    "ledger": "token, seq, at, kind, key, data",
+    "ledger": "token, seq, at, kind, key, data, pos",
     "tasks": "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at",
     "timers": "id, token, state, visit, event, payload, set_at, due_at, status, kind",
 }
