@@ -26,7 +26,6 @@ WORKER = r"""
 import collections, json, os, sys, tempfile, time
 sys.path.insert(0, os.getcwd())
 sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
-import apsw
 from bench_serve import workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.engine import Engine

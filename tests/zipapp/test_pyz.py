@@ -189,6 +189,11 @@ def manifest_of(pyz: Path) -> dict:
         return json.loads(archive.read(_zipapp.MANIFEST))  # type: ignore[no-any-return]
 
 
+def cache_tag(tag: str) -> str:
+    """The name that a wheel tag's CPython gives its bytecode: `cp312` is `cpython-312`."""
+    return tag.replace("cp", "cpython-")
+
+
 def running_entry(pyz: Path) -> dict:
     """Return the pyz's manifest entry for the interpreter that runs the tests."""
     manifest = manifest_of(pyz)
@@ -242,8 +247,8 @@ def test_at_least_one_target_python_is_installed() -> None:
 
 def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -> None:
     assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n")
+    manifest = manifest_of(pyz)
     with zipfile.ZipFile(pyz) as archive:
-        manifest = json.loads(archive.read(_zipapp.MANIFEST))
         infos = {info.filename: info for info in archive.infolist()}
     assert sorted(manifest["targets"]) == ["cp311", "cp312", "cp313"]
     assert infos["__main__.py"].compress_type == zipfile.ZIP_DEFLATED
@@ -251,15 +256,14 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
         assert f"_python/{module}.py" in infos
     assert "_python/yaml/__init__.py" in infos
     for tag in manifest["targets"]:
-        cached = f"{tag.replace('cp', 'cpython-')}.pyc"
+        cached = f"{cache_tag(tag)}.pyc"
         for package, module in (("stateous", "__init__"), ("stateous/control", "engine")):
             packed = infos[f"_cpython/{tag}/{package}/__pycache__/{module}.{cached}"]
             assert packed.compress_type == zipfile.ZIP_LZMA
     assert not any(name.endswith(".so") for name in infos if not name.startswith("_cpython/"))
     # Of apsw, only the compiled module `apsw` itself: no tools, no stubs, no second extension.
     assert [name.split("/", 2)[2] for name in infos if "/apsw/" in name] == [
-        f"apsw/__init__.{tag.replace('cp', 'cpython-')}-{platform_part()}.so"
-        for tag in manifest["targets"]
+        f"apsw/__init__.{cache_tag(tag)}-{platform_part()}.so" for tag in manifest["targets"]
     ]
 
 
@@ -292,7 +296,7 @@ def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_sour
     tag = "cp" + version.stdout.split()[0].replace(".", "")
     magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
     with zipfile.ZipFile(pyz) as archive:
-        cached = f"engine.{tag.replace('cp', 'cpython-')}.pyc"
+        cached = f"engine.{cache_tag(tag)}.pyc"
         compiled = archive.read(f"_cpython/{tag}/stateous/control/__pycache__/{cached}")
     assert compiled[:4].hex() == magic.stdout.strip()
 
