@@ -38,7 +38,7 @@ from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNo
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
 from stateous.control.stream import ADOPT, Streams, last_event_id
-from stateous.control.waits import COME_BACK
+from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
 from stateous.model.text import printable
 
@@ -365,19 +365,31 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
-        # Waitress says when the client left (`edge.py` reads while a request is served).
-        gone = req.env.get("waitress.client_disconnected")
-        # A claim that finds no room to wait is answered at once, and told when to come back.
-        turned_away = body.wait > 0 and not self.engine.waits.has_room()
-        grant = self.engine.claim(
-            body.supervisor, body.states, body.request, by=caller(req), wait=body.wait, gone=gone
+        # The edge parks a claim that waits out of the request threads (`waiting_room.py`),
+        # and serves it again, with its waiter, once it is woken or its wait ends.
+        park = req.env.get(PARK)
+        claimed = self.engine.claim_or_wait(
+            body.supervisor,
+            body.states,
+            body.request,
+            by=caller(req),
+            wait=body.wait,
+            waiter=req.env.get(RESUMED),
         )
-        if grant is None:
-            resp.status = falcon.HTTP_204
-            if turned_away:
-                resp.set_header("Retry-After", str(COME_BACK))
-        else:
+        grant, waiter = claimed.grant, claimed.waiter
+        parking = grant is None and waiter is not None and waiter.may_wait() and park
+        if parking and park(waiter):
+            req.context.parked = True
+            return
+        if waiter is not None:
+            waiter.leave()
+        if grant is not None:
             answer(resp, grant)
+            return
+        resp.status = falcon.HTTP_204
+        if claimed.turned_away:
+            # No room to wait: the claims that wait take new tasks at once meanwhile.
+            resp.set_header("Retry-After", str(COME_BACK))
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.HeartbeatBody)

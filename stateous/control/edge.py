@@ -20,13 +20,18 @@ leave open:
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
   socket, with the answer's headers to send, goes to the streams' thread (`Task.adopt`,
-  `outlet.Outlet`), which writes to it from then on.
+  `outlet.Outlet`), which writes to it from then on;
+- a claim that waits for a task gives its request thread back and leaves the loop for
+  the waiting room (`Task.park`, `waiting_room.WaitingRoom`), which sends it back to be
+  served again once it is woken or its wait ends.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
 
 from __future__ import annotations
 
+import copy
+import io
 import logging
 import resource
 import socket
@@ -56,6 +61,8 @@ from stateous.control.defaults import (
 )
 from stateous.control.outlet import Outlet
 from stateous.control.stream import ADOPT
+from stateous.control.waiting_room import WaitingRoom
+from stateous.control.waits import PARK, RESUMED, Waiter
 from stateous.model.durations import parse_duration
 from stateous.model.text import printable
 from stateous.model.wire import ErrorBody
@@ -103,15 +110,16 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         outbuf_high_watermark=NO_WATERMARK,
         # select() cannot watch a descriptor past 1023; poll() can.
         asyncore_use_poll=True,
-        # The loop reads a connection while its request is served, so that it sees a
-        # client leave: a claim that waits for a task must not claim one for nobody.
-        channel_request_lookahead=1,
         ident="stateous",
     )
 
 
 class Parser(HTTPRequestParser):
     """Waitress's request parser, refusing ambiguous framing and needless 100 Continues."""
+
+    #: The waiter of a claim served again after its wait, and the body it was sent with.
+    waiter: Waiter | None = None
+    held_body = b""
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
@@ -178,12 +186,43 @@ class Refusal(ErrorTask):
 
 
 class Task(WSGITask):
-    """Waitress's WSGI task, able to hand its connection over to a live stream."""
+    """Waitress's WSGI task, able to hand its connection over to a live stream, or to the
+    waiting room while its claim waits."""
+
+    #: Its claim waits in the waiting room: the task ends without answering.
+    parked = False
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
         environ[ADOPT] = self.adopt
+        environ[PARK] = self.park
+        request = self.request
+        if request.waiter is not None:
+            environ[RESUMED] = request.waiter
+            environ["wsgi.input"] = io.BytesIO(request.held_body)
         return environ
+
+    def park(self, waiter: Waiter) -> bool:
+        """Hold this claim in the waiting room until `waiter` is woken or its wait ends, then
+        serve it again; False when the connection has more to do first (the app answers)."""
+        channel = self.channel
+        with channel.requests_lock:
+            if not channel.connected or channel.request is not None or len(channel.requests) > 1:
+                return False
+            again = copy.copy(self.request)
+            if again.waiter is None:
+                body = self.request.get_body_stream()
+                body.seek(0)
+                again.held_body = body.read()
+            again.body_rcv = None
+            again.waiter = waiter
+            channel.waiting = again
+        self.parked = True
+        return True
+
+    def finish(self) -> None:
+        if not self.parked:
+            super().finish()
 
     def adopt(self) -> Outlet:
         """Give the connection's socket to a live stream, with the answer's headers (and
@@ -225,6 +264,9 @@ class Channel(HTTPChannel):
     lingering_until = 0.0
     #: A request thread works for it now, and writes its answers itself.
     serving = False
+    #: The claim that waits, to serve again: the loop hands the connection to the waiting
+    #: room at its next turn, once what it has to send is sent.
+    waiting: Parser | None = None
 
     def service(self) -> None:
         with self.outbuf_lock:
@@ -238,6 +280,8 @@ class Channel(HTTPChannel):
         finally:
             # Waitress pulls the loop's trigger after a service: what is left is sent then.
             self.serving = False
+        if self.waiting is not None:
+            self.server.pull_trigger()  # the loop hands it over at its next turn
 
     def handle_write(self) -> None:
         super().handle_write()
@@ -248,6 +292,8 @@ class Channel(HTTPChannel):
                     self.server.add_task(self)
 
     def readable(self) -> bool:
+        if self.waiting is not None:
+            return False  # what its client sends next is read after the claim's answer
         return bool(self.lingering_until) or bool(super().readable())
 
     def received(self, data: bytes) -> bool:
@@ -259,6 +305,9 @@ class Channel(HTTPChannel):
         if self.handed_over and not self.serving:
             self.let_go()
             return False
+        if self.waiting is not None and not self.serving and not self.total_outbufs_len:
+            self.to_waiting_room()
+            return False
         # While a request thread writes, the loop would only spin on the socket's lock.
         return not self.lingering_until and not self.serving and bool(super().writable())
 
@@ -268,6 +317,28 @@ class Channel(HTTPChannel):
         self.server.active_channels.pop(self._fileno, None)
         self.del_channel()
         self.connected = False
+
+    def to_waiting_room(self) -> None:
+        """Leave the loop while the claim waits, keeping the socket (called by the loop)."""
+        self.server.active_channels.pop(self._fileno, None)
+        self.del_channel()
+        self.server.waiting_room.seat(self)
+
+    @property
+    def waiter(self) -> Waiter:
+        assert self.waiting is not None and self.waiting.waiter is not None
+        return self.waiting.waiter
+
+    def resume(self) -> None:
+        """Come back from the waiting room and serve the claim again (called by the loop)."""
+        again, self.waiting = self.waiting, None
+        assert again is not None
+        self._fileno = self.socket.fileno()
+        self.add_channel()
+        self.last_activity = time.time()
+        with self.requests_lock:
+            self.requests.append(again)
+        self.server.add_task(self)
 
     def handle_read(self) -> None:
         if not self.lingering_until:
@@ -308,9 +379,18 @@ class Channel(HTTPChannel):
 
 
 class Server(TcpWSGIServer):
-    """Waitress's server with our channel, closing connections that overstay."""
+    """Waitress's server with our channel, closing connections that overstay, and the
+    waiting room of its claims that wait."""
 
     channel_class = Channel
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.waiting_room = WaitingRoom(self.trigger.pull_trigger)
+
+    def close(self) -> None:
+        self.waiting_room.close()
+        super().close()
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)
@@ -361,8 +441,9 @@ def create_server(
 def open_files_short(limits: Limits) -> int:
     """Raise this process's open-file limit to what `limits` may need, as far as the system
     allows; answer how many descriptors are still missing (0 when none)."""
-    # A connection holds its socket; the rest serve the database, the log and the listener.
-    needed = limits.connection_limit + limits.streams + 64
+    # A connection holds its socket, in the loop or, while its claim waits, in the waiting
+    # room (which holds as many again); the rest serve the database, the log and the listener.
+    needed = 2 * limits.connection_limit + limits.streams + 64
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= needed:
         return 0

@@ -9,7 +9,7 @@ calls it, the store keeps what it decides.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from stateous.control import checks, claiming
 from stateous.control.errors import (
@@ -31,7 +31,7 @@ from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
 from stateous.control.views import history_entry, view
-from stateous.control.waits import DEFAULT_WAITS, Waits, Waking
+from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -49,6 +49,15 @@ from stateous.model.wire import (
     ReportBody,
     TokenView,
 )
+
+
+class Claimed(NamedTuple):
+    """What a claim that may wait found: its grant, else its waiter (None when it may not
+    wait), and whether it was turned away for want of room to wait."""
+
+    grant: Grant | None
+    waiter: Waiter | None
+    turned_away: bool
 
 
 class Engine:
@@ -294,16 +303,44 @@ class Engine:
         request: str | None = None,
         *,
         by: str | None = None,
-        wait: float = 0.0,
-        gone: Callable[[], bool] | None = None,
     ) -> Grant | None:
-        """Give the oldest queued task of these states to a supervisor, or None; with `wait`,
-        once one is queued within that many seconds, unless `gone` says the client left."""
+        """Give the oldest queued task of these states to a supervisor, or None."""
+        return self.claim_or_wait(supervisor, states, request, by=by).grant
+
+    def claim_or_wait(
+        self,
+        supervisor: str,
+        states: list[str],
+        request: str | None = None,
+        *,
+        by: str | None = None,
+        wait: float = 0.0,
+        waiter: Waiter | None = None,
+    ) -> Claimed:
+        """Claim as `claim` does; with `wait`, first enter the waits (unless the claim has a
+        `waiter` already, from an earlier attempt), so that a task queued during the attempt
+        wakes it. The caller parks the waiter or lets it leave."""
         checks.supervisor_name(supervisor)
         checks.claimed_states(states)
         checks.request_id(request)
         checks.claim_wait(wait)
+        turned_away = False
+        if waiter is None and wait > 0 and states:
+            waiter = self.waits.enter(states, wait)
+            turned_away = waiter is None
+        if waiter is not None:
+            waiter.rewind()
+        try:
+            grant = self._claim_once(supervisor, states, request, by)
+        except BaseException:
+            if waiter is not None:
+                waiter.leave()
+            raise
+        return Claimed(grant, waiter, turned_away)
 
+    def _claim_once(
+        self, supervisor: str, states: list[str], request: str | None, by: str | None
+    ) -> Grant | None:
         def operation(tx: Tx) -> Grant | None:
             task = None if request is None else claiming.claimed_again(tx, supervisor, request)
             if task is not None:
@@ -326,21 +363,18 @@ class Engine:
                 tx.put_claim(supervisor, request, None, None)
             return None
 
-        def attempt() -> Grant | None:
-            # Only a supervisor whose last claim found nothing is likely to find nothing
-            # again: it reads first; the others claim at once.
-            if supervisor in self.idle and not self.store.read(
-                lambda tx: claiming.must_write(tx, supervisor, states)
-            ):
-                return None
-            grant = self._write(operation, by)
-            if grant is None:
-                self.idle.add(supervisor)
-            else:
-                self.idle.discard(supervisor)
-            return grant
-
-        return self.waits.wait(states, wait if states else 0, attempt, gone)
+        # Only a supervisor whose last claim found nothing is likely to find nothing
+        # again: it reads first; the others claim at once.
+        if supervisor in self.idle and not self.store.read(
+            lambda tx: claiming.must_write(tx, supervisor, states)
+        ):
+            return None
+        grant = self._write(operation, by)
+        if grant is None:
+            self.idle.add(supervisor)
+        else:
+            self.idle.discard(supervisor)
+        return grant
 
     def _grant(self, tx: Tx, task: TaskRow) -> Grant:
         return claiming.grant(tx, task, self.token_row(tx, task.token), self.lease)

@@ -21,6 +21,7 @@ from stateous.control import stats
 from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.store import Counter
+from stateous.control.waits import RESUMED
 from stateous.model.vocabulary import ENDING, LIVE_TASK
 
 if TYPE_CHECKING:
@@ -60,12 +61,14 @@ class HttpMetrics:
         self.latency: dict[tuple[str, str], Histogram] = {}
 
     def process_request(self, req: Any, resp: Any) -> None:
-        req.context.started = time.perf_counter()
+        # A claim served again after its wait is timed from its arrival.
+        waiter = req.env.get(RESUMED)
+        req.context.started = time.perf_counter() if waiter is None else waiter.arrived
 
     def process_response(self, req: Any, resp: Any, resource: object, succeeded: bool) -> None:
         started = getattr(req.context, "started", None)
-        if started is None:
-            return
+        if started is None or getattr(req.context, "parked", False):
+            return  # a claim parked to wait is counted once answered
         self.observe(
             req.uri_template or UNMATCHED,
             req.method,

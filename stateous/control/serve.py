@@ -48,7 +48,7 @@ from stateous.control.store import (
     sqlite_path,
 )
 from stateous.control.stream import Published, Streams
-from stateous.control.waits import Waits, held_waits
+from stateous.control.waits import Waits
 from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
@@ -178,7 +178,7 @@ class ControlPlane:
         self.listener = bind(self.address)
         self.lost: HoldLost | None = None
         #: The claims that wait for a task; a stop signal ends them first.
-        self.waits = Waits(held_waits(limits.threads))
+        self.waits = Waits(limits.connection_limit)
         #: The live streams, once the database is open; a stop signal ends them too.
         self.streams: Streams | None = None
         #: Why a standby that took the database could not serve it.

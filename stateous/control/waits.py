@@ -1,14 +1,17 @@
 """Claims that wait for a task: `POST /tasks/claim` with `wait`.
 
-A waiting claim holds one of the server's request threads, so a control plane holds
-at most `limit` of them at once (by default two fewer than its threads): a claim
-beyond that is answered at once, as a claim without `wait` is, and its supervisor
-comes back after the answer's `Retry-After`. A write that queued tasks wakes, after
-its commit (`Waking`, so the task is there to claim), one waiting claim of the task's
-state per task queued, the longest waiting first, which claims again in a new
-transaction; a claim woken that leaves without claiming (its client gone, its wait
-over) wakes the others of its states in its place. A claim ends with nothing when its
-wait ends or when the control plane stops (`close`). docs/design.md says why.
+A waiting claim holds no request thread: the edge takes its connection out of the
+server's loop into the waiting room (`waiting_room.py`) until a task of its states is
+queued, its wait ends, its client leaves or sends more, or the control plane stops.
+A control plane holds at most `limit` waiting claims (by default as many as it has
+open connections); a claim beyond that is answered at once, as a claim without `wait`
+is, and told by the answer's `Retry-After` when to come back.
+
+A write that queued tasks wakes, after its commit (`Waking`, so the task is there to
+claim), one waiting claim of the task's state per task queued, the longest waiting
+first, which claims again in a new transaction; a claim woken that leaves without
+claiming (its client gone, its wait over) wakes the others of its states in its place.
+docs/design.md says why.
 """
 
 from __future__ import annotations
@@ -19,37 +22,66 @@ from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
-from stateous.control.defaults import DEFAULT_THREADS
+from stateous.control.defaults import DEFAULT_CONNECTION_LIMIT
 from stateous.control.store.contract import PassingStore, Store, Tx
 
 Result = TypeVar("Result")
-Granted = TypeVar("Granted")
 
 #: The longest wait a claim may ask for, in seconds.
 LONGEST_WAIT = 30.0
-#: Request threads that waiting claims leave to every other request.
-FREE_THREADS = 2
 #: Seconds after which a claim turned away for want of room to wait should come back (the
 #: answer's `Retry-After`): the claims that wait take new tasks at once meanwhile.
 COME_BACK = 3
+#: Waiting claims held at once by default: as many as the connections a server keeps open.
+DEFAULT_WAITS = DEFAULT_CONNECTION_LIMIT
+#: The WSGI environ key of the edge's `park(waiter) -> bool`: hold the connection in the
+#: waiting room until the waiter is woken (False: it cannot wait now; answer at once).
+PARK = "stateous.park"
+#: The WSGI environ key of the waiter of a claim served again after its wait.
+RESUMED = "stateous.resumed"
+
+Listener = Callable[[], None]
 
 
-def held_waits(threads: int) -> int:
-    """How many claims may wait at once on a server of `threads` request threads."""
-    return max(threads - FREE_THREADS, 0)
+class Waiter:
+    """One waiting claim: its states, when its wait ends, and whether a task woke it."""
 
+    __slots__ = ("_listener", "_waits", "arrived", "deadline", "states", "woken")
 
-DEFAULT_WAITS = held_waits(DEFAULT_THREADS)
-
-
-class _Waiter:
-    """One waiting claim: the states it claims, and the event that wakes it."""
-
-    __slots__ = ("states", "woken")
-
-    def __init__(self, states: list[str]) -> None:
+    def __init__(self, waits: Waits, states: list[str], seconds: float) -> None:
         self.states = frozenset(states)
-        self.woken = threading.Event()
+        self.deadline = time.monotonic() + seconds
+        #: When the claim arrived (perf_counter), for the time its answer took.
+        self.arrived = time.perf_counter()
+        #: Woken since its last attempt: a task of its states was queued meanwhile.
+        self.woken = False
+        self._listener: Listener | None = None
+        self._waits = waits
+
+    def may_wait(self) -> bool:
+        """Whether the claim may wait on: its wait not over, the control plane not stopping."""
+        return not self._waits.closed and time.monotonic() < self.deadline
+
+    def stopping(self) -> bool:
+        """Whether the control plane stops: the claim is answered with nothing at once."""
+        return self._waits.closed
+
+    def end_wait(self) -> None:
+        """End the wait early: its client sent more, which is answered after this claim."""
+        self.deadline = 0.0
+
+    def rewind(self) -> None:
+        """Forget a wake before an attempt: a task queued during the attempt wakes it again."""
+        self._waits.rewind(self)
+
+    def listen(self, listener: Listener) -> bool:
+        """Call `listener` once at the next wake, from the thread that wakes; False (and no
+        call) when a wake came already since the last attempt."""
+        return self._waits.listen(self, listener)
+
+    def leave(self) -> None:
+        """Stop waiting: the claim is answered."""
+        self._waits.leave(self)
 
 
 class Waits:
@@ -58,88 +90,87 @@ class Waits:
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self._lock = threading.Lock()
-        self._waiters: list[_Waiter] = []
-        self._closed = False
+        self._waiters: list[Waiter] = []
+        self.closed = False
 
-    def wait(
-        self,
-        states: list[str],
-        seconds: float,
-        attempt: Callable[[], Granted | None],
-        gone: Callable[[], bool] | None = None,
-    ) -> Granted | None:
-        """Run `attempt` (a claim), then again each time a task of `states` is queued,
-        until it grants one or `seconds` have passed; None when nothing was granted.
-        A client that `gone` says has left gets no more attempts: its grant would be
-        answered to nobody, and its task held until the lease ends."""
-        waiter = self._enter(states) if seconds > 0 else None
-        if waiter is None:
-            return attempt()
-        deadline = time.monotonic() + seconds
-        try:
-            # Entered before the first attempt: a task queued during it wakes this claim.
-            while True:
-                grant = attempt()
-                if grant is not None or self._closed:
-                    return grant
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not waiter.woken.wait(remaining) or self._ended(gone):
-                    return None
-                waiter.woken.clear()
-        finally:
-            self._leave(waiter)
-
-    def has_room(self) -> bool:
-        """Whether a claim that asks to wait would wait now; a hint, which may change at once."""
+    def enter(self, states: list[str], seconds: float) -> Waiter | None:
+        """A waiter for a claim of `states` that may wait `seconds`, entered before its first
+        attempt so that a task queued during it wakes it; None when there is no room."""
         with self._lock:
-            return not self._closed and len(self._waiters) < self.limit
-
-    def _ended(self, gone: Callable[[], bool] | None) -> bool:
-        return self._closed or (gone is not None and gone())
-
-    def _enter(self, states: list[str]) -> _Waiter | None:
-        with self._lock:
-            if self._closed or len(self._waiters) >= self.limit:
+            if self.closed or len(self._waiters) >= self.limit:
                 return None
-            waiter = _Waiter(states)
+            waiter = Waiter(self, states, seconds)
             self._waiters.append(waiter)
             return waiter
 
-    def _leave(self, waiter: _Waiter) -> None:
+    def rewind(self, waiter: Waiter) -> None:
+        with self._lock:
+            waiter.woken = False
+
+    def listen(self, waiter: Waiter, listener: Listener) -> bool:
+        with self._lock:
+            if waiter.woken or self.closed:
+                return False
+            waiter._listener = listener
+            return True
+
+    def leave(self, waiter: Waiter) -> None:
         with self._lock:
             self._waiters.remove(waiter)
-            if waiter.woken.is_set():
-                # Woken for a task that it leaves without claiming: the others may take it.
-                self._wake(waiter.states)
+            waiter._listener = None
+            # Woken for a task that it leaves without claiming: the others may take it.
+            called = self._wake_all(waiter.states) if waiter.woken else []
+        _call(called)
 
     def queued(self, queued: Counter[str] | None) -> None:
         """Wake a waiting claim for each task queued, by its state (None: wake every one)."""
         with self._lock:
-            if queued is None:
-                self._wake(None)
-                return
-            left = Counter(queued)
-            for waiter in self._waiters:
-                if waiter.woken.is_set():
-                    continue
-                state = next((state for state in left if state in waiter.states), None)
-                if state is not None:
-                    waiter.woken.set()
-                    left[state] -= 1
-                    if not left[state]:
-                        del left[state]
-
-    def _wake(self, states: frozenset[str] | None) -> None:
-        """Wake every waiting claim for any of `states` (None: all); the lock is held."""
-        for waiter in self._waiters:
-            if states is None or not waiter.states.isdisjoint(states):
-                waiter.woken.set()
+            called = self._wake_all(None) if queued is None else self._wake_some(queued)
+        _call(called)
 
     def close(self) -> None:
         """End every waiting claim with nothing, and wait no more: the control plane stops."""
         with self._lock:
-            self._closed = True
-            self._wake(None)
+            self.closed = True
+            called = self._wake_all(None)
+        _call(called)
+
+    def _wake_some(self, queued: Counter[str]) -> list[Listener]:
+        """Wake one claim per task queued, the longest waiting first; the lock is held."""
+        called = []
+        left = Counter(queued)
+        for waiter in self._waiters:
+            if not left:
+                break
+            if waiter.woken:
+                continue
+            state = next((state for state in left if state in waiter.states), None)
+            if state is not None:
+                called += self._wake(waiter)
+                left[state] -= 1
+                if not left[state]:
+                    del left[state]
+        return called
+
+    def _wake_all(self, states: frozenset[str] | None) -> list[Listener]:
+        """Wake every waiting claim for any of `states` (None: all); the lock is held."""
+        called = []
+        for waiter in self._waiters:
+            if states is None or not waiter.states.isdisjoint(states):
+                called += self._wake(waiter)
+        return called
+
+    @staticmethod
+    def _wake(waiter: Waiter) -> list[Listener]:
+        waiter.woken = True
+        listener, waiter._listener = waiter._listener, None
+        return [] if listener is None else [listener]
+
+
+def _call(listeners: list[Listener]) -> None:
+    """Call the listeners of the claims woken, outside the lock (each takes its own)."""
+    for listener in listeners:
+        listener()
 
 
 class Waking(PassingStore):

@@ -7,7 +7,9 @@ the engine in-process over real HTTP on each backend (SQLite, and Postgres when 
 from __future__ import annotations
 
 import concurrent.futures
+import select
 import time
+import urllib.request
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,14 @@ import pytest
 
 from stateous.client.http import Connection
 from stateous.control.waits import COME_BACK
+from tests.control import raw
 from tests.control.conftest import Served as InProcess
 from tests.control.serving import Launcher, Served, orders, write_graph
 
 #: States no task is ever queued in: a claim for them waits for its whole `wait`.
 NOWHERE = ["nowhere"]
 CLAIM_NOWHERE = {"supervisor": "s9", "states": NOWHERE, "wait": 3}
+CLAIM_DRAFT = {"supervisor": "s1", "states": ["draft"], "wait": 10}
 
 
 @pytest.fixture
@@ -99,17 +103,20 @@ def test_a_wait_outside_0_to_30_seconds_is_refused_and_writes_nothing(served: In
     assert timed_claim(served, ["draft"], 0)[0] == 200
 
 
-def test_waits_beyond_the_bound_are_answered_204_at_once_and_other_requests_pass(
+def test_claims_wait_without_holding_request_threads_and_beyond_the_bound_get_204_at_once(
     launcher: Launcher, graph: Path, tmp_path: Path
 ) -> None:
-    served = launcher.serve(graph, tmp_path / "db.sqlite", "--threads", "4")
+    served = launcher.serve(
+        graph, tmp_path / "db.sqlite", "--threads", "2", "--connection-limit", "12"
+    )
     start(served, "T-1")
-    with concurrent.futures.ThreadPoolExecutor(10) as pool:
-        claims = [pool.submit(timed_claim, served, NOWHERE, 3) for _ in range(10)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        claims = [pool.submit(timed_claim, served, NOWHERE, 3) for _ in range(16)]
         done, held = concurrent.futures.wait(claims, timeout=1.5)
-        # With 4 request threads a control plane holds 2 waits; the other 8 get 204 at once.
-        assert len(done) == 8
-        assert [claim.result()[0] for claim in done] == [204] * 8
+        # Two request threads, yet 12 claims wait (as many as the connections the control
+        # plane keeps open); the other 4 are answered 204 at once.
+        assert len(done) == 4
+        assert [claim.result()[0] for claim in done] == [204] * 4
         sent = time.monotonic()
         status, token = served.request("POST", "/tokens/T-1/events/submitted", {})
         assert status == 200, token
@@ -118,10 +125,78 @@ def test_waits_beyond_the_bound_are_answered_204_at_once_and_other_requests_pass
         turned_away = Connection(served.url)
         assert turned_away.call("POST", "/tasks/claim", CLAIM_NOWHERE) == (204, None)
         assert turned_away.retry_after == COME_BACK
-        assert [claim.result(timeout=10)[0] for claim in held] == [204, 204]
+        answers = [claim.result(timeout=10) for claim in held]
+    assert [status for status, *_ in answers] == [204] * 12
+    assert all(2.9 <= answered - sent < 5 for _, _, sent, answered in answers)
     waited = Connection(served.url)
     assert waited.call("POST", "/tasks/claim", {**CLAIM_NOWHERE, "wait": 0.5}) == (204, None)
     assert waited.retry_after is None
+
+
+def test_a_claim_whose_client_left_while_it_waited_takes_no_task(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    leaving = raw.open_socket(served.port)
+    leaving.sendall(
+        raw.request_bytes("POST", "/tasks/claim", {**CLAIM_DRAFT, "supervisor": "gone"})
+    )
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        time.sleep(0.3)
+        staying = pool.submit(timed_claim, served, ["draft"], 10)
+        time.sleep(0.3)
+        leaving.close()
+        time.sleep(0.3)
+        started = start(served, "T-1")
+        status, grant, _, answered = staying.result(timeout=10)
+    # The first claim waited longest, but its client left: the task goes to the second.
+    assert status == 200, grant
+    assert answered - started < 1.0
+    claimed = [entry for entry in served.history("T-1") if entry["kind"] == "task_claimed"]
+    assert [entry["data"]["supervisor"] for entry in claimed] == ["s1"]
+
+
+def test_a_request_sent_behind_a_waiting_claim_ends_its_wait_at_once(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    with raw.open_socket(served.port) as sock:
+        sock.sendall(raw.request_bytes("POST", "/tasks/claim", {**CLAIM_NOWHERE, "wait": 20}))
+        time.sleep(0.5)
+        sent = time.monotonic()
+        sock.sendall(raw.request_bytes("GET", "/health"))
+        data = b""
+        while not raw.parse_replies(data) and time.monotonic() - sent < 5:
+            if select.select([sock], [], [], 0.1)[0]:
+                data += sock.recv(1 << 16)
+        elapsed = time.monotonic() - sent
+    # Answers go in order: the claim's first, with nothing, without waiting its 20 s.
+    assert [reply.status for reply in raw.parse_replies(data)][:1] == [204]
+    assert elapsed < 2.0
+    assert served.request("GET", "/health")[0] == 200
+
+
+def test_a_waiting_claim_is_counted_once_with_its_whole_wait(
+    launcher: Launcher, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "db.sqlite")
+    assert timed_claim(served, NOWHERE, 1)[0] == 204
+    with urllib.request.urlopen(f"{served.url}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    counted = [
+        line
+        for line in text.splitlines()
+        if line.startswith("stateous_http_requests_total{") and 'route="/tasks/claim"' in line
+    ]
+    assert len(counted) == 1 and counted[0].endswith(" 1"), counted
+    slow = [
+        line
+        for line in text.splitlines()
+        if line.startswith("stateous_http_request_duration_seconds_bucket{")
+        and 'route="/tasks/claim"' in line
+        and 'le="0.5"' in line
+    ]
+    assert slow and slow[0].endswith(" 0"), slow
 
 
 def test_the_empty_claims_of_an_idle_supervisor_write_nothing_after_the_first(

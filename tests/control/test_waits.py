@@ -1,78 +1,96 @@
-"""The waiting claims' wake-ups, in-process with real threads: one claim woken per task
-queued, and a wake that its claim leaves unused passed on to the others."""
+"""The waiting claims' wake-ups, in-process: one claim woken per task queued, the longest
+waiting first, and a wake that its claim leaves unused passed on to the others."""
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
-from collections.abc import Callable
 
-from stateous.control.waits import Waits
+from stateous.control.waits import Waiter, Waits
 
 
 class Claims:
-    """Claims waiting on one `Waits`, each counting its attempts; none is ever granted."""
+    """Claims waiting on one `Waits`, each counting the wakes its listener heard."""
 
-    def __init__(self, waits: Waits) -> None:
-        self.waits = waits
-        self.attempts: Counter[str] = Counter()
-        self.threads: list[threading.Thread] = []
+    def __init__(self, limit: int = 8) -> None:
+        self.waits = Waits(limit)
+        self.woken: Counter[str] = Counter()
+        self.waiters: dict[str, Waiter] = {}
 
-    def wait(self, name: str, states: list[str], gone: Callable[[], bool] | None = None) -> None:
-        def attempt() -> None:
-            self.attempts[name] += 1
+    def wait(self, name: str, states: list[str]) -> None:
+        waiter = self.waits.enter(states, 5.0)
+        assert waiter is not None
+        self.waiters[name] = waiter
+        self.listen(name)
 
-        thread = threading.Thread(target=self.waits.wait, args=(states, 5.0, attempt, gone))
-        thread.start()
-        self.threads.append(thread)
+    def listen(self, name: str) -> None:
+        """Attempt again (finding nothing) and listen for the next wake."""
+        waiter = self.waiters[name]
+        waiter.rewind()
 
-    def settle(self) -> None:
-        time.sleep(0.3)
+        def heard() -> None:
+            self.woken[name] += 1
 
-    def end(self) -> None:
-        self.waits.close()
-        for thread in self.threads:
-            thread.join(timeout=5)
+        assert waiter.listen(heard)
 
 
 def test_a_task_queued_wakes_one_waiting_claim_of_its_state_the_longest_waiting() -> None:
-    claims = Claims(Waits(8))
+    claims = Claims()
     for name in ("first", "second", "third"):
         claims.wait(name, ["coding"])
-        claims.settle()
     claims.wait("elsewhere", ["review"])
-    claims.settle()
     claims.waits.queued(Counter({"coding": 1}))
-    claims.settle()
-    assert claims.attempts == Counter(first=2, second=1, third=1, elsewhere=1)
+    assert claims.woken == Counter(first=1)
+    # A claim woken and not yet back is not woken twice: the next tasks go to the others.
     claims.waits.queued(Counter({"coding": 2, "review": 1}))
-    claims.settle()
-    assert claims.attempts == Counter(first=3, second=2, third=1, elsewhere=2)
-    claims.end()
+    assert claims.woken == Counter(first=1, second=1, third=1, elsewhere=1)
 
 
 def test_a_write_that_may_have_made_any_task_claimable_wakes_every_claim() -> None:
-    claims = Claims(Waits(8))
+    claims = Claims()
     claims.wait("a", ["coding"])
     claims.wait("b", ["review"])
-    claims.settle()
     claims.waits.queued(None)
-    claims.settle()
-    assert claims.attempts == Counter(a=2, b=2)
-    claims.end()
+    assert claims.woken == Counter(a=1, b=1)
 
 
-def test_a_claim_woken_whose_client_left_passes_its_wake_to_the_others() -> None:
-    claims = Claims(Waits(8))
-    left = threading.Event()
-    claims.wait("leaving", ["coding"], gone=left.is_set)
-    claims.settle()
+def test_a_claim_woken_that_leaves_without_claiming_passes_its_wake_to_the_others() -> None:
+    claims = Claims()
+    claims.wait("leaving", ["coding"])
     claims.wait("staying", ["coding"])
-    claims.settle()
-    left.set()
     claims.waits.queued(Counter({"coding": 1}))
-    claims.settle()
-    # The first claim is woken, sees its client gone and leaves: the second claims instead.
-    assert claims.attempts == Counter(leaving=1, staying=2)
-    claims.end()
+    assert claims.woken == Counter(leaving=1)
+    claims.waiters["leaving"].leave()  # its client left before it claimed
+    assert claims.woken == Counter(leaving=1, staying=1)
+
+
+def test_a_claim_that_leaves_after_its_attempt_wakes_nobody() -> None:
+    claims = Claims()
+    claims.wait("granted", ["coding"])
+    claims.wait("other", ["coding"])
+    claims.waits.queued(Counter({"coding": 1}))
+    claims.waiters["granted"].rewind()  # it attempts again, and its attempt is granted
+    claims.waiters["granted"].leave()
+    assert claims.woken == Counter(granted=1)
+
+
+def test_a_wake_during_an_attempt_is_kept_for_the_next_listen() -> None:
+    claims = Claims()
+    claims.wait("a", ["coding"])
+    waiter = claims.waiters["a"]
+    waiter.rewind()
+    claims.waits.queued(Counter({"coding": 1}))  # queued while it attempted
+    assert not waiter.listen(lambda: None)  # it attempts again at once instead
+
+
+def test_claims_beyond_the_limit_find_no_room_and_none_after_close() -> None:
+    claims = Claims(limit=2)
+    claims.wait("a", ["coding"])
+    claims.wait("b", ["coding"])
+    assert claims.waits.enter(["coding"], 5.0) is None
+    claims.waiters["a"].leave()
+    assert claims.waits.enter(["coding"], 5.0) is not None
+    claims.waits.close()
+    # Closing wakes every claim still listening, and tells it the control plane stops.
+    assert claims.woken == Counter(b=1)
+    assert claims.waiters["b"].stopping() and not claims.waiters["b"].may_wait()
+    assert claims.waits.enter(["coding"], 5.0) is None
