@@ -98,8 +98,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=str(DEFAULT_THREADS),
         metavar="N",
         help=(
-            "request threads; each may hold a database connection, and claims that wait "
-            f"for a task hold at most N less two (default: {DEFAULT_THREADS})"
+            "request threads; each may hold a database connection; claims that wait "
+            f"for a task hold none (default: {DEFAULT_THREADS})"
         ),
     )
     serve.add_argument(
@@ -107,8 +107,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=str(DEFAULT_CONNECTION_LIMIT),
         metavar="N",
         help=(
-            "open connections at once; more wait to be accepted "
-            f"(default: {DEFAULT_CONNECTION_LIMIT})"
+            "open connections at once; more wait to be accepted; as many claims may "
+            f"wait for a task besides (default: {DEFAULT_CONNECTION_LIMIT})"
         ),
     )
     serve.add_argument(
