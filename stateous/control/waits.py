@@ -125,6 +125,8 @@ class Waits:
     def queued(self, queued: Counter[str] | None) -> None:
         """Wake a waiting claim for each task queued, by its state (None: wake every one)."""
         with self._lock:
+            if not self._waiters:
+                return  # a busy fleet: nobody waits
             called = self._wake_all(None) if queued is None else self._wake_some(queued)
         _call(called)
 
