@@ -29,7 +29,7 @@ HEAVY = (
 
 LOADED = """
 import json, sys
-from stateous.cli.main import build_parser
+from stateous.cli.parser import build_parser
 build_parser()
 print(json.dumps(sorted(sys.modules)))
 """
