@@ -189,7 +189,7 @@ def main() -> None:
     parser.add_argument("--pyz", help="the pyz files to time, separated by commas")
     args = parser.parse_args()
     if args.pyz:
-        pyzs = [Path(name) for name in args.pyz.split(",")]
+        pyzs = [Path(name).resolve() for name in args.pyz.split(",")]
     elif is_fresh(DIST):
         pyzs = [DIST]
     else:

@@ -361,6 +361,54 @@ def test_version_runs_in_isolated_mode_from_an_empty_folder(
     assert os.listdir(work) == []
 
 
+#: What a warm start of the pyz leaves out: the manifest's json (and re), sysconfig, zlib, the
+#: unpacking's modules, and for `--version` argparse and typing.
+NOT_ON_A_WARM_START = (
+    "argparse",
+    "hashlib",
+    "json",
+    "re",
+    "shutil",
+    "sysconfig",
+    "tempfile",
+    "typing",
+    "zipfile",
+    "zlib",
+)
+
+
+def imported(stderr: str) -> set[str]:
+    """Return the modules that `-X importtime` reported on stderr."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and not line.endswith("imported package")
+    }
+
+
+def test_a_warm_start_of_version_imports_no_json_sysconfig_zlib_or_argparse(
+    python: str, pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    assert run(python, pyz, "--version", cwd=work, cache=cache).returncode == 0
+    done = subprocess.run(
+        [python, "-I", "-X", "importtime", str(pyz), "--version"],
+        cwd=work,
+        env=environment(cache),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = imported(done.stderr)
+    # importlib.import_module, which the bootstrap calls, reports nothing; what it imports does.
+    assert "stateous._version" in loaded
+    # What the interpreter's own start imports (its site-packages' .pth files) is not ours.
+    bare = subprocess.run(
+        [python, "-I", "-X", "importtime", "-c", "pass"], capture_output=True, text=True
+    )
+    assert sorted(loaded - imported(bare.stderr) & set(NOT_ON_A_WARM_START)) == []
+
+
 def test_a_token_is_served_supervised_and_completed_from_the_pyz(
     python: str, pyz: Path, folders: tuple[Path, Path]
 ) -> None:
