@@ -1,25 +1,29 @@
 #!/usr/bin/env python3
 """Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
 
-The package and the pure-Python wheels are written once, as source, under `_python/`. Each
-targeted CPython gets a folder `_cpython/<tag>/` of its own: its compiled extensions (apsw,
-msgspec, and psycopg's binary with `--with-postgres`) and the bytecode of the whole tree,
-compiled by that CPython (`compileall`, in `__pycache__` as the import system names it, so
-that no start compiles it again). A target whose interpreter is not on this machine gets no
-bytecode; the first run writes it. Everything but the tree's source is compressed with LZMA,
-which takes a fifth off the compiled extensions, the bulk of the zip. `_cpython/manifest.json`
-lists every file with its hash; `stateous/_zipapp.py`, written as the zip's `__main__.py`,
-unpacks the source and the running interpreter's set into a cache folder on first run and
-runs from there. Wheels come from `pip download` and are kept in a user cache folder by name,
-so a rebuild asks nothing of the network. Each step says on stderr what it fetches or takes
-from the cache, so that a first build on a slow network does not look hung. It imports only
-the standard library and never installs anything.
+The package and the pure-Python wheels are written once, as source, into the archive
+`_python/source.zip` inside the zip. Each targeted CPython gets an archive
+`_cpython/<tag>.zip` of its own: its compiled extensions (apsw, msgspec, and psycopg's binary
+with `--with-postgres`) and the bytecode of the whole tree, compiled by that CPython
+(`compileall`, in `__pycache__` as the import system names it, so that no start compiles it
+again). A target whose interpreter is not on this machine gets no bytecode; the first run
+writes it. The archives inside keep the zip itself to a dozen members, since the import
+system reads the index of every member at each start of the zip. Everything but the tree's
+source is compressed with LZMA, which takes a fifth off the compiled extensions, the bulk of
+the zip. `_cpython/manifest.json` lists every file with its hash, and `_cpython/targets.txt`
+the platform and each target's cache folder; `stateous/_zipapp.py`, written as the zip's
+`__main__.py`, unpacks the source and the running interpreter's set into a cache folder on
+first run and runs from there. Wheels come from `pip download` and are kept in a user cache
+folder by name, so a rebuild asks nothing of the network. Each step says on stderr what it
+fetches or takes from the cache, so that a first build on a slow network does not look hung.
+It imports only the standard library and never installs anything.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -35,7 +39,11 @@ ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "stateous"
 BOOTSTRAP = PACKAGE / "_zipapp.py"
 PYTHON = "_python"
+SOURCE = f"{PYTHON}/source.zip"
 CPYTHON = "_cpython"
+#: The source that a first run off Linux imports from the zip itself, before it can unpack:
+#: platformdirs finds the cache folder there. These stay members of the zip too.
+IMPORTED_FROM_THE_ZIP = ("platformdirs/",)
 DEFAULT_PYTHONS = ("3.11", "3.12", "3.13")
 
 #: The exact versions shipped, within pyproject.toml's ranges, the same for every target.
@@ -203,6 +211,18 @@ class Archive:
             hashes[name] = hashlib.sha256(data).hexdigest()
         return hashes
 
+    def add_archive(
+        self, name: str, members: Iterable[tuple[str, bytes]], compression: int
+    ) -> dict[str, str]:
+        """Write members into a zip of their own, stored as the one member name; return
+        their names and content hashes."""
+        inner = io.BytesIO()
+        archive = Archive(inner)
+        with archive.zip:
+            hashes = archive.add_all(members, compression=compression)
+        self.add(name, inner.getvalue(), zipfile.ZIP_STORED)
+        return hashes
+
 
 def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
     """Write the bootstrap, the tree's source once, then for each target its compiled
@@ -210,25 +230,33 @@ def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
     compiled = {**COMPILED, **(POSTGRES_COMPILED if with_postgres else {})}
     pure = {**PURE, **(POSTGRES_PURE if with_postgres else {})}
     platform = sysconfig.get_platform()
-    archive.add("__main__.py", BOOTSTRAP.read_bytes())
+    # Stored: what every start reads from the zip itself, so that none imports zlib for it.
+    archive.add("__main__.py", BOOTSTRAP.read_bytes(), zipfile.ZIP_STORED)
     tree = dict(package_members())
     for wheel in pure_wheels(pure):
         tree |= wheel_members(wheel)
     for wheel in compiled_wheels(PURE_PART, pythons[0], platform):
         tree |= ((name, data) for name, data in wheel_members(wheel) if not native(name))
     # Deflated, not packed: the first run of a pyz off Linux imports platformdirs from here.
-    source = archive.add_all(tree.items(), f"{PYTHON}/")
+    imported = (
+        (name, data) for name, data in tree.items() if name.startswith(IMPORTED_FROM_THE_ZIP)
+    )
+    archive.add_all(imported, f"{PYTHON}/")
+    source = archive.add_archive(SOURCE, tree.items(), zipfile.ZIP_DEFLATED)
     targets = {}
     for python in pythons:
         tag = "cp" + python.replace(".", "")
-        prefix = f"{CPYTHON}/{tag}/"
-        files = archive.add_all(bytecode(tree, python), prefix, PACKED)
+        members = bytecode(tree, python)
         for wheel in compiled_wheels(compiled, python, platform):
-            files |= archive.add_all(wheel_members(wheel), prefix, PACKED)
+            members += wheel_members(wheel)
+        files = archive.add_archive(f"{CPYTHON}/{tag}.zip", members, PACKED)
         everything = {**source, **{f"{tag}/{name}": digest for name, digest in files.items()}}
         targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(everything)}", "files": files}
     manifest = {"platform": platform, "source": source, "targets": targets}
     archive.add(f"{CPYTHON}/manifest.json", json.dumps(manifest, indent=1).encode())
+    lines = [platform, *(f"{tag} {target['hash']}" for tag, target in targets.items())]
+    text = "".join(line + "\n" for line in lines)
+    archive.add(f"{CPYTHON}/targets.txt", text.encode(), zipfile.ZIP_STORED)
 
 
 def interpreter(python: str) -> str | None:

@@ -9,11 +9,16 @@ Write a workflow with `Workflow`, `START` and `END`; compile it with
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from stateous._version import __version__
 
+#: True for type checkers only, which read the names below, as they read `typing`'s own:
+#: every start of the command line imports this package, and `typing` would be a sixth of
+#: the start of `stateous --version`.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from stateous.client import Client
     from stateous.model.errors import DefinitionError
     from stateous.model.workflow import END, START, Workflow

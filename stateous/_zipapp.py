@@ -1,29 +1,34 @@
 """The start of `stateous.pyz`: unpack the code for this CPython, then run the CLI from it.
 
 build_zipapp.py writes this file as the zip's `__main__.py`. The zip carries the Python source
-once, under `_python/`, and per CPython, under `_cpython/<tag>/`, the compiled extensions
-(which cannot load from inside a zip) and the bytecode of that source, compiled by that
-CPython. The first run unpacks the source and the running interpreter's set into one cache
+once, in the archive `_python/source.zip`, and per CPython, in `_cpython/<tag>.zip`, the
+compiled extensions (which cannot load from inside a zip) and the bytecode of that source,
+compiled by that CPython. They are archives inside the zip, not members of it, because the
+import system reads the index of the whole zip at every start, at some 13 microseconds a
+member. The first run unpacks the source and the running interpreter's set into one cache
 folder named by their content hash, through a temporary folder and one rename, so that racing
 or killed first runs never leave a broken folder; every run imports from that folder, bytecode
-beside source as the import system expects it, with no compiling and no zip to read. It must
+beside source as the import system expects it, with no compiling and no zip to read. A warm
+start reads only `_cpython/targets.txt`, a few lines that need neither json nor re. It must
 import nothing but the standard library and platformdirs (the rest of the package needs what
 it unpacks), and must stay readable by older Pythons, which get one line.
 """
 
 import importlib
-import json
 import os
 import sys
-import sysconfig
 import zipimport
 
-#: Where the zip keeps the Python source, shared by every CPython it carries.
+#: Where the zip keeps the Python source, shared by every CPython it carries: the archive
+#: `source.zip`, and beside it the modules that a first run off Linux imports from the zip.
 PYTHON = "_python"
+SOURCE = PYTHON + "/source.zip"
 #: Where the zip keeps what each CPython needs of its own (compiled extensions, bytecode),
-#: and the manifest.
+#: one archive `<tag>.zip` each, the manifest of every file with its hash, and the targets:
+#: a first line naming the platform, then one line `<tag> <folder>` per CPython.
 CPYTHON = "_cpython"
 MANIFEST = CPYTHON + "/manifest.json"
+TARGETS = CPYTHON + "/targets.txt"
 #: An environment variable that names the cache folder instead of platformdirs' user cache.
 CACHE_VARIABLE = "STATEOUS_CACHE"
 #: A temporary folder left by a killed run is removed once it is this old, in seconds.
@@ -48,7 +53,17 @@ def running_tag() -> str:
 
 
 def running_platform() -> str:
-    """Return the platform name that the build recorded for its wheels, for this machine."""
+    """Return the platform name that the build recorded for its wheels, for this machine.
+
+    The build records `sysconfig.get_platform()`. On Linux that is `linux-` and the machine
+    of `os.uname()`, which is followed here without importing sysconfig, a tenth of a warm
+    start; elsewhere sysconfig answers.
+    """
+    if sys.platform == "linux" and "_PYTHON_HOST_PLATFORM" not in os.environ:
+        machine = os.uname().machine.replace(" ", "_").replace("/", "-")
+        return "linux-" + machine
+    import sysconfig
+
     return sysconfig.get_platform()
 
 
@@ -60,15 +75,27 @@ def describe(tag: str) -> str:
     return f"{digits[0]}.{digits[1:]}" + (" (free-threaded)" if tag.endswith("t") else "")
 
 
-def choose(manifest: dict, tag: str, platform: str) -> dict:
-    """Return the manifest's entry for this interpreter, or raise NotCarried in one sentence."""
-    entry = manifest["targets"].get(tag)
-    if entry is not None and manifest["platform"] == platform:
-        return entry
-    carried = ", ".join(describe(name) for name in sorted(manifest["targets"]))
+def read_targets(text: str) -> "tuple[str, dict[str, str]]":
+    """Read `targets.txt`: the platform, and the cache folder's name of each CPython's tag."""
+    platform, *lines = text.splitlines()
+    folders = {}
+    for line in lines:
+        tag, folder = line.split(" ")
+        folders[tag] = folder
+    return platform, folders
+
+
+def choose(targets: str, tag: str, platform: str) -> str:
+    """Return the cache folder's name for this interpreter from the text of `targets.txt`,
+    or raise NotCarried in one sentence."""
+    carried_platform, folders = read_targets(targets)
+    folder = folders.get(tag)
+    if folder is not None and carried_platform == platform:
+        return folder
+    carried = ", ".join(describe(name) for name in sorted(folders))
     running = describe(tag)
     raise NotCarried(
-        f"this stateous.pyz carries CPython {carried} on {manifest['platform']};"
+        f"this stateous.pyz carries CPython {carried} on {carried_platform};"
         f" this is {'CPython ' if tag.startswith('cp') else ''}{running} on {platform}"
     )
 
@@ -89,14 +116,16 @@ def cache_root() -> str:
     return platformdirs.user_cache_dir("stateous")
 
 
-def unpack(archive: str, manifest: dict, entry: dict, root: str) -> str:
-    """Return the folder of the source and this entry's files under root, unpacking them
+def unpack(archive: str, folder: str, tag: str, root: str) -> str:
+    """Return the folder of the source and this tag's files under root, unpacking them
     first if it is missing."""
-    final = os.path.join(root, entry["hash"])
+    final = os.path.join(root, folder)
     if os.path.isdir(final):
         return final
     # Imported here, as only a first run needs them: a warm start stays short.
     import hashlib
+    import io
+    import json
     import shutil
     import tempfile
     import zipfile
@@ -111,18 +140,20 @@ def unpack(archive: str, manifest: dict, entry: dict, root: str) -> str:
     os.makedirs(root, exist_ok=True)
     remove_stale(root)
     partial = tempfile.mkdtemp(prefix=PARTIAL_PREFIX, dir=root)
-    groups = ((PYTHON, manifest["source"]), (CPYTHON + "/" + entry["tag"], entry["files"]))
     try:
-        with zipfile.ZipFile(archive) as source:
-            for prefix, files in groups:
-                for name, digest in sorted(files.items()):
-                    data = source.read(prefix + "/" + name)
-                    if hashlib.sha256(data).hexdigest() != digest:
-                        raise OSError(f"{name} in {archive} does not match its hash")
-                    path = os.path.join(partial, *name.split("/"))
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    with open(path, "wb") as out:
-                        out.write(data)
+        with zipfile.ZipFile(archive) as outer:
+            manifest = json.loads(outer.read(MANIFEST))
+            files = manifest["targets"][tag]["files"]
+            for group, listed in ((SOURCE, manifest["source"]), (inner_archive(tag), files)):
+                with zipfile.ZipFile(io.BytesIO(outer.read(group))) as source:
+                    for name, digest in sorted(listed.items()):
+                        data = source.read(name)
+                        if hashlib.sha256(data).hexdigest() != digest:
+                            raise OSError(f"{name} in {archive} does not match its hash")
+                        path = os.path.join(partial, *name.split("/"))
+                        os.makedirs(os.path.dirname(path), exist_ok=True)
+                        with open(path, "wb") as out:
+                            out.write(data)
         try:
             os.rename(partial, final)
         except OSError:
@@ -149,18 +180,24 @@ def remove_stale(root: str) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+def inner_archive(tag: str) -> str:
+    """Return the zip's member that holds a CPython's own files, e.g. `_cpython/cp312.zip`."""
+    return CPYTHON + "/" + tag + ".zip"
+
+
 def prepare(loader: zipimport.zipimporter) -> str:
     """Unpack the running interpreter's code from the loader's zip (once) and return its
     folder.
 
-    The manifest is read through the zip importer, which has read the zip's index already.
-    Off Linux, finding the cache folder imports platformdirs from the zip's source.
+    The targets are read through the zip importer, which has read the zip's index already.
+    Off Linux, finding the cache folder imports platformdirs from the zip's `_python/`.
     """
-    manifest = json.loads(loader.get_data(os.path.join(loader.archive, *MANIFEST.split("/"))))
-    entry = choose(manifest, running_tag(), running_platform())
+    targets = loader.get_data(os.path.join(loader.archive, *TARGETS.split("/")))
+    tag = running_tag()
+    folder = choose(targets.decode(), tag, running_platform())
     sys.path.append(os.path.join(loader.archive, PYTHON))
     try:
-        return unpack(loader.archive, manifest, entry, cache_root())
+        return unpack(loader.archive, folder, tag, cache_root())
     finally:
         sys.path.pop()
 

@@ -61,8 +61,8 @@ def run_init_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction, init: argparse._SubParsersAction) -> None:
-    """Add `compile` and `init workflow` to the parser."""
+def add_compile(commands: argparse._SubParsersAction) -> None:
+    """Add `compile` to the parser."""
     compile_command = commands.add_parser(
         "compile",
         help="check a workflow and write its graph file",
@@ -76,6 +76,9 @@ def add_commands(commands: argparse._SubParsersAction, init: argparse._SubParser
     )
     compile_command.set_defaults(run=run_compile)
 
+
+def add_init_workflow(init: argparse._SubParsersAction) -> None:
+    """Add `init workflow` to the `init` command."""
     workflow = init.add_parser(
         "workflow",
         help="write a starter workflow's folder, and compile it",

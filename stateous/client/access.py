@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from stateous.client.errors import BadSetting
 
@@ -86,9 +86,12 @@ def tls_context(ca_file: Path) -> ssl.SSLContext:
         raise BadSetting(f"{source} cannot be read: {ex.strerror or type(ex).__name__}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Access:
-    """The secret to send (or None) and the TLS context to verify with (None: the system's)."""
+class Access(NamedTuple):
+    """The secret to send (or None) and the TLS context to verify with (None: the system's).
+
+    A named tuple, not a dataclass: `dataclasses` imports `inspect`, a sixth of the start of
+    `stateous token show`.
+    """
 
     token: Secret | None = None
     tls: ssl.SSLContext | None = None

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pytest
 
-from stateous.cli.main import build_parser
+from stateous.cli.parser import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -1,9 +1,12 @@
-"""The pyz's cache folder is platformdirs' user cache folder, found without importing it."""
+"""The pyz finds its cache folder and its platform as platformdirs and sysconfig do, without
+importing them."""
+
+import sysconfig
 
 import platformdirs
 import pytest
 
-from stateous._zipapp import CACHE_VARIABLE, cache_root
+from stateous._zipapp import CACHE_VARIABLE, cache_root, running_platform
 
 
 @pytest.mark.parametrize("xdg", [None, "/tmp/somewhere", "relative/ignored", ""])
@@ -21,3 +24,7 @@ def test_the_cache_root_is_platformdirs_user_cache(
 def test_the_cache_variable_wins(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(CACHE_VARIABLE, "/tmp/stateous-cache")
     assert cache_root() == "/tmp/stateous-cache"
+
+
+def test_the_running_platform_is_the_one_that_the_build_records() -> None:
+    assert running_platform() == sysconfig.get_platform()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.machinery
+import io
 import json
 import os
 import re
@@ -194,10 +195,28 @@ def cache_tag(tag: str) -> str:
     return tag.replace("cp", "cpython-")
 
 
+def inner_members(pyz: Path, group: str) -> dict[str, zipfile.ZipInfo]:
+    """Return the members of an archive inside the pyz (`_python/source.zip`,
+    `_cpython/cp312.zip`) by name."""
+    with zipfile.ZipFile(pyz) as archive, zipfile.ZipFile(io.BytesIO(archive.read(group))) as inner:
+        return {info.filename: info for info in inner.infolist()}
+
+
+def inner_read(pyz: Path, group: str, name: str) -> bytes:
+    """Return one file of an archive inside the pyz."""
+    with zipfile.ZipFile(pyz) as archive, zipfile.ZipFile(io.BytesIO(archive.read(group))) as inner:
+        return inner.read(name)
+
+
 def running_entry(pyz: Path) -> dict:
-    """Return the pyz's manifest entry for the interpreter that runs the tests."""
-    manifest = manifest_of(pyz)
-    return _zipapp.choose(manifest, _zipapp.running_tag(), _zipapp.running_platform())
+    """Return the pyz's manifest entry for the interpreter that runs the tests, checking that
+    its targets name the same cache folder."""
+    with zipfile.ZipFile(pyz) as archive:
+        targets = archive.read(_zipapp.TARGETS).decode()
+    folder = _zipapp.choose(targets, _zipapp.running_tag(), _zipapp.running_platform())
+    entry = manifest_of(pyz)["targets"][_zipapp.running_tag()]
+    assert entry["hash"] == folder
+    return entry  # type: ignore[no-any-return]
 
 
 def assert_complete(folder: Path, pyz: Path, entry: dict) -> None:
@@ -251,20 +270,35 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
     with zipfile.ZipFile(pyz) as archive:
         infos = {info.filename: info for info in archive.infolist()}
     assert sorted(manifest["targets"]) == ["cp311", "cp312", "cp313"]
-    assert infos["__main__.py"].compress_type == zipfile.ZIP_DEFLATED
+    # A dozen members or so: the import system reads the index of each at every start.
+    assert len(infos) < 30, sorted(infos)
+    assert infos["__main__.py"].compress_type == zipfile.ZIP_STORED
+    assert "_python/platformdirs/__init__.py" in infos
+    source = inner_members(pyz, _zipapp.SOURCE)
     for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
-        assert f"_python/{module}.py" in infos
-    assert "_python/yaml/__init__.py" in infos
-    for tag in manifest["targets"]:
+        assert f"{module}.py" in source
+    assert "yaml/__init__.py" in source
+    assert set(source) == set(manifest["source"])
+    assert not any(name.endswith(".so") for name in source)
+    for tag, target in manifest["targets"].items():
+        files = inner_members(pyz, _zipapp.inner_archive(tag))
+        assert set(files) == set(target["files"])
         cached = f"{cache_tag(tag)}.pyc"
         for package, module in (("stateous", "__init__"), ("stateous/control", "engine")):
-            packed = infos[f"_cpython/{tag}/{package}/__pycache__/{module}.{cached}"]
-            assert packed.compress_type == zipfile.ZIP_LZMA
-    assert not any(name.endswith(".so") for name in infos if not name.startswith("_cpython/"))
-    # Of apsw, only the compiled module `apsw` itself: no tools, no stubs, no second extension.
-    assert [name.split("/", 2)[2] for name in infos if "/apsw/" in name] == [
-        f"apsw/__init__.{cache_tag(tag)}-{platform_part()}.so" for tag in manifest["targets"]
+            assert (
+                files[f"{package}/__pycache__/{module}.{cached}"].compress_type == zipfile.ZIP_LZMA
+            )
+        # Of apsw, only the compiled module `apsw` itself: no tools, no stubs, no second
+        # extension.
+        assert [name for name in files if name.startswith("apsw/")] == [
+            f"apsw/__init__.{cache_tag(tag)}-{platform_part()}.so"
+        ]
+    lines = [
+        manifest["platform"],
+        *(f"{tag} {target['hash']}" for tag, target in manifest["targets"].items()),
     ]
+    with zipfile.ZipFile(pyz) as archive:
+        assert archive.read(_zipapp.TARGETS).decode().splitlines() == lines
 
 
 def platform_part() -> str:
@@ -295,9 +329,8 @@ def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_sour
     version = subprocess.run([python, "-I", "-c", REPORT], capture_output=True, text=True)
     tag = "cp" + version.stdout.split()[0].replace(".", "")
     magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
-    with zipfile.ZipFile(pyz) as archive:
-        cached = f"engine.{cache_tag(tag)}.pyc"
-        compiled = archive.read(f"_cpython/{tag}/stateous/control/__pycache__/{cached}")
+    cached = f"engine.{cache_tag(tag)}.pyc"
+    compiled = inner_read(pyz, _zipapp.inner_archive(tag), f"stateous/control/__pycache__/{cached}")
     assert compiled[:4].hex() == magic.stdout.strip()
 
     work, cache = folders
@@ -326,6 +359,54 @@ def test_version_runs_in_isolated_mode_from_an_empty_folder(
         "",
     )
     assert os.listdir(work) == []
+
+
+#: What a warm start of the pyz leaves out: the manifest's json (and re), sysconfig, zlib, the
+#: unpacking's modules, and for `--version` argparse and typing.
+NOT_ON_A_WARM_START = (
+    "argparse",
+    "hashlib",
+    "json",
+    "re",
+    "shutil",
+    "sysconfig",
+    "tempfile",
+    "typing",
+    "zipfile",
+    "zlib",
+)
+
+
+def imported(stderr: str) -> set[str]:
+    """Return the modules that `-X importtime` reported on stderr."""
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in stderr.splitlines()
+        if line.startswith("import time:") and not line.endswith("imported package")
+    }
+
+
+def test_a_warm_start_of_version_imports_no_json_sysconfig_zlib_or_argparse(
+    python: str, pyz: Path, folders: tuple[Path, Path]
+) -> None:
+    work, cache = folders
+    assert run(python, pyz, "--version", cwd=work, cache=cache).returncode == 0
+    done = subprocess.run(
+        [python, "-I", "-X", "importtime", str(pyz), "--version"],
+        cwd=work,
+        env=environment(cache),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = imported(done.stderr)
+    # importlib.import_module, which the bootstrap calls, reports nothing; what it imports does.
+    assert "stateous._version" in loaded
+    # What the interpreter's own start imports (its site-packages' .pth files) is not ours.
+    bare = subprocess.run(
+        [python, "-I", "-X", "importtime", "-c", "pass"], capture_output=True, text=True
+    )
+    assert sorted(loaded - imported(bare.stderr) & set(NOT_ON_A_WARM_START)) == []
 
 
 def test_a_token_is_served_supervised_and_completed_from_the_pyz(
@@ -439,11 +520,11 @@ def test_a_rename_lost_to_another_run_uses_the_winners_folder(
 
     def late_rename(source: str, target: str) -> None:
         monkeypatch.setattr(os, "rename", rename)
-        _zipapp.unpack(str(pyz), manifest_of(pyz), entry, str(tmp_path))
+        _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
         rename(source, target)
 
     monkeypatch.setattr(os, "rename", late_rename)
-    folder = _zipapp.unpack(str(pyz), manifest_of(pyz), entry, str(tmp_path))
+    folder = _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
     assert folder == str(tmp_path / entry["hash"])
     assert cache_folders(tmp_path) == [tmp_path / entry["hash"]]
     assert_complete(Path(folder), pyz, entry)
