@@ -91,6 +91,9 @@ class Waits:
         self.limit = limit
         self._lock = threading.Lock()
         self._waiters: list[Waiter] = []
+        #: The waiters of each state, the longest waiting first: a task queued in a state
+        #: that nobody waits for costs one lookup, however many claims wait.
+        self._by_state: dict[str, list[Waiter]] = {}
         self.closed = False
 
     def enter(self, states: list[str], seconds: float) -> Waiter | None:
@@ -101,6 +104,8 @@ class Waits:
                 return None
             waiter = Waiter(self, states, seconds)
             self._waiters.append(waiter)
+            for state in waiter.states:
+                self._by_state.setdefault(state, []).append(waiter)
             return waiter
 
     def rewind(self, waiter: Waiter) -> None:
@@ -117,6 +122,11 @@ class Waits:
     def leave(self, waiter: Waiter) -> None:
         with self._lock:
             self._waiters.remove(waiter)
+            for state in waiter.states:
+                waiting = self._by_state[state]
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._by_state[state]
             waiter._listener = None
             # Woken for a task that it leaves without claiming: the others may take it.
             called = self._wake_all(waiter.states) if waiter.woken else []
@@ -140,25 +150,25 @@ class Waits:
     def _wake_some(self, queued: Counter[str]) -> list[Listener]:
         """Wake one claim per task queued, the longest waiting first; the lock is held."""
         called = []
-        left = Counter(queued)
-        for waiter in self._waiters:
-            if not left:
-                break
-            if waiter.woken:
-                continue
-            state = next((state for state in left if state in waiter.states), None)
-            if state is not None:
-                called += self._wake(waiter)
-                left[state] -= 1
-                if not left[state]:
-                    del left[state]
+        for state, count in queued.items():
+            left = count
+            for waiter in self._by_state.get(state, ()):
+                if not left:
+                    break
+                if not waiter.woken:
+                    called += self._wake(waiter)
+                    left -= 1
         return called
 
     def _wake_all(self, states: frozenset[str] | None) -> list[Listener]:
         """Wake every waiting claim for any of `states` (None: all); the lock is held."""
+        if states is None:
+            waiters = self._waiters
+        else:
+            waiters = [each for state in states for each in self._by_state.get(state, ())]
         called = []
-        for waiter in self._waiters:
-            if states is None or not waiter.states.isdisjoint(states):
+        for waiter in waiters:
+            if not waiter.woken:
                 called += self._wake(waiter)
         return called
 
