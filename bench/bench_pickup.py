@@ -1,13 +1,14 @@
 """Benchmark: how fast a queued task is claimed by idle supervisors, and what they cost fires.
 
-Run: .venv/bin/python bench/bench_pickup.py [--idle 200] [--seconds 5] [--firers 2]
+Run: .venv/bin/python bench/bench_pickup.py [--idle 200] [--seconds 5] [--firers 2] [--rounds 3]
 One `stateous serve` on SQLite. `--idle` idle supervisors are threads of one helper process,
 each on its own kept-alive connection, claiming as `stateous supervise` does (a claim with
 `"wait": 20`, the same request id across it; after a claim answered at once, a jittered
 pause of up to its `Retry-After`, or of 0.5-1 s) and reporting each grant at once. The
 bench measures fires per second from `--firers` processes (each firing `poke` on a token
-of its own, kept alive) first with no supervisor, then with the idle ones connected,
-while it starts a token every 20-60 ms and reads from the ledger (its times, to the
+of its own, kept alive), the median of `--rounds` rounds, first with no supervisor, then
+with the idle ones connected (their waits end and start again meanwhile). Then it starts
+a token every 20-60 ms beside the fires, and reads from the ledger (its times, to the
 microsecond) how long each first task waited between `task_queued` and `task_claimed`.
 It prints serve's CPU time per fire in each phase, and per second for the idle fleet
 alone (figures that hold on a loaded machine, where rates do not), and its peak RSS.
@@ -128,6 +129,17 @@ def fire_rate(port: int, tokens: list[str], seconds: float) -> float:
     return sum(counts) / seconds
 
 
+def fires(pid: int, port: int, tokens: list[str], args: argparse.Namespace) -> tuple[float, float]:
+    """The median fire rate of `--rounds` rounds, and serve's CPU seconds per fire."""
+    rates, costs = [], []
+    for _ in range(args.rounds):
+        used = cpu_seconds(pid)
+        rate = fire_rate(port, tokens, args.seconds)
+        rates.append(rate)
+        costs.append((cpu_seconds(pid) - used) / (rate * args.seconds))
+    return statistics.median(rates), statistics.median(costs)
+
+
 def pickups(db: Path, tokens: list[str]) -> list[float]:
     """Milliseconds from each token's first `task_queued` to its first `task_claimed`."""
     waited = []
@@ -163,6 +175,7 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--firers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-pickup-"))
     graph, db = folder / "pickup.json", folder / "pickup.sqlite"
@@ -188,16 +201,15 @@ def main() -> None:
             _, grant = ask(link, "POST", "/tasks/claim", {"supervisor": "b", "states": ["work"]})
             report = {"kind": "event", "event": "done", "attempt": 1, "supervisor": "b"}
             assert ask(link, "POST", f"/tasks/{grant['task']}/report", report)[0] == 200
-        used = cpu_seconds(serve.pid)
-        alone = fire_rate(port, firing, args.seconds)
-        alone_cpu = (cpu_seconds(serve.pid) - used) / (alone * args.seconds)
+        alone, alone_cpu = fires(serve.pid, port, firing, args)
         stop = multiprocessing.Event()
         idle = multiprocessing.Process(target=idle_supervisors, args=(port, args.idle, stop))
         idle.start()
-        time.sleep(3)  # every idle supervisor has claimed once, some wait
+        time.sleep(3)  # every idle supervisor has claimed once and waits
         used = cpu_seconds(serve.pid)
         time.sleep(args.seconds)
         fleet_cpu = (cpu_seconds(serve.pid) - used) / args.seconds
+        beside, beside_cpu = fires(serve.pid, port, firing, args)
         probes: list[str] = []
 
         def probe() -> None:
@@ -210,9 +222,7 @@ def main() -> None:
 
         prober = threading.Thread(target=probe)
         prober.start()
-        used = cpu_seconds(serve.pid)
-        beside = fire_rate(port, firing, args.seconds)
-        beside_cpu = (cpu_seconds(serve.pid) - used) / (beside * args.seconds)
+        probed = fire_rate(port, firing, args.seconds)
         prober.join()
         time.sleep(1)
         waited = sorted(pickups(db, probes))
@@ -230,8 +240,9 @@ def main() -> None:
     print(f"fires/s alone: {alone:.0f}; beside {args.idle} idle supervisors: {beside:.0f}")
     print(f"  kept {beside / alone:.0%} of the rate (target >= 90 %)")
     print(f"  serve's CPU per fire: alone {alone_cpu * 1000:.2f} ms, ", end="")
-    print(f"beside them {beside_cpu * 1000:.2f} ms (with the starts and claims of the probe)")
+    print(f"beside them {beside_cpu * 1000:.2f} ms")
     print(f"the idle fleet alone costs serve {fleet_cpu * 1000:.0f} ms of CPU per second")
+    print(f"fires/s while the probe starts tokens for the fleet to claim: {probed:.0f}")
     print(f"pickup of {claimed}/{len(probes)} tasks: p50 {p50:.1f} ms (<= 10), ", end="")
     print(f"p99 {p99:.1f} ms (<= 50)")
     print(f"serve peak RSS: {rss / 1024:.1f} MiB (target < 80 with 200 waiting)")
