@@ -57,6 +57,7 @@ class WaitingRoom:
 
     def seat(self, seat: Seat) -> None:
         """Take a connection in until its claim is woken, its wait ends or its client acts."""
+        waiter = seat.waiter  # read once: the seat may be back in the loop before the end
         with self._lock:
             taken = not self._closed
             if taken:
@@ -69,10 +70,10 @@ class WaitingRoom:
                     self._thread.start()
         if not taken:
             _answer_stopped(seat)
-            seat.waiter.leave()
+            waiter.leave()
             return
         self._ring()  # its deadline may be the nearest
-        if not seat.waiter.listen(lambda: self._release(seat)):
+        if not waiter.listen(lambda: self._release(seat)):
             self._release(seat)  # woken already, between its attempt and now
 
     def close(self) -> None:
