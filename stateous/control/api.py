@@ -377,8 +377,13 @@ class Tasks(Resource):
             waiter=req.env.get(RESUMED),
         )
         grant, waiter = claimed.grant, claimed.waiter
-        parking = grant is None and waiter is not None and waiter.may_wait() and park
-        if parking and park(waiter):
+        if (
+            grant is None
+            and waiter is not None
+            and park is not None
+            and waiter.may_wait()
+            and park(waiter)
+        ):
             req.context.parked = True
             return
         if waiter is not None:

@@ -280,8 +280,10 @@ class Channel(HTTPChannel):
         finally:
             # Waitress pulls the loop's trigger after a service: what is left is sent then.
             self.serving = False
-        if self.waiting is not None:
-            self.server.pull_trigger()  # the loop hands it over at its next turn
+        if self.handed_over or self.waiting is not None:
+            # Waitress pulled the trigger while this was still serving: the loop lets go
+            # of a connection that leaves it (a stream's, a waiting claim's) at a new turn.
+            self.server.pull_trigger()
 
     def handle_write(self) -> None:
         super().handle_write()

@@ -148,11 +148,9 @@ class WaitingRoom:
 
 
 def _drain(bell: socket.socket) -> None:
-    try:
+    with contextlib.suppress(BlockingIOError):
         while bell.recv(4096):
             pass
-    except BlockingIOError:
-        pass
 
 
 def _answer_stopped(seat: Seat) -> None:
