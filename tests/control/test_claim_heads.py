@@ -119,7 +119,7 @@ def test_on_sqlite_the_plans_walk_the_indexes_and_never_sort_the_queue(tmp_path:
     claim = sqlite_plan(path, NEXT_QUEUED)
     subquery = next(at for at, (_, detail) in enumerate(claim) if "SCALAR SUBQUERY" in detail)
     head = claim[subquery + 1]
-    assert head[1] == "SEARCH queued USING INDEX tasks_queue (state=?)"
+    assert head[1] == "SEARCH queued USING COVERING INDEX tasks_queue (state=?)"
     # The one sort is of the heads, one per state listed, at the top of the statement.
     assert [step for step in claim if "TEMP B-TREE" in step[1]] == [
         (0, "USE TEMP B-TREE FOR ORDER BY")
@@ -129,7 +129,7 @@ def test_on_sqlite_the_plans_walk_the_indexes_and_never_sort_the_queue(tmp_path:
     ]
 
     any_queued = [detail for _, detail in sqlite_plan(path, any_queued_sql(LISTED))]
-    assert "SEARCH queued USING INDEX tasks_queue (state=?)" in any_queued
+    assert "SEARCH queued USING COVERING INDEX tasks_queue (state=?)" in any_queued
     assert not [detail for detail in any_queued if "TEMP B-TREE" in detail]
     assert [detail for detail in any_queued if detail.startswith("SCAN")] == [
         "SCAN s VIRTUAL TABLE INDEX 1:"

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from subprocess import CompletedProcess
 from typing import Any
 
+import apsw
 import pytest
 
-from stateous.control.store.migrations import LATEST
+from stateous.control.store.migrations import LATEST, VERSIONS, statements
 from tests.control.conftest import write_graph
 from tests.control.support import Backend, connected, orders, plane_for
 
@@ -195,3 +197,53 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_ba
     assert line.startswith("error: the schema upgrade failed (") and "visits" in line
     assert line.endswith("); the database is as it was")
     assert run_sql(backend, "SELECT version_num FROM stateous_version") == [("0001",)]
+
+
+def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids(
+    tmp_path: Path,
+) -> None:
+    """0008 makes four tables anew (their CHECKs and their partial indexes' conditions name
+    words with OR): every row comes over as it was, with its rowid or id, and ids go on
+    from the last one given, not from the largest kept."""
+    backend = Backend("sqlite", tmp_path, str(tmp_path / "db.sqlite"))
+    steps = [statement for version in VERSIONS[:7] for statement in statements("sqlite", version)]
+    run_sql(
+        backend,
+        "CREATE TABLE stateous_version (version_num TEXT PRIMARY KEY)",
+        "INSERT INTO stateous_version (version_num) VALUES ('0007')",
+        *steps,
+        *(
+            "INSERT INTO tokens (rowid, token, state, status, visit, context, entered_at, "
+            f"parent, moved_at) VALUES ({rowid}, '{token}', 'draft', 'active', 1, "
+            f"'{{\"title\": \"x\"}}', '2026-01-01 00:00:00.000000', {parent}, "
+            "'2026-01-01 00:00:00.000000')"
+            for rowid, token, parent in ((7, "P", "NULL"), (9, "P-b", "'P'"), (12, "P-a", "'P'"))
+        ),
+        "INSERT INTO tasks (id, token, state, visit, status, attempt, queued_at) "
+        "VALUES (5, 'P-a', 'draft', 1, 'queued', 0, '2026-01-01 00:00:00.000000')",
+        "UPDATE sqlite_sequence SET seq = 40 WHERE name = 'tasks'",
+        "INSERT INTO timers (id, token, state, visit, event, set_at, due_at, status, kind) "
+        "VALUES (3, 'P', 'draft', 1, 'remind', '2026-01-01 00:00:00.000000', "
+        "'2026-01-02 00:00:00.000000', 'pending', 'timer')",
+        "INSERT INTO credentials (name, role, secret_hash, created_at) "
+        "VALUES ('ops', 'operator', 'abc', '2026-01-01 00:00:00.000000')",
+    )
+    kept = {
+        table: run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
+        for table in ("tokens", "tasks", "timers", "credentials")
+    }
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
+        for table, rows in kept.items():
+            assert run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid") == rows
+        # The children come back in the order they were made, which their rowids keep.
+        children = upgraded.store.read(lambda tx: tx.children("P"))
+        assert [row.token for row in children] == ["P-b", "P-a"]
+        upgraded.engine.start("N", {"title": "y"})
+        assert run_sql(backend, "SELECT id FROM tasks WHERE token = 'N'") == [(41,)]
+        with pytest.raises(apsw.ConstraintError):
+            run_sql(backend, "UPDATE tokens SET status = 'lost' WHERE token = 'P'")
+    finally:
+        upgraded.store.close()

@@ -39,9 +39,15 @@ def word(member: StrEnum) -> str:
     return f"'{member.value}'"
 
 
-def words(members: tuple[StrEnum, ...]) -> str:
-    """Words of the vocabulary as an SQL list of literals, such as `('queued', 'claimed')`."""
-    return f"({', '.join(map(word, members))})"
+def any_word(column: str, members: tuple[StrEnum, ...]) -> str:
+    """The condition that `column` holds one of these words, spelled as the partial indexes
+    spell it: `(status = 'queued' OR status = 'claimed' OR ...)`.
+
+    Not `status IN (...)`: SQLite evaluates an IN list of three words or more through a
+    temporary table, and it evaluates the conditions of the partial indexes at every
+    write of the table (0008.sql).
+    """
+    return "(" + " OR ".join(f"{column} = {word(member)}" for member in members) + ")"
 
 
 def time_or_none(value: str | None) -> float | None:
@@ -144,7 +150,7 @@ STATE_TIMERS = STATE_LAST + 1
 STATE_TASK = STATE_COLUMNS.index("t.id")
 _STATE_TABLES = (
     "tokens k LEFT JOIN tasks t ON t.id = "
-    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND status IN {words(LIVE_TASK)})"
+    f"(SELECT max(id) FROM tasks WHERE tasks.token = k.token AND {any_word('status', LIVE_TASK)})"
 )
 
 
@@ -202,10 +208,11 @@ def any_queued_sql(listed: str) -> str:
     )
 
 
-#: The oldest queued task of the states of a JSON list whose token is active, with the token's
-#: row (SQLite): the head of each state's queue, then the oldest of those heads.
+#: The oldest queued task of the states of a JSON list whose token is active, as a row of
+#: `STATE_COLUMNS` (SQLite): the head of each state's queue, then the oldest of those heads.
+#: The task is its token's live task, so the row reads as `token_state_sql`'s does.
 NEXT_QUEUED = (
-    f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')} FROM {LISTED} "
+    f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
     f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1')}) "
     "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
 )

@@ -153,12 +153,6 @@ class CountingTx(SqlTx):
             self.count(Counter.TIMERS_PENDING, "", -1)
         super().set_timer_status(timer, status)
 
-    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
-        """Cancel pending timers and count how many went."""
-        gone = self.execute(f"{statement} RETURNING id", bindings)
-        if gone:
-            self.count(Counter.TIMERS_PENDING, "", -len(gone))
-
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
         counted = BY_KIND.get(kind)
         if counted is not None:

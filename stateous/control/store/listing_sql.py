@@ -19,11 +19,11 @@ from typing import Any
 from stateous.control.store.columns import (
     TASK_COLUMNS,
     TOKEN_COLUMNS,
+    any_word,
     task_row,
     time_or_none,
     token_row,
     word,
-    words,
 )
 from stateous.control.store.rows import TaskRow, TokenRow
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus
@@ -107,7 +107,7 @@ def token_page_sql(query: TokenQuery) -> tuple[str, tuple[Any, ...]]:
 
 def task_page_sql(query: TaskQuery) -> tuple[str, tuple[Any, ...]]:
     """The statement of a page of live tasks and its bindings."""
-    where = [f"status IN {words(LIVE_TASK)}"]
+    where = [any_word("status", LIVE_TASK)]
     bindings: list[Any] = []
     if query.status is not None:
         where.append(f"status = {word(query.status)}")

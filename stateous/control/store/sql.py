@@ -30,6 +30,7 @@ from stateous.control.store.columns import (
     TIMER_BY_ID,
     TOKEN_COLUMNS,
     any_queued_sql,
+    any_word,
     credential_row,
     credential_values,
     decode,
@@ -41,7 +42,6 @@ from stateous.control.store.columns import (
     token_row,
     token_state_sql,
     word,
-    words,
 )
 from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.listing_sql import ListingSql
@@ -304,13 +304,10 @@ class SqlTx(ListingSql, ABC):
 
     # tasks
 
+    @abstractmethod
     def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
-        """Insert a row of a table whose rows have ids, and answer its id."""
-        marks = ", ".join("?" for _ in values)
-        rows = self.execute(
-            f"INSERT INTO {table} ({columns}) VALUES ({marks}) RETURNING id", values
-        )
-        return int(rows[0][0])
+        """Insert a row of a table whose rows have ids, and answer its id (each store
+        knows the id its own way)."""
 
     def insert_task(self, token: str, state: str, visit: int) -> int:
         self._live.pop(token, None)
@@ -355,7 +352,7 @@ class SqlTx(ListingSql, ABC):
             known = self._live[token]
             return None if known is None else task_row(known)
         row = self.one(
-            f"SELECT {TASK_COLUMNS} FROM tasks WHERE token = ? AND status IN {words(LIVE_TASK)} "
+            f"SELECT {TASK_COLUMNS} FROM tasks WHERE token = ? AND {any_word('status', LIVE_TASK)} "
             "ORDER BY id DESC LIMIT 1",
             (token,),
         )
@@ -368,7 +365,10 @@ class SqlTx(ListingSql, ABC):
         The states go as one JSON list, so the statement is the same for any number.
         """
         row = self.one(NEXT_QUEUED, (json_text(states),))
-        return None if row is None else self.queued(row)
+        if row is None:
+            return None
+        self.keep_state(row)
+        return task_row(row[STATE_TASK:])
 
     def any_queued(self, states: list[str]) -> bool:
         return bool(self.execute(any_queued_sql(self.listed), (json_text(states),)))
@@ -435,9 +435,10 @@ class SqlTx(ListingSql, ABC):
         else:
             self.cancel_pending(f"{statement} AND kind = ?", (token, kind))
 
+    @abstractmethod
     def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
-        """Run the UPDATE that cancels pending timers."""
-        self.change(statement, bindings)
+        """Run the UPDATE that cancels pending timers, and count how many went (each store
+        learns the number its own way)."""
 
     def shift_timers(self, token: str, seconds: float) -> None:
         rows = self.execute(

@@ -29,6 +29,7 @@ from stateous.control.errors import DatabaseBusy
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.checkpoints import CHECKPOINT_PAGES, Checkpointer
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
+from stateous.control.store.counts import Counter
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.queued import QueuedTx
@@ -38,16 +39,25 @@ log = logging.getLogger("stateous.control.store")
 BUSY_MILLISECONDS = 30_000
 #: The most operations that one commit takes together.
 BATCH = 64
+#: How many of its last statements a connection keeps compiled. APSW keeps a statement
+#: once it has run, in a ring that drops the oldest: with its 100, a move's rarer
+#: statements (a timer's, a claim's) were compiled again when a few moves had run
+#: between; with this many, only those unused in the last few dozen moves.
+STATEMENTS_KEPT = 512
 
 
 def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
     """Open a connection with the settings every connection of the store shares."""
-    connection = apsw.Connection(path)
+    connection = apsw.Connection(path, statementcachesize=STATEMENTS_KEPT)
     connection.setbusytimeout(busy)
     connection.execute("PRAGMA journal_mode = WAL")
     connection.execute("PRAGMA synchronous = FULL")
     connection.execute("PRAGMA wal_autocheckpoint = 10000")
     connection.execute("PRAGMA foreign_keys = OFF")
+    # The statements are written for the indexes they use: a plan must not depend on the
+    # values bound. Without this, SQLite prepares some statements again at every new
+    # value (the read of a token's row and live task took 10 times as long).
+    connection.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
     return connection
 
 
@@ -276,3 +286,18 @@ class SqliteTx(QueuedTx):
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.connection.execute(sql, bindings).fetchall()
+
+    def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
+        """Insert a row and answer the rowid SQLite gave it: `RETURNING` would collect the
+        ids in a temporary table."""
+        marks = ", ".join("?" for _ in values)
+        self.connection.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", values)
+        return self.connection.last_insert_rowid()
+
+    def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
+        """Cancel pending timers and count how many went, as SQLite tells once the UPDATE
+        has run (`RETURNING` would collect the rows in a temporary table)."""
+        self.connection.execute(statement, bindings)
+        gone = self.connection.changes()
+        if gone:
+            self.count(Counter.TIMERS_PENDING, "", -gone)

@@ -35,13 +35,15 @@ from typing import Any, Protocol
 from stateous.model.errors import Failure
 
 #: Every migration's version, in order; each is a file `<version>.sql` per backend.
-VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
+VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.
 SCHEMA = "schema"
 
 _COMMENT = re.compile(r"^\s*--")
 _CREATES = re.compile(r"CREATE TABLE (\w+)")
+#: A table made anew under another name takes the old one's name (0008).
+_RENAMES = re.compile(r"ALTER TABLE (\w+) RENAME TO")
 
 
 class SchemaError(Failure):
@@ -100,8 +102,10 @@ def statements(dialect: str, name: str) -> tuple[str, ...]:
 
 
 def _made_by(version: str) -> set[str]:
-    """The tables that the migration to `version` makes."""
-    return {name for sql in statements("sqlite", version) for name in _CREATES.findall(sql)}
+    """The tables that the migration to `version` makes (not those it makes anew under
+    another name, then renames to a table's name)."""
+    sql = "\n".join(statements("sqlite", version))
+    return set(_CREATES.findall(sql)) - set(_RENAMES.findall(sql))
 
 
 def _upgrade(tx: Executes, dialect: str) -> str:

@@ -2,14 +2,18 @@
 -- recorded at the latest version. It must make what 0001.sql and the migrations after
 -- it make, column order included (tests/control/test_schema.py compares the two
 -- databases); a new migration changes this file too.
+--
+-- The words a column may hold, and the statuses a partial index keeps, are named with
+-- OR, not IN: SQLite evaluates an IN list of three words or more through a temporary
+-- table, at every insert and update of the row (0008).
 
 -- `visits` counts the entries of the token into each state (0002); it comes last, as
 -- 0002 added it.
 CREATE TABLE tokens (
     token TEXT PRIMARY KEY,
     state TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN
-        ('active', 'paused', 'completed', 'failed', 'cancelled')),
+    status TEXT NOT NULL CHECK (status = 'active' OR status = 'paused'
+        OR status = 'completed' OR status = 'failed' OR status = 'cancelled'),
     visit INTEGER NOT NULL,
     context TEXT NOT NULL,
     entered_at TEXT NOT NULL,
@@ -48,24 +52,26 @@ CREATE TABLE tasks (
     token TEXT NOT NULL,
     state TEXT NOT NULL,
     visit INTEGER NOT NULL,
-    status TEXT NOT NULL CHECK (status IN
-        ('queued', 'claimed', 'waiting', 'done', 'failed', 'cancelled')),
+    status TEXT NOT NULL CHECK (status = 'queued' OR status = 'claimed'
+        OR status = 'waiting' OR status = 'done' OR status = 'failed'
+        OR status = 'cancelled'),
     attempt INTEGER NOT NULL,
     claimed_by TEXT,
     lease_until TEXT,
     queued_at TEXT NOT NULL
 );
-CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token)
+    WHERE status = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
-    WHERE status IN ('queued', 'claimed', 'waiting');
+    WHERE (status = 'queued' OR status = 'claimed' OR status = 'waiting');
 CREATE INDEX tasks_live_age ON tasks (queued_at, id)
-    WHERE status IN ('queued', 'claimed', 'waiting');
+    WHERE (status = 'queued' OR status = 'claimed' OR status = 'waiting');
 CREATE INDEX tasks_queued_age ON tasks (queued_at, id) WHERE status = 'queued';
 CREATE INDEX tasks_claimed_age ON tasks (queued_at, id) WHERE status = 'claimed';
 CREATE INDEX tasks_waiting_age ON tasks (queued_at, id) WHERE status = 'waiting';
 CREATE INDEX tasks_state_age ON tasks (state, queued_at, id)
-    WHERE status IN ('queued', 'claimed', 'waiting');
+    WHERE (status = 'queued' OR status = 'claimed' OR status = 'waiting');
 CREATE INDEX tasks_held ON tasks (claimed_by, queued_at, id) WHERE status = 'claimed';
 
 CREATE TABLE timers (
@@ -77,8 +83,9 @@ CREATE TABLE timers (
     payload TEXT,
     set_at TEXT NOT NULL,
     due_at TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'cancelled')),
-    kind TEXT NOT NULL CHECK (kind IN ('timeout', 'timer'))
+    status TEXT NOT NULL CHECK (status = 'pending' OR status = 'fired'
+        OR status = 'cancelled'),
+    kind TEXT NOT NULL CHECK (kind = 'timeout' OR kind = 'timer')
 );
 CREATE INDEX timers_due ON timers (due_at, id) WHERE status = 'pending';
 CREATE INDEX timers_token ON timers (token) WHERE status = 'pending';
@@ -112,7 +119,8 @@ CREATE TABLE control_plane (
 
 CREATE TABLE credentials (
     name TEXT PRIMARY KEY,
-    role TEXT NOT NULL CHECK (role IN ('operator', 'supervisor', 'webhook')),
+    role TEXT NOT NULL CHECK (role = 'operator' OR role = 'supervisor'
+        OR role = 'webhook'),
     events TEXT,
     may_start INTEGER NOT NULL DEFAULT 0,
     hmac_key TEXT,

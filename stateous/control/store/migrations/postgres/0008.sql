@@ -1,0 +1,4 @@
+-- Version 0008 changes SQLite's tables only: their CHECKs and the conditions of their
+-- partial indexes name words with OR, which SQLite evaluates without a temporary table.
+-- Postgres keeps `IN (...)`: it evaluates the list as it is, and it proves that the
+-- statements' OR of the same words implies an index's IN list.
