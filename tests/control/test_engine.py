@@ -782,10 +782,10 @@ def test_the_sqlite_writer_survives_a_broken_batch(tmp_path: Path) -> None:
 
     store = SqliteStore(tmp_path / "writer.sqlite")
 
-    def breaks_the_savepoint(tx: SqliteTx) -> None:
-        tx.execute("RELEASE operation")  # the writer's own savepoint: its RELEASE now fails
+    def breaks_the_transaction(tx: SqliteTx) -> None:
+        tx.execute("ROLLBACK")  # the writer's own transaction: its COMMIT now fails
 
     with pytest.raises(DatabaseBusy):
-        store.write(breaks_the_savepoint)
+        store.write(breaks_the_transaction)
     assert store.write(lambda tx: tx.execute("SELECT 1")) == [(1,)]
     store.close()

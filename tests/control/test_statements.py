@@ -110,10 +110,21 @@ def test_a_move_made_again_with_other_values_compiles_no_statement_again(
     watched: tuple[Plane, Watch],
 ) -> None:
     plane, watch = watched
-    moves(plane, 1)
+    engine = plane.engine
+
+    def moved(token: str) -> None:
+        engine.start(token, {"title": "x"})
+        engine.fire(token, "remind")
+        grant = engine.claim("box", ["draft"], f"req-{token}")
+        assert grant is not None and grant.token == token
+        engine.report(grant.task, ReportBody(kind="event", event="submitted", supervisor="box"))
+        engine.get(token)
+        engine.history(token)
+
+    moved("first")
     assert watch.compilations > 0
     watch.compilations = 0
-    moves(plane, 2)
+    moved("second")
     assert watch.compilations == 0
 
 

@@ -9,10 +9,16 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
 
 from stateous.control.store import Tx
+from stateous.control.store.contract import KeepAndRaise
 from stateous.control.store.sqlite import SqliteStore
 from tests.conftest import ROOT
 from tests.control.serving import Launcher, Served, orders, write_graph
@@ -24,17 +30,18 @@ PATIENCE = 20.0
 SQLITE_AUTOCHECKPOINT = 1000
 
 
+def put_row(tx: Tx, key: str, value: str = "h") -> str:
+    """Insert one credential row (a row of no token); answer the thread that runs it."""
+    tx.execute(
+        "INSERT INTO credentials (name, secret_hash, role, created_at) VALUES (?, ?, ?, ?)",
+        (key, f"{key}:{value}", "operator", tx.stamp),
+    )
+    return threading.current_thread().name
+
+
 def put(store: SqliteStore, key: str, value: str) -> str:
-    """Write one credential row (a write with no token) and answer the thread that ran it."""
-
-    def operation(tx: Tx) -> str:
-        tx.execute(
-            "INSERT INTO credentials (name, secret_hash, role, created_at) VALUES (?, ?, ?, ?)",
-            (key, f"{key}:{value}", "operator", tx.stamp),
-        )
-        return threading.current_thread().name
-
-    return store.write(operation)
+    """Write one credential row and answer the thread that ran the write."""
+    return store.write(lambda tx: put_row(tx, key, value))
 
 
 def names(store: SqliteStore) -> list[str]:
@@ -70,6 +77,92 @@ def test_a_write_alone_runs_in_its_callers_thread_and_those_behind_one_in_one_gr
             assert leader.startswith("request") and leader != first.result()
             assert third.result(PATIENCE) == leader
         assert sorted(names(store)) == ["alone", "second", "third"]
+    finally:
+        store.close()
+
+
+class Refused(Exception):
+    """What an operation of these tests raises once it has written."""
+
+
+def fails(tx: Tx) -> None:
+    put_row(tx, "failed")
+    raise Refused("after its write")
+
+
+def keeps(tx: Tx) -> None:
+    put_row(tx, "kept")
+    raise KeepAndRaise(Refused("kept with its write"))
+
+
+def run_in_one_group(store: SqliteStore, operations: list[Callable[[Tx], Any]]) -> list[Future]:
+    """Write each operation from a thread of its own while the writer is held, so that they
+    wait and then run in one group; answer their futures once the group has run."""
+    running, finish = threading.Event(), threading.Event()
+
+    def slow(tx: Tx) -> None:
+        running.set()
+        finish.wait(PATIENCE)
+
+    pool = ThreadPoolExecutor(len(operations) + 1)
+    pool.submit(store.write, slow)
+    assert running.wait(PATIENCE)
+    group = []
+    for operation in operations:
+        group.append(pool.submit(store.write, operation))
+        wait_queued(store, len(group))
+    finish.set()
+    pool.shutdown(wait=True)
+    return group
+
+
+def traced(store: SqliteStore) -> list[str]:
+    """The statements that the store's writer runs from now on."""
+    statements: list[str] = []
+    store._writer.trace_v2(apsw.SQLITE_TRACE_STMT, lambda event: statements.append(event["sql"]))
+    return statements
+
+
+def test_a_group_in_which_one_operation_fails_commits_the_others_and_none_of_its_writes(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    statements = traced(store)
+    try:
+        before, failed, kept, after = run_in_one_group(
+            store, [lambda tx: put_row(tx, "before"), fails, keeps, lambda tx: put_row(tx, "after")]
+        )
+        assert before.result() == after.result()
+        with pytest.raises(Refused, match="after its write"):
+            failed.result()
+        with pytest.raises(Refused, match="kept with its write"):
+            kept.result()
+        assert sorted(names(store)) == ["after", "before", "kept"]
+        # The group ran together until the failure and was rolled back; the others ran
+        # again, each in a savepoint of its own; one commit.
+        assert statements.count("ROLLBACK") == 1
+        assert statements.count("SAVEPOINT operation") == 3
+        assert statements.count("COMMIT") == 2  # the slow write's, then the group's
+    finally:
+        store.close()
+
+
+def test_writes_in_which_nothing_fails_run_no_savepoint(tmp_path: Path) -> None:
+    """A savepoint copies every page its operation changes: work that a group spares when
+    none of its operations fails, and a write alone always."""
+    store = SqliteStore(tmp_path / "db.sqlite")
+    statements = traced(store)
+    try:
+        put(store, "alone", "h")
+        with pytest.raises(Refused):
+            store.write(fails)
+        first, kept = run_in_one_group(store, [lambda tx: put_row(tx, "first"), keeps])
+        assert first.exception() is None
+        with pytest.raises(Refused):
+            kept.result()
+        assert sorted(names(store)) == ["alone", "first", "kept"]
+        assert "SAVEPOINT operation" not in statements
+        assert statements.count("ROLLBACK") == 1  # the write alone that failed
     finally:
         store.close()
 
