@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -178,7 +179,7 @@ TABLE_NAMES = {
 }
 
 
-def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_back(
+def test_an_upgrade_that_the_database_stops_is_refused_in_one_error_line_and_rolled_back(
     backend: Backend, stateous: Callable[..., CompletedProcess[str]]
 ) -> None:
     plane_for(orders(), backend).store.close()
@@ -193,14 +194,15 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_line_and_rolled_ba
     graph = write_graph(backend.folder)
     done = stateous("serve", str(graph), "--db", backend.db, "--listen", "127.0.0.1:0")
     assert done.returncode == 1
-    [line] = done.stderr.splitlines()
+    told, line = done.stderr.splitlines()
+    assert told.endswith(f"upgrading the database's schema from version 0001 to {LATEST}")
     assert line.startswith("error: the schema upgrade failed (") and "visits" in line
     assert line.endswith("); the database is as it was")
     assert run_sql(backend, "SELECT version_num FROM stateous_version") == [("0001",)]
 
 
 def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """0008 makes four tables anew (their CHECKs and their partial indexes' conditions name
     words with OR): every row comes over as it was, with its rowid or id, and ids go on
@@ -233,8 +235,10 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         for table in ("tokens", "tasks", "timers", "credentials")
     }
 
-    upgraded = plane_for(orders(), backend)
+    with caplog.at_level(logging.INFO, logger="stateous.control.store"):
+        upgraded = plane_for(orders(), backend)
     try:
+        assert caplog.messages == [f"upgrading the database's schema from version 0007 to {LATEST}"]
         assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
         for table, rows in kept.items():
             assert run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid") == rows

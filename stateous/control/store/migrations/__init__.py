@@ -27,12 +27,15 @@ a token come back in the order they were made.
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import cache
 from importlib.resources import files
 from typing import Any, Protocol
 
 from stateous.model.errors import Failure
+
+log = logging.getLogger("stateous.control.store")
 
 #: Every migration's version, in order; each is a file `<version>.sql` per backend.
 VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008")
@@ -149,6 +152,9 @@ def _apply(tx: Executes, dialect: str, current: str | None) -> None:
         steps = [(SCHEMA, LATEST)]
     else:
         steps = [(version, version) for version in VERSIONS if version > current]
+        if steps:
+            # An upgrade may copy whole tables (0008): tell why the start takes its time.
+            log.info("upgrading the database's schema from version %s to %s", current, LATEST)
     for name, version in steps:
         for statement in statements(dialect, name):
             tx.execute(statement)
