@@ -170,6 +170,37 @@ def test_on_postgres_a_claim_passes_over_a_head_that_another_transaction_holds(
         plane.store.close()
 
 
+def test_on_postgres_a_claim_past_held_heads_takes_one_statement(
+    postgres: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight supervisors on one state race for its head: a claim whose first tasks others
+    hold still finds a free one in its first statement, not in looks ever deeper."""
+    from stateous.control.store.postgres.store import PostgresTx
+
+    plane = plane_for(lanes(1), postgres)
+    try:
+        for index in range(8):
+            queue(plane, f"T{index}", 0)
+        sent: list[str] = []
+        read = PostgresTx.one
+
+        def one(tx: PostgresTx, sql: str, bindings: tuple = ()) -> tuple | None:
+            sent.append(sql)
+            return read(tx, sql, bindings)
+
+        monkeypatch.setattr(PostgresTx, "one", one)
+        import psycopg
+
+        with psycopg.connect(postgres.url) as other:
+            held = [f"T{index}" for index in range(7)]
+            other.execute("SELECT 1 FROM tokens WHERE token = ANY(%s) FOR UPDATE", (held,))
+            grant = plane.engine.claim("s1", ["lane0"])
+        assert grant is not None and grant.token == "T7"
+        assert len([sql for sql in sent if "SKIP LOCKED" in sql]) == 1
+    finally:
+        plane.store.close()
+
+
 def test_on_postgres_claims_at_once_never_give_one_task_twice(postgres: Backend) -> None:
     plane = plane_for(lanes(3), postgres, size=10)
     try:
