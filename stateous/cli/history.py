@@ -14,13 +14,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
 from stateous.model.vocabulary import LIVE_TOKEN, Kind, TokenStatus
-
-if TYPE_CHECKING:
-    from stateous.model.graph_file import GraphFile, WorkflowSpec
 
 #: How the graph file names START and END, and how a person reads them.
 SHOWN_NAMES = {START_NAME: "START", END_NAME: "END"}
@@ -47,22 +44,35 @@ def utc(moment: str) -> str:
     return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def workflow_of(token: Data, graph: GraphFile) -> WorkflowSpec:
-    """The workflow a token runs; a child's id, `<parent>.<state>.<visit>.<workflow>`, names it."""
+def accepted_events(token: Data, document: Data) -> list[str]:
+    """The events of the transitions out of the token's state, in the graph file's order.
+
+    `document` is the graph file as `GET /workflow` answers it: the top workflow, and its
+    child workflows under `workflows`. A child's id, `<parent>.<state>.<visit>.<workflow>`,
+    names its workflow. Read as JSON values, not as the typed graph file, since decoding
+    that imports msgspec, a tenth of this command's start.
+    """
     if token.get("parent") is None:
-        return graph.workflow_spec(graph.workflow)
-    return graph.workflow_spec(token["token"].rsplit(".", 1)[1])
+        workflow = document
+    else:
+        workflow = document["workflows"][token["token"].rsplit(".", 1)[1]]
+    moves = workflow["transitions"]
+    return list(
+        dict.fromkeys(
+            move["on"] for move in moves if move["from"] == token["state"] and move.get("on")
+        )
+    )
 
 
-def accepts_line(token: Data, graph: GraphFile) -> str:
-    """Say which events the token's state accepts now: `accepts now: passed, failed`."""
+def accepts_line(token: Data, document: Data) -> str:
+    """Say which events the token's state accepts now: `accepts now: passed, failed`.
+
+    Raises KeyError or TypeError when `document` is not a graph file.
+    """
     status = token["status"]
     if status not in LIVE_TOKEN:
         return "accepts now: no events; the token has ended"
-    transitions = workflow_of(token, graph).transitions
-    events = dict.fromkeys(
-        move.on for move in transitions if move.source == token["state"] and move.on
-    )
+    events = accepted_events(token, document)
     outside = ", ".join(event for event in events if event not in BUILTIN_EVENTS)
     if not outside:
         own = " or ".join(events)

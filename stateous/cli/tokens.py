@@ -106,6 +106,15 @@ def served_graph(client: Client) -> GraphFile:
         raise CommandError(f"the control plane's workflow cannot be read: {ex}") from None
 
 
+def accepts(token: dict[str, Any], client: Client) -> str:
+    """The line of the events that the token accepts now, read from the served workflow."""
+    try:
+        return accepts_line(token, client.workflow())
+    except (KeyError, TypeError) as ex:
+        reason = f"it has no {ex}" if isinstance(ex, KeyError) else str(ex)
+        raise CommandError(f"the control plane's workflow cannot be read: {reason}") from None
+
+
 def show(client: Client, args: argparse.Namespace) -> list[str]:
     if args.graph:
         if args.id is not None:
@@ -118,7 +127,7 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
     token = client.get(args.id)
     lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
-    lines.append(accepts_line(token, served_graph(client)))
+    lines.append(accepts(token, client))
     lines += history_lines(client.history(args.id))
     return lines
 

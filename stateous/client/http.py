@@ -1,27 +1,27 @@
 """One kept-alive HTTP connection to a control plane, speaking JSON.
 
 The client, the token commands and the supervisor all talk to the control plane
-through this: the standard library's `http.client`, msgspec for JSON, and the
-API's refusals (`{"error", "code"}`) turned into exceptions. It retries nothing
-itself, except reopening a kept-alive connection that the server had closed, and
-sending a request to the next of several control planes (`urls.py`) when the one
-it went to could not be reached or answered `not_serving`: in both cases nothing
-was done with it. An `https://` URL is verified with the CA file of its `Access`, else with the
-system's store; every request carries the access's secret, if it has one.
+through this: the standard library's `http.client` and `json` (importing msgspec would
+cost every command's start some 8 ms), and the API's refusals (`{"error", "code"}`)
+turned into exceptions. It retries nothing itself, except reopening a kept-alive
+connection that the server had closed, and sending a request to the next of several
+control planes (`urls.py`) when the one it went to could not be reached or answered
+`not_serving`: in both cases nothing was done with it. An `https://` URL is verified
+with the CA file of its `Access`, else with the system's store; every request carries
+the access's secret, if it has one.
 """
 
 from __future__ import annotations
 
 import functools
 import http.client
+import json
 import re
 import socket
 import ssl
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
-
-import msgspec
 
 from stateous.client.errors import (
     BadSetting,
@@ -86,8 +86,9 @@ def system_tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-_decode = msgspec.json.decode
-_encode = msgspec.json.encode
+def _encode(body: Any) -> bytes:
+    """A request's body as compact JSON; NaN and infinity are refused, as JSON has neither."""
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
 
 
 class _NotSent(Exception):
@@ -288,8 +289,8 @@ class Connection:
         answer = None
         if raw:
             try:
-                answer = _decode(raw)
-            except msgspec.DecodeError:
+                answer = json.loads(raw)
+            except ValueError:
                 answer = raw.decode("utf-8", "replace")
         if response.status >= 400:
             message, code = f"HTTP {response.status}", None

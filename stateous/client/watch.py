@@ -10,12 +10,11 @@ token ends after that token's ending entry (completed, failed or cancelled).
 from __future__ import annotations
 
 import http.client
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
-
-import msgspec
 
 from stateous.client.http import Connection, Refused, Unreachable
 from stateous.model.vocabulary import Kind
@@ -28,8 +27,6 @@ PAUSES = (0.25, 5.0)
 QUIET = 45.0
 #: Refusals after which the stream is opened again: nothing is wrong with the request.
 PASSING = frozenset({"database_busy", "not_serving", "too_many_streams"})
-
-_decode = msgspec.json.decode
 
 
 def events(response: http.client.HTTPResponse) -> Iterator[tuple[int | None, str]]:
@@ -78,7 +75,7 @@ def watch(
         cut_at, pause = None, PAUSES[0]
         try:
             for ident, data in events(response):
-                entry = _decode(data)
+                entry = json.loads(data)
                 if ident is not None:
                     last = ident
                 yield entry
