@@ -87,8 +87,13 @@ def system_tls() -> ssl.SSLContext:
 
 
 def _encode(body: Any) -> bytes:
-    """A request's body as compact JSON; NaN and infinity are refused, as JSON has neither."""
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+    """A request's body as compact JSON; NaN and infinity are refused, as JSON has neither.
+
+    Every character beyond ASCII is escaped, so that text which is no Unicode (half of a
+    UTF-16 pair, `\\ud800`, read from JSON) still goes, and the control plane refuses it
+    as any other bad JSON.
+    """
+    return json.dumps(body, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 class _NotSent(Exception):

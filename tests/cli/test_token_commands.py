@@ -540,6 +540,16 @@ def test_arguments_that_are_not_json_objects_are_named(cli: Cli) -> None:
     assert cli.served.ok("GET", "/tokens") == []
 
 
+def test_json_whose_text_is_no_unicode_is_refused_by_the_control_plane_in_one_line(
+    cli: Cli,
+) -> None:
+    # `\ud800` is valid JSON syntax, but half of a UTF-16 pair: no character of its own.
+    lone = '{"repo": "\\ud800"}'
+    refused = cli.error("start", "TICKET-1", lone, "--url", cli.url)
+    assert refused.startswith(cli.refused(400, "the body is not valid JSON: "))
+    assert cli.served.ok("GET", "/tokens") == []
+
+
 def test_a_control_plane_that_cannot_be_reached_is_one_line(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
     result = run_stateous("token", "show", "TICKET-1", "--url", url, cwd=tmp_path)
