@@ -66,10 +66,11 @@ _encode = msgspec.json.Encoder(enc_hook=_model_values).encode
 
 
 def _json(value: Any) -> Any:
-    """The value as JSON values; raise TypeError for anything JSON cannot hold."""
+    """The value as JSON values; raise TypeError for anything JSON cannot hold, text that
+    is no Unicode included (a name that is not UTF-8, as `os.listdir` gives it)."""
     try:
         return msgspec.json.decode(_encode(value))
-    except (TypeError, msgspec.EncodeError) as ex:
+    except (TypeError, UnicodeEncodeError, msgspec.EncodeError) as ex:
         raise TypeError(f"{value!r} is not a JSON value: {ex}") from None
 
 
