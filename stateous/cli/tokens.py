@@ -111,7 +111,7 @@ def accepts(token: dict[str, Any], client: Client) -> str:
     try:
         return accepts_line(token, client.workflow())
     except (KeyError, TypeError) as ex:
-        reason = f"it has no {ex}" if isinstance(ex, KeyError) else str(ex)
+        reason = f"it has no {ex}" if isinstance(ex, KeyError) else "it is not a graph file"
         raise CommandError(f"the control plane's workflow cannot be read: {reason}") from None
 
 

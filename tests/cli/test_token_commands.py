@@ -20,6 +20,7 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
+from tests.client.canned import canned_control_plane
 from tests.client.silent import silent_control_plane
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served, timers, write_graph
@@ -503,6 +504,31 @@ def test_show_graph_draws_child_workflows_inside_their_parallel_state(parallel: 
         "    reviews --> [*]: joined [branches.all(status == 'completed')]",
         "    reviews --> coding: joined [otherwise]",
     ]
+
+
+@pytest.mark.parametrize(
+    ("workflow", "reason"),
+    [
+        ({"workflow": "sdlc", "states": {}}, "it has no 'transitions'"),
+        ({"workflow": "sdlc", "transitions": [{"to": "coding"}]}, "it has no 'from'"),
+        ([1, 2], "it is not a graph file"),
+        ({"workflow": "sdlc", "transitions": 7}, "it is not a graph file"),
+    ],
+)
+def test_show_of_a_token_whose_served_workflow_is_no_graph_file_says_so_in_one_line(
+    tmp_path: Path, workflow: Any, reason: str
+) -> None:
+    token = {"token": "T-1", "state": "coding", "status": "active", "visit": 1, "parent": None}
+    answers = {
+        "/tokens/T-1": token,
+        "/tokens?parent=T-1&limit=1000": [],
+        "/workflow": workflow,
+        "/tokens/T-1/history": [],
+    }
+    with canned_control_plane(answers) as url:
+        result = run_stateous("token", "show", "T-1", "--url", url, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"error: the control plane's workflow cannot be read: {reason}\n"
 
 
 def test_show_graph_takes_no_token_id(cli: Cli) -> None:

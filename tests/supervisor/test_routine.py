@@ -151,7 +151,7 @@ def test_text_that_is_no_unicode_is_not_a_json_value_either() -> None:
     # A file name that is not UTF-8, as os.listdir gives it: its bytes as lone surrogates.
     ctx, _ = make_context()
 
-    with pytest.raises(TypeError, match="is not a JSON value: .*surrogates not allowed"):
+    with pytest.raises(TypeError, match=r"is not a JSON value: .*surrogates not allowed"):
         ctx["files"] = ["build-\udcff.log"]
     assert ctx.changes == {}
     assert "files" not in ctx
