@@ -50,7 +50,8 @@ def accepted_events(token: Data, document: Data) -> list[str]:
     `document` is the graph file as `GET /workflow` answers it: the top workflow, and its
     child workflows under `workflows`. A child's id, `<parent>.<state>.<visit>.<workflow>`,
     names its workflow. Read as JSON values, not as the typed graph file, since decoding
-    that imports msgspec, a tenth of this command's start.
+    that imports msgspec, a tenth of this command's start. Raises KeyError or TypeError
+    when `document` is not a graph file.
     """
     if token.get("parent") is None:
         workflow = document
@@ -64,15 +65,12 @@ def accepted_events(token: Data, document: Data) -> list[str]:
     )
 
 
-def accepts_line(token: Data, document: Data) -> str:
-    """Say which events the token's state accepts now: `accepts now: passed, failed`.
-
-    Raises KeyError or TypeError when `document` is not a graph file.
-    """
+def accepts_line(token: Data, events: list[str]) -> str:
+    """Say which events the token's state accepts now, of the `events` out of its state
+    (`accepted_events`): `accepts now: passed, failed`."""
     status = token["status"]
     if status not in LIVE_TOKEN:
         return "accepts now: no events; the token has ended"
-    events = accepted_events(token, document)
     outside = ", ".join(event for event in events if event not in BUILTIN_EVENTS)
     if not outside:
         own = " or ".join(events)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
-from stateous.cli.history import accepts_line, history_lines, token_line
+from stateous.cli.history import accepted_events, accepts_line, history_lines, token_line
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
 
@@ -96,6 +96,11 @@ def fire(client: Client, args: argparse.Namespace) -> list[str]:
     return [token_line(answer)]
 
 
+def unreadable(reason: object) -> CommandError:
+    """Say that the workflow the control plane serves is not a graph file, and why."""
+    return CommandError(f"the control plane's workflow cannot be read: {reason}")
+
+
 def served_graph(client: Client) -> GraphFile:
     """Read the graph file that the control plane serves."""
     from stateous.model.graph_file import GraphFileError, load
@@ -103,16 +108,17 @@ def served_graph(client: Client) -> GraphFile:
     try:
         return load(json.dumps(client.workflow()))
     except GraphFileError as ex:
-        raise CommandError(f"the control plane's workflow cannot be read: {ex}") from None
+        raise unreadable(ex) from None
 
 
-def accepts(token: dict[str, Any], client: Client) -> str:
-    """The line of the events that the token accepts now, read from the served workflow."""
+def served_events(token: dict[str, Any], client: Client) -> list[str]:
+    """The events out of the token's state, read from the workflow the control plane serves."""
     try:
-        return accepts_line(token, client.workflow())
-    except (KeyError, TypeError) as ex:
-        reason = f"it has no {ex}" if isinstance(ex, KeyError) else "it is not a graph file"
-        raise CommandError(f"the control plane's workflow cannot be read: {reason}") from None
+        return accepted_events(token, client.workflow())
+    except KeyError as ex:
+        raise unreadable(f"it has no {ex}") from None
+    except TypeError:
+        raise unreadable("it is not a graph file") from None
 
 
 def show(client: Client, args: argparse.Namespace) -> list[str]:
@@ -127,7 +133,7 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
     token = client.get(args.id)
     lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
-    lines.append(accepts(token, client))
+    lines.append(accepts_line(token, served_events(token, client)))
     lines += history_lines(client.history(args.id))
     return lines
 
