@@ -4,7 +4,9 @@ Run: .venv/bin/python bench/bench_serve.py [--seconds 5] [--tokens-in-db 1000000
      .venv/bin/python bench/bench_serve.py --db postgresql://USER@HOST:5432/EMPTY_DATABASE
 Needs `wrk` (Debian package). Prints tokens started, events fired and claim-and-report
 cycles per second, p50/p99 latency, the server's CPU time per request (steadier than the
-rates on a noisy machine), the server's peak RSS, the time to its first
+rates on a noisy machine) and its threads' context switches per request (each a hand-off
+between threads: waitress's loop and request threads, the GIL, a write waiting for its
+group's commit), the server's peak RSS, the time to its first
 /health answer, and GET /health p50 on kept-alive and on new connections.
 Targets on 2 cores: >= 1,000 starts/s, >= 1,000 fires/s, >= 400 cycles/s, p99 < 50 ms,
 peak RSS < 45 MiB, first /health within 0.3 s, /health p50 < 2 ms both ways. On Postgres
@@ -15,6 +17,7 @@ the machine's noise is large, so compare several runs that alternate the two.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -205,12 +208,14 @@ def fill(database: Path, tokens: int) -> None:
     connection.close()
 
 
-def show(what: str, rate: float, result: dict, cpu: float) -> None:
-    """One line of figures; `cpu` is the server's CPU time spent in the phase, in seconds."""
-    per_request = cpu * 1000 / max(1, requests_done(result))
+def show(what: str, rate: float, result: dict, used: tuple[float, int]) -> None:
+    """One line of figures; `used` is what the server spent in the phase: its CPU time in
+    seconds and its threads' context switches."""
+    requests = max(1, requests_done(result))
     print(
         f"{what + ':':8} {rate:8.0f}/s  p50 {result['p50']:.2f} ms  p99 {result['p99']:.2f} ms"
-        f"  non-2xx {result['errors']}  server CPU {per_request:.3f} ms/request"
+        f"  non-2xx {result['errors']}  server CPU {used[0] * 1000 / requests:.3f} ms/request"
+        f"  {used[1] / requests:.1f} switches/request"
     )
 
 
@@ -218,6 +223,30 @@ def cpu_seconds(pid: int) -> float:
     """The CPU time a process has used so far, user and system, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def switches(pid: int) -> int:
+    """The context switches of a process's threads so far, voluntary or not."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        with contextlib.suppress(OSError):
+            total += sum(
+                int(line.split()[1])
+                for line in status.read_text().splitlines()
+                if "ctxt_switches:" in line
+            )
+    return total
+
+
+def spent(pid: int) -> tuple[float, int]:
+    """The CPU seconds and context switches a process has used so far."""
+    return cpu_seconds(pid), switches(pid)
+
+
+def used_since(pid: int, before: tuple[float, int]) -> tuple[float, int]:
+    """What a process has used since `before`, a reading of `spent`."""
+    now = spent(pid)
+    return now[0] - before[0], now[1] - before[1]
 
 
 def requests_done(result: dict) -> int:
@@ -278,19 +307,19 @@ def main() -> None:
         fresh = wrk(url + "/health", "", 2, connections=1, close=True)
         print(f"GET /health p50, one client: kept-alive {kept['p50']:.2f} ms,", end=" ")
         print(f"a new connection each time {fresh['p50']:.2f} ms")
-        before = cpu_seconds(server.pid)
+        before = spent(server.pid)
         started = wrk(url, START_LUA, args.seconds)
-        show("starts", started["rate"], started, cpu_seconds(server.pid) - before)
+        show("starts", started["rate"], started, used_since(server.pid, before))
         for index in range(1000):
             post(port, "/tokens", {"token": f"F-{index}", "context": {"title": "x"}})
-        before = cpu_seconds(server.pid)
+        before = spent(server.pid)
         fired = wrk(url, FIRE_LUA, args.seconds)
-        show("fires", fired["rate"], fired, cpu_seconds(server.pid) - before)
+        show("fires", fired["rate"], fired, used_since(server.pid, before))
         # One wrk thread per connection: each is one supervisor, claiming then reporting.
-        before = cpu_seconds(server.pid)
+        before = spent(server.pid)
         cycles = wrk(url, CYCLE_LUA, args.seconds, threads=8)
         per_second = (cycles["reports"] or 0) / args.seconds
-        show("cycles", per_second, cycles, cpu_seconds(server.pid) - before)
+        show("cycles", per_second, cycles, used_since(server.pid, before))
         print(f"server peak RSS: {peak_rss(server.pid):.1f} MiB")
     finally:
         server.send_signal(signal.SIGTERM)
