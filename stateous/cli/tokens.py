@@ -103,10 +103,10 @@ def unreadable(reason: object) -> CommandError:
 
 def served_graph(client: Client) -> GraphFile:
     """Read the graph file that the control plane serves."""
-    from stateous.model.graph_file import GraphFileError, load
+    from stateous.model.graph_file import GraphFileError, from_document
 
     try:
-        return load(json.dumps(client.workflow()))
+        return from_document(client.workflow())
     except GraphFileError as ex:
         raise unreadable(ex) from None
 

@@ -97,6 +97,12 @@ def load(data: bytes | str) -> GraphFile:
         head = msgspec.json.decode(data)
     except msgspec.DecodeError as ex:
         raise GraphFileError(f"it is not JSON: {ex}") from None
+    return from_document(head)
+
+
+def from_document(head: Any) -> GraphFile:
+    """Take a graph file already decoded from JSON, refusing an unknown format or a
+    malformed document."""
     if not isinstance(head, dict) or "stateous" not in head:
         raise GraphFileError("it is not a Stateous graph file (no 'stateous' key)")
     if head["stateous"] != FORMAT:

@@ -531,6 +531,26 @@ def test_show_of_a_token_whose_served_workflow_is_no_graph_file_says_so_in_one_l
     assert result.stderr == f"error: the control plane's workflow cannot be read: {reason}\n"
 
 
+@pytest.mark.parametrize(
+    ("workflow", "reason"),
+    [
+        ([1, 2], "it is not a Stateous graph file (no 'stateous' key)"),
+        ({"stateous": 99}, "its format is 99; this version of Stateous reads format 1"),
+        (
+            {"stateous": 1, "workflow": 5},
+            "it is not a valid graph file: Expected `str`, got `int` - at `$.workflow`",
+        ),
+    ],
+)
+def test_show_graph_of_a_served_workflow_that_is_no_graph_file_says_so_in_one_line(
+    tmp_path: Path, workflow: Any, reason: str
+) -> None:
+    with canned_control_plane({"/workflow": workflow}) as url:
+        result = run_stateous("token", "show", "--graph", "--url", url, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"error: the control plane's workflow cannot be read: {reason}\n"
+
+
 def test_show_graph_takes_no_token_id(cli: Cli) -> None:
     assert cli.error("show", "TICKET-1", "--graph", "--url", cli.url) == (
         "error: --graph draws the workflow; give it no token ID"
