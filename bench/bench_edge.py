@@ -1,7 +1,7 @@
 """Experiment: what a request would cost `serve` behind an HTTP edge with no hand-offs.
 
 Run: .venv/bin/python bench/bench_edge.py [--seconds 5] [--runs 2]
-Needs `wrk`. Serves the workflow of bench_serve.py on a fresh SQLite file in two ways,
+Needs `wrk`. Serves the workflow of bench_serve.py on a fresh SQLite file in three ways,
 alternating: `stateous serve` (waitress: a loop thread and a pool of request threads,
 writes committed in groups), and the same WSGI app, the same engine and store, behind a
 loop of one thread written here (selectors; it reads a request, calls the app and sends
@@ -12,6 +12,13 @@ rate, p99, the server's CPU time and context switches per request.
 The loop here is no server: no limits, timeouts, streams or waiting claims, and no
 HTTP beyond what wrk sends. It tells how much of a request's cost is the hand-offs
 between threads (bench/README.md, "Where a request's time goes under load").
+
+A third way, "a commit a turn", serves from the same loop but commits once a turn: the
+first write of a turn of the loop opens a transaction, each write runs in a savepoint of
+its own, and the answers of the turn are sent after its one commit, so that the writes of
+several clients share a sync as the group commit of `serve` makes them do. It swaps the
+store's class to do so; waking waiting claims and publishing to streams, which `serve`
+does after a commit, would here come before it.
 """
 
 from __future__ import annotations
@@ -46,7 +53,12 @@ from bench_serve import (  # noqa: E402
 )
 
 from stateous.compiler.compile import compile_workflow  # noqa: E402
+from stateous.control.store.contract import KeepAndRaise  # noqa: E402
+from stateous.control.store.positions import Hold  # noqa: E402
+from stateous.control.store.sqlite import SqliteStore, SqliteTx  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
+
+EDGES = ("waitress", "one thread", "a commit a turn")
 
 App = Callable[[dict[str, Any], Callable[..., Any]], Any]
 
@@ -103,11 +115,49 @@ def complete(buffer: bytes) -> tuple[bytes, bytes, bytes] | None:
     return head, rest[:length], rest[length:]
 
 
-def serve_one_thread(graph: str, db: str, port: int) -> None:
-    """Serve the control plane's app from this thread alone, until killed."""
+class TurnStore(SqliteStore):
+    """A SQLite store whose writes share one transaction until `end_turn` commits it."""
+
+    turn: Hold | None = None
+
+    def write(self, operation: Callable[[Any], Any]) -> Any:
+        connection = self._writer
+        if self.turn is None:
+            with self._turn:  # the checkpointer pauses writes as it does for `serve`'s
+                while self._writing or self._pausing:
+                    self._turn.wait()
+                self._writing = True
+            connection.execute("BEGIN IMMEDIATE")
+            self.turn = self.positions.hold()
+        connection.execute("SAVEPOINT operation")
+        try:
+            result = SqliteTx(connection, self.clock(), self.turn).run(operation)
+        except KeepAndRaise as kept:
+            connection.execute("RELEASE operation")
+            raise kept.error from None
+        except BaseException:
+            connection.execute("ROLLBACK TO operation")
+            connection.execute("RELEASE operation")
+            raise
+        connection.execute("RELEASE operation")
+        return result
+
+    def end_turn(self) -> None:
+        if self.turn is not None:
+            self._writer.execute("COMMIT")
+            self.turn.release()
+            self.turn = None
+            self._pass_turn()
+
+
+def serve_one_thread(graph: str, db: str, port: int, per_turn: bool) -> None:
+    """Serve the control plane's app from this thread alone, until killed; with
+    `per_turn`, the writes of a turn of the loop commit together before it answers."""
     from stateous.control.serve import ControlPlane
 
     plane = ControlPlane(graph, db, f"127.0.0.1:{port}", 120.0, no_auth=True)
+    if per_turn:
+        plane.store.__class__ = TurnStore
     app = plane._app()
     listener = plane.listener
     listener.listen(128)
@@ -116,6 +166,7 @@ def serve_one_thread(graph: str, db: str, port: int) -> None:
     selector.register(listener, selectors.EVENT_READ)
     buffers: dict[socket.socket, bytes] = {}
     while True:
+        answers: list[tuple[socket.socket, bytes]] = []
         for key, _ in selector.select():
             if key.fileobj is listener:
                 connection, _ = listener.accept()
@@ -135,8 +186,12 @@ def serve_one_thread(graph: str, db: str, port: int) -> None:
             buffer = buffers[connection] + data
             while (found := complete(buffer)) is not None:
                 head, body, buffer = found
-                connection.sendall(answer(app, port, head, body))
+                answers.append((connection, answer(app, port, head, body)))
             buffers[connection] = buffer
+        if per_turn:
+            plane.store.end_turn()  # type: ignore[attr-defined]
+        for connection, whole in answers:
+            connection.sendall(whole)
 
 
 def start(edge: str, graph: Path, database: Path, port: int) -> subprocess.Popen[bytes]:
@@ -147,6 +202,7 @@ def start(edge: str, graph: Path, database: Path, port: int) -> subprocess.Popen
         argv += ["--listen", f"127.0.0.1:{port}"]
     else:
         argv = [sys.executable, __file__, "--one-thread", str(graph), db, str(port)]
+        argv += ["--per-turn"] if edge == EDGES[2] else []
     server = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.DEVNULL)
     while True:
         try:
@@ -185,7 +241,7 @@ def phases(server: subprocess.Popen[bytes], port: int, seconds: float) -> dict[s
 
 def main() -> None:
     if sys.argv[1:2] == ["--one-thread"]:
-        serve_one_thread(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        serve_one_thread(sys.argv[2], sys.argv[3], int(sys.argv[4]), "--per-turn" in sys.argv)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=5)
@@ -195,13 +251,13 @@ def main() -> None:
         graph = Path(scratch, "bench.json")
         graph.write_bytes(dump(compile_workflow(workflow())))
         for run in range(1, args.runs + 1):
-            for number, edge in enumerate(("waitress", "one thread")):
+            for number, edge in enumerate(EDGES):
                 database = Path(scratch, f"run-{run}-{number}.db")
                 port = 18900 + number
                 server = start(edge, graph, database, port)
                 try:
                     for name, line in phases(server, port, args.seconds).items():
-                        print(f"run {run}, {edge:10} {name:7} {line}")
+                        print(f"run {run}, {edge:15} {name:7} {line}")
                 finally:
                     server.send_signal(signal.SIGTERM)
                     server.wait(timeout=30)
