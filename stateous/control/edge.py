@@ -23,7 +23,12 @@ leave open:
   `outlet.Outlet`), which writes to it from then on;
 - a claim that waits for a task gives its request thread back and leaves the loop for
   the waiting room (`Task.park`, `waiting_room.WaitingRoom`), which sends it back to be
-  served again once it is woken or its wait ends.
+  served again once it is woken or its wait ends;
+- on SQLite, a request that may write (any method but GET, HEAD and OPTIONS) is served
+  by the loop itself, not handed to a request thread: the writes of one turn of the loop
+  share a transaction, which the loop commits before its next look at the sockets, and
+  their answers are held until then (`Server.share_writes`, `Channel.held`). Reads stay
+  on the request threads, so that a long listing holds no other connection.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -35,12 +40,14 @@ import io
 import logging
 import resource
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser, ParsingError
@@ -77,6 +84,8 @@ LINGER = 2.0
 SWEEP = 1
 #: Never make a request thread wait for a client to read: waiting is what parking is for.
 NO_WATERMARK = 2**62
+#: The methods that only read: their requests go to the request threads.
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _encode = msgspec.json.Encoder().encode
 
@@ -267,6 +276,20 @@ class Channel(HTTPChannel):
     #: The claim that waits, to serve again: the loop hands the connection to the waiting
     #: room at its next turn, once what it has to send is sent.
     waiting: Parser | None = None
+    #: The loop answered a request that may have written: its answer waits for the turn's
+    #: commit before it is sent.
+    held = False
+
+    def writes(self) -> bool:
+        """Whether the request to serve next may write (what the loop serves itself). Asked
+        by the loop as it queues the connection, often under `requests_lock`, when no
+        request thread serves it."""
+        return bool(self.requests) and self.requests[0].command not in READS
+
+    def _flush_some(self, do_close: bool = True) -> bool:
+        if self.held:
+            return False
+        return bool(super()._flush_some(do_close))
 
     def service(self) -> None:
         with self.outbuf_lock:
@@ -380,15 +403,87 @@ class Channel(HTTPChannel):
         return request is not None and not self.requests and now - request.began > timeout
 
 
+@runtime_checkable
+class LoopWrites(Protocol):
+    """A store whose writes from one thread can share a transaction per turn of its loop."""
+
+    def share_writes_of(self, loop: int) -> None: ...
+    def end_loop_turn(self) -> bool: ...
+
+
 class Server(TcpWSGIServer):
-    """Waitress's server with our channel, closing connections that overstay, and the
-    waiting room of its claims that wait."""
+    """Waitress's server with our channel, closing connections that overstay, the waiting
+    room of its claims that wait, and writes served by its loop in turns."""
 
     channel_class = Channel
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.waiting_room = WaitingRoom(self.trigger.pull_trigger)
+        #: The store whose writes the loop serves itself, once it has one.
+        self.loop_writes: LoopWrites | None = None
+        self.loop_thread: int | None = None
+        #: The connections whose requests may write, for the loop to serve this turn.
+        self.writing: list[Channel] = []
+        #: The connections whose answers wait for the turn's commit.
+        self.held: list[Channel] = []
+        self.stopped = False
+
+    def share_writes(self, store: LoopWrites) -> None:
+        """Serve the requests that may write from the loop, committing once a turn."""
+        if self.loop_thread is not None:
+            store.share_writes_of(self.loop_thread)
+        self.loop_writes = store
+
+    def run(self) -> None:
+        """Serve until `stop`: each turn, commit the last turn's writes and release their
+        answers, then wait for the sockets and serve what they bring."""
+        self.loop_thread = threading.get_ident()
+        if self.loop_writes is not None:
+            self.loop_writes.share_writes_of(self.loop_thread)
+        try:
+            while self._map and not self.stopped:
+                self.end_turn()
+                wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
+                self.serve_writes()
+        finally:
+            self.end_turn()
+
+    def stop(self) -> None:
+        """Make `run` return after the turn under way (from any thread)."""
+        self.stopped = True
+        self.pull_trigger()
+
+    def end_turn(self) -> None:
+        """Commit the writes the loop served, then let their answers go; when the commit
+        failed, close their connections instead: no answer says the change is on disk."""
+        held, self.held = self.held, []
+        committed = self.loop_writes is None or self.loop_writes.end_loop_turn()
+        for channel in held:
+            channel.held = False
+            if not committed:
+                channel.close_now()
+
+    def add_task(self, task: Any) -> None:
+        channel: Channel = task
+        if (
+            self.loop_writes is None
+            or threading.get_ident() != self.loop_thread
+            or not channel.writes()
+        ):
+            super().add_task(channel)
+        else:
+            self.writing.append(channel)
+
+    def serve_writes(self) -> None:
+        """Serve the requests that may write queued in this turn (and the requests that
+        follow them on their connections, which serving queues again), holding their
+        answers for the turn's commit."""
+        while self.writing:
+            channel = self.writing.pop(0)
+            channel.held = True
+            self.held.append(channel)
+            channel.service()
 
     def close(self) -> None:
         self.waiting_room.close()

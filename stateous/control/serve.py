@@ -30,7 +30,14 @@ from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
-from stateous.control.edge import DEFAULT_LIMITS, Limits, create_server, open_files_short
+from stateous.control.edge import (
+    DEFAULT_LIMITS,
+    Limits,
+    LoopWrites,
+    Server,
+    create_server,
+    open_files_short,
+)
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
@@ -267,7 +274,9 @@ class ControlPlane:
         if self.no_auth:
             print(f"warning: {NO_AUTH}", file=self.err)
         switch = Switch(create_standby_app() if self.waiting is not None else self._app())
-        server = create_server(switch, self.limits, self.listener, dispatcher=dispatcher)
+        server = self.server = create_server(
+            switch, self.limits, self.listener, dispatcher=dispatcher
+        )
         missing = open_files_short(self.limits)
         if missing:
             print(
@@ -282,6 +291,12 @@ class ControlPlane:
         waiter = threading.Thread(
             target=self._wait_for_database, args=(switch, stop), name="stateous-standby"
         )
+        # The loop runs in a thread of its own, so that a stop signal, which Python raises
+        # in the main thread, never breaks into a write that the loop serves. The main
+        # thread waits on an event: a join that a signal interrupts may leave the thread
+        # marked as ended while it runs on.
+        ended = threading.Event()
+        loop = threading.Thread(target=self._loop, args=(server, ended), name="stateous-loop")
         try:
             if self.waiting is None:
                 self._start_serving()
@@ -293,13 +308,18 @@ class ControlPlane:
                     flush=True,
                 )
                 waiter.start()
-            server.run()
+            loop.start()
+            ended.wait()
         except KeyboardInterrupt:
-            # A stop signal before the loop ran (waitress handles the ones after).
-            dispatcher.shutdown()
+            pass  # the stop signal: the loop ends its turn below, then the request threads
         finally:
             signal.signal(signal.SIGTERM, previous)
             signal.signal(signal.SIGINT, previous_interrupt)
+            server.stop()
+            if loop.ident is not None:
+                ended.wait()
+                loop.join()
+            dispatcher.shutdown()
             stop.set()
             if waiter.is_alive():
                 waiter.join()
@@ -313,6 +333,16 @@ class ControlPlane:
         print("stopped", file=self.err)
         return 0
 
+    def _loop(self, server: Server, ended: threading.Event) -> None:
+        """Run the server's loop until it is stopped; a failure of it stops the process."""
+        try:
+            server.run()
+        except Exception as ex:
+            log.exception("the server's loop failed")
+            self.failed = ex
+        finally:
+            ended.set()
+
     def _stopping(self) -> None:
         """End what waits on the server: the waiting claims and the live streams."""
         self.waits.close()
@@ -320,6 +350,8 @@ class ControlPlane:
             self.streams.close()
 
     def _start_serving(self) -> None:
+        if isinstance(self.store, LoopWrites):
+            self.server.share_writes(self.store)
         self.clock.start()
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
 

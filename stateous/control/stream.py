@@ -350,7 +350,7 @@ class Published(PassingStore):
         try:
             return self.store.write(operation)
         finally:
-            self.streams.committed()
+            self.store.after_commit(self.streams.committed)
 
 
 def last_event_id(raw: str | None) -> int | None:

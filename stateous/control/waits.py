@@ -204,5 +204,6 @@ class Waking(PassingStore):
         # A store may run an operation twice (Postgres, after a conflict): the last counts.
         # None means the tasks queued are not known (every claim is woken); empty, none was.
         if noted and (noted[-1] is None or noted[-1]):
-            self.waits.queued(noted[-1])
+            queued = noted[-1]
+            self.store.after_commit(lambda: self.waits.queued(queued))
         return result

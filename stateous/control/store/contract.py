@@ -122,6 +122,9 @@ class Store(Protocol):
     def read(self, operation: Callable[[Tx], Result]) -> Result: ...
     def fence(self, error: Exception) -> None: ...
     def close(self) -> None: ...
+    #: Call `then` once what this thread wrote is committed: at once, or when the turn of
+    #: the server's loop that the writes joined commits (`SqliteStore.share_writes_of`).
+    def after_commit(self, then: Callable[[], None]) -> None: ...
     #: The ledger position up to which every row that will commit has committed
     #: (`positions.py`): a reader of the ledger's order reads no further.
     def horizon(self) -> int: ...
@@ -158,6 +161,9 @@ class PassingStore:
 
     def horizon(self) -> int:
         return self.store.horizon()
+
+    def after_commit(self, then: Callable[[], None]) -> None:
+        self.store.after_commit(then)
 
     def fence(self, error: Exception) -> None:
         self.store.fence(error)

@@ -5,12 +5,14 @@ SQLite takes one writer at a time, and a commit costs a sync. A write that finds
 other write running and none waiting runs at once in its caller's thread (no
 hand-off to another thread and back). Writes that find one running wait in a
 queue; when it ends, the first of them leads: its thread runs all the operations
-that wait together in one transaction, each inside its own savepoint, and commits
-them with one sync (a group commit; one failed operation rolls back alone), then
-wakes the others. Either way a caller is answered only after the commit is on
-disk. Reads run on a connection of the
-calling thread, beside the writes, thanks to WAL. Checkpoints run in a thread of
-their own (`checkpoints.py`), never in a write.
+that wait together in one transaction and commits them with one sync (a group
+commit; when one fails, the others run again each in a savepoint, so that it rolls
+back alone), then wakes the others. The server's loop writes in turns instead
+(`share_writes_of`): the writes it runs in one turn of its loop share a transaction,
+each in a savepoint, and the loop commits it before it sends their answers. Either
+way a caller is answered only after the commit is on disk. Reads run on a
+connection of the calling thread, beside the writes, thanks to WAL. Checkpoints run
+in a thread of their own (`checkpoints.py`), never in a write.
 """
 
 from __future__ import annotations
@@ -75,6 +77,18 @@ class _Job:
         self.error: BaseException | None = None
 
 
+class _LoopTurn:
+    """The transaction that the writes of one turn of the server's loop share, and what
+    waits for its commit."""
+
+    __slots__ = ("after", "hold", "writes")
+
+    def __init__(self, hold: Hold) -> None:
+        self.hold = hold
+        self.writes = 0
+        self.after: list[Callable[[], None]] = []
+
+
 class SqliteStore:
     """A control plane's database in one SQLite file.
 
@@ -115,6 +129,9 @@ class SqliteStore:
         self._pausing = False
         self._jobs: list[_Job] = []
         self._fenced: Exception | None = None
+        #: The thread whose writes share the turns of its loop (`share_writes_of`).
+        self._loop: int | None = None
+        self._loop_turn: _LoopTurn | None = None
         self.writer = WriterTimes()
         # Once the WAL starts over, its file is cut back to the size of a checkpoint's frames.
         self._writer.pragma(
@@ -128,6 +145,8 @@ class SqliteStore:
         when no other write runs or waits, else in the next group."""
         if self._fenced is not None:
             raise self._fenced
+        if self._loop == threading.get_ident():
+            return self._write_in_turn(operation)
         job = _Job(operation)
         with self._turn:
             queued = self._writing or self._pausing or bool(self._jobs)
@@ -143,6 +162,42 @@ class SqliteStore:
         if job.error is not None:
             raise job.error
         return job.result  # type: ignore[no-any-return]
+
+    def share_writes_of(self, loop: int) -> None:
+        """From now on, the writes of the thread `loop` (the server's, which reads many
+        requests in one turn) share one transaction until `end_loop_turn` commits it: one
+        sync for them all, and no hand-off to another thread."""
+        self._loop = loop
+
+    def end_loop_turn(self) -> bool:
+        """Commit the writes of the loop's turn, if any, then run what waited for them;
+        False when the commit failed and they are rolled back."""
+        turn, self._loop_turn = self._loop_turn, None
+        if turn is None:
+            return True
+        connection = self._writer
+        started = time.perf_counter()
+        try:
+            connection.execute("COMMIT")
+            self.writer.committed(time.perf_counter() - started, turn.writes)
+        except apsw.Error as ex:
+            log.error("a commit failed: %s", ex)
+            if not connection.getautocommit():
+                connection.execute("ROLLBACK")
+            return False
+        finally:
+            turn.hold.release()
+            self._pass_turn()
+        for then in turn.after:
+            then()
+        return True
+
+    def after_commit(self, then: Callable[[], None]) -> None:
+        turn = self._loop_turn
+        if turn is not None and self._loop == threading.get_ident():
+            turn.after.append(then)
+        else:
+            then()
 
     def read(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` on a consistent snapshot, beside the writer."""
@@ -193,6 +248,43 @@ class SqliteStore:
             for connection in self._readers:
                 connection.close()
         self._writer.close()
+
+    def _write_in_turn(self, operation: Callable[[Tx], Result]) -> Result:
+        """Run a write of the loop in the transaction of its turn, opening it first if
+        need be; in a savepoint, so that one that fails rolls back alone."""
+        turn = self._loop_turn or self._open_loop_turn()
+        connection = self._writer
+        connection.execute("SAVEPOINT operation")
+        try:
+            result = SqliteTx(connection, self.clock(), turn.hold).run(operation)
+        except KeepAndRaise as kept:
+            connection.execute("RELEASE operation")
+            turn.writes += 1
+            raise kept.error from None
+        except BaseException as ex:
+            connection.execute("ROLLBACK TO operation")
+            connection.execute("RELEASE operation")
+            error = failure(ex)
+            if error is ex:
+                raise
+            raise error from None
+        connection.execute("RELEASE operation")
+        turn.writes += 1
+        return result
+
+    def _open_loop_turn(self) -> _LoopTurn:
+        """Take the turn to write, as a group's leader does, and begin the transaction."""
+        with self._turn:
+            while self._writing or self._pausing:
+                self._turn.wait()
+            self._writing = True
+        try:
+            self._writer.execute("BEGIN IMMEDIATE")
+        except apsw.BusyError:
+            self._pass_turn()
+            raise DatabaseBusy("the database is busy; try again") from None
+        self._loop_turn = _LoopTurn(self.positions.hold())
+        return self._loop_turn
 
     def _lead(self, batch: list[_Job]) -> None:
         """Run a group of writes in this thread, pass the turn on, then wake the others of

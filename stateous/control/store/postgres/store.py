@@ -252,6 +252,9 @@ class PostgresStore:
     def horizon(self) -> int:
         return self.positions.horizon()
 
+    def after_commit(self, then: Callable[[], None]) -> None:
+        then()  # a write returns once committed
+
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""
         self._fenced = error
