@@ -284,7 +284,11 @@ class Channel(HTTPChannel):
         """Whether the request to serve next may write (what the loop serves itself). Asked
         by the loop as it queues the connection, often under `requests_lock`, when no
         request thread serves it."""
-        return bool(self.requests) and self.requests[0].command not in READS
+        if not self.requests:
+            return False
+        request = self.requests[0]
+        # A request that cannot be read (no method) gets waitress's refusal from a thread.
+        return request.error is None and request.command not in READS
 
     def _flush_some(self, do_close: bool = True) -> bool:
         if self.held:

@@ -18,9 +18,10 @@ from waitress import wasyncore
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.api import Guard, create_app
-from stateous.control.edge import DEFAULT_LIMITS, Limits, Server, create_server
+from stateous.control.edge import DEFAULT_LIMITS, Limits, LoopWrites, Server, create_server
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
+from stateous.control.store.contract import PassingStore
 from stateous.model.graph_file import dump
 from tests.control.support import BACKENDS, Backend, open_backend
 
@@ -125,24 +126,18 @@ class Served:
 
 @contextmanager
 def looping(server: Server, sockets: dict[int, Any]) -> Iterator[None]:
-    """Run the loop of `server`, whose socket map is `sockets`, for a block.
+    """Run the loop of `server`, whose socket map is `sockets`, for a block, in a thread as
+    `serve` does.
 
-    The test owns the socket map and the loop, so that it can stop the loop first and close
-    every socket after, from one thread: no socket closes under a running loop.
+    The test owns the socket map, so that it can stop the loop first and close every socket
+    after, from one thread: no socket closes under a running loop.
     """
-    stopping = threading.Event()
-
-    def loop() -> None:
-        while not stopping.is_set():
-            wasyncore.loop(timeout=1.0, map=sockets, count=1, use_poll=True)
-
-    thread = threading.Thread(target=loop, name="waitress", daemon=True)
+    thread = threading.Thread(target=server.run, name="stateous-loop", daemon=True)
     thread.start()
     try:
         yield
     finally:
-        stopping.set()
-        server.pull_trigger()
+        server.stop()
         thread.join()
         server.task_dispatcher.shutdown()
         wasyncore.close_all(sockets)
@@ -157,6 +152,11 @@ def serving(
     sockets: dict[int, Any] = {}
     listener = socket.create_server(("127.0.0.1", 0))
     server = create_server(create_app(engine, guard), limits, listener, map=sockets)
+    store = engine.store
+    while isinstance(store, PassingStore):
+        store = store.store
+    if isinstance(store, LoopWrites):
+        server.share_writes(store)
     try:
         with looping(server, sockets):
             yield Served(engine, int(server.effective_port))

@@ -1,5 +1,5 @@
-"""How a write reaches the disk: on SQLite, alone in the caller's thread or in the writer's
-group; on either database, kept once answered, even across a kill -9; and the SQLite WAL
+"""How a write reaches the disk: on SQLite, alone in the caller's thread, in the writer's
+group, or in a turn of the server's loop; on either database, kept once answered, even across a kill -9; and the SQLite WAL
 checkpointed by a thread of its own, never by a write."""
 
 from __future__ import annotations
@@ -163,6 +163,107 @@ def test_writes_in_which_nothing_fails_run_no_savepoint(tmp_path: Path) -> None:
         assert sorted(names(store)) == ["alone", "first", "kept"]
         assert "SAVEPOINT operation" not in statements
         assert statements.count("ROLLBACK") == 1  # the write alone that failed
+    finally:
+        store.close()
+
+
+def committed_names(store: SqliteStore) -> list[str]:
+    """The credentials on disk, read by a thread of its own (the store reads on a
+    connection per thread, so the calling thread's turn does not show)."""
+    with ThreadPoolExecutor(1) as pool:
+        return sorted(pool.submit(names, store).result(PATIENCE))
+
+
+def test_the_writes_of_the_loop_share_one_transaction_that_ends_with_its_turn(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    statements = traced(store)
+    store.share_writes_of(threading.get_ident())
+    try:
+        put(store, "first", "h1")
+        put(store, "second", "h2")
+        assert committed_names(store) == []
+        assert store.end_loop_turn()
+        assert committed_names(store) == ["first", "second"]
+        assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
+        batches = store.writer.batch_size.read()
+        assert (batches.count, batches.total) == (1, 2.0)  # one commit of two writes
+        assert store.end_loop_turn()  # a turn that wrote nothing commits nothing
+        assert statements.count("COMMIT") == 1
+    finally:
+        store.close()
+
+
+def test_a_write_of_the_loop_that_fails_rolls_back_alone(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    try:
+        put(store, "before", "h")
+        with pytest.raises(Refused, match="after its write"):
+            store.write(fails)
+        with pytest.raises(Refused, match="kept with its write"):
+            store.write(keeps)
+        put(store, "after", "h")
+        assert store.end_loop_turn()
+        assert committed_names(store) == ["after", "before", "kept"]
+    finally:
+        store.close()
+
+
+def test_what_waits_for_a_commit_of_the_loop_runs_once_its_turn_has_committed(
+    tmp_path: Path,
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    seen: list[list[str]] = []
+    try:
+        store.after_commit(lambda: seen.append(committed_names(store)))
+        assert seen == [[]]  # nothing written in this turn: at once
+        put(store, "first", "h")
+        store.after_commit(lambda: seen.append(committed_names(store)))
+        assert seen == [[]]
+        assert store.end_loop_turn()
+        assert seen == [[], ["first"]]
+        with ThreadPoolExecutor(1) as pool:  # another thread's writes return committed
+            pool.submit(put, store, "second", "h").result(PATIENCE)
+            pool.submit(store.after_commit, lambda: seen.append(["other"])).result(PATIENCE)
+        assert seen[-1] == ["other"]
+    finally:
+        store.close()
+
+
+def test_a_write_of_another_thread_waits_for_the_loops_turn_to_commit(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    try:
+        put(store, "loop", "h")
+        with ThreadPoolExecutor(1, thread_name_prefix="request") as pool:
+            other = pool.submit(put, store, "request", "h")
+            wait_queued(store, 1)
+            assert not other.done()
+            assert store.end_loop_turn()
+            assert other.result(PATIENCE).startswith("request")
+        assert committed_names(store) == ["loop", "request"]
+    finally:
+        store.close()
+
+
+def test_a_turn_of_the_loop_whose_commit_fails_keeps_none_of_its_writes(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    after: list[str] = []
+    try:
+        put(store, "lost", "h")
+        store.after_commit(lambda: after.append("ran"))
+        store._writer.set_commit_hook(lambda: True)  # SQLite turns the COMMIT into a rollback
+        assert not store.end_loop_turn()
+        store._writer.set_commit_hook(None)
+        assert after == []
+        assert committed_names(store) == []
+        put(store, "next", "h")  # the store goes on
+        assert store.end_loop_turn()
+        assert committed_names(store) == ["next"]
     finally:
         store.close()
 
