@@ -1,6 +1,6 @@
 """How a write reaches the disk: on SQLite, alone in the caller's thread, in the writer's
-group, or in a turn of the server's loop; on either database, kept once answered, even across a kill -9; and the SQLite WAL
-checkpointed by a thread of its own, never by a write."""
+group, or in a turn of the server's loop; on either database, kept once answered, even
+across a kill -9; and the SQLite WAL checkpointed by a thread of its own, never by a write."""
 
 from __future__ import annotations
 
