@@ -88,6 +88,7 @@ NO_WATERMARK = 2**62
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _encode = msgspec.json.Encoder().encode
+log = logging.getLogger("stateous.control.edge")
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,7 +412,7 @@ class Channel(HTTPChannel):
 class LoopWrites(Protocol):
     """A store whose writes from one thread can share a transaction per turn of its loop."""
 
-    def share_writes_of(self, loop: int) -> None: ...
+    def share_writes_of(self, loop: int | None) -> None: ...
     def end_loop_turn(self) -> bool: ...
 
 
@@ -452,6 +453,8 @@ class Server(TcpWSGIServer):
                 self.serve_writes()
         finally:
             self.end_turn()
+            if self.loop_writes is not None:
+                self.loop_writes.share_writes_of(None)
 
     def stop(self) -> None:
         """Make `run` return after the turn under way (from any thread)."""
@@ -487,7 +490,13 @@ class Server(TcpWSGIServer):
             channel = self.writing.pop(0)
             channel.held = True
             self.held.append(channel)
-            channel.service()
+            try:
+                channel.service()
+            except Exception:
+                # As waitress's request threads do: one request's failure ends its
+                # connection, not the server.
+                log.exception("serving a request on the loop failed")
+                channel.close_now()
 
     def close(self) -> None:
         self.waiting_room.close()

@@ -191,6 +191,9 @@ def test_the_writes_of_the_loop_share_one_transaction_that_ends_with_its_turn(
         assert (batches.count, batches.total) == (1, 2.0)  # one commit of two writes
         assert store.end_loop_turn()  # a turn that wrote nothing commits nothing
         assert statements.count("COMMIT") == 1
+        store.share_writes_of(None)  # the loop has ended: this thread writes as any other
+        put(store, "third", "h3")
+        assert committed_names(store) == ["first", "second", "third"]
     finally:
         store.close()
 

@@ -163,10 +163,11 @@ class SqliteStore:
             raise job.error
         return job.result  # type: ignore[no-any-return]
 
-    def share_writes_of(self, loop: int) -> None:
+    def share_writes_of(self, loop: int | None) -> None:
         """From now on, the writes of the thread `loop` (the server's, which reads many
         requests in one turn) share one transaction until `end_loop_turn` commits it: one
-        sync for them all, and no hand-off to another thread."""
+        sync for them all, and no hand-off to another thread. None once the loop has
+        ended, since a later thread may get its number."""
         self._loop = loop
 
     def end_loop_turn(self) -> bool:
