@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stateous.control import stats
@@ -53,9 +54,13 @@ PLAIN = (
 
 
 class HttpMetrics:
-    """Falcon middleware that counts every request and times it, by route template."""
+    """Falcon middleware that counts every request and times it, by route template.
 
-    def __init__(self) -> None:
+    `after_commit` is the store's: a write that the server's loop serves is answered once
+    its turn commits, after the app is done with it, so its time runs to that commit."""
+
+    def __init__(self, after_commit: Callable[[Callable[[], None]], None]) -> None:
+        self.after_commit = after_commit
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, str], int] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
@@ -69,11 +74,9 @@ class HttpMetrics:
         started = getattr(req.context, "started", None)
         if started is None or getattr(req.context, "parked", False):
             return  # a claim parked to wait is counted once answered
-        self.observe(
-            req.uri_template or UNMATCHED,
-            req.method,
-            str(resp.status_code),
-            time.perf_counter() - started,
+        route, method, status = req.uri_template or UNMATCHED, req.method, str(resp.status_code)
+        self.after_commit(
+            lambda: self.observe(route, method, status, time.perf_counter() - started)
         )
 
     def observe(self, route: str, method: str, status: str, seconds: float) -> None:

@@ -5,7 +5,9 @@ counters after a restart, and the HTTP requests by route template."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from stateous.control.engine import Engine
 from stateous.control.errors import EventNotAllowed, TokenNotActive
 from stateous.control.graph import Graph
 from stateous.control.store import from_column
+from stateous.control.store.sqlite import SqliteStore
 from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving, write_graph
 from tests.control.support import Backend, Clock, connected, counts_drift
@@ -256,6 +259,29 @@ def test_http_requests_are_counted_by_route_template(served: Served) -> None:
     assert not any("ORDER-1" in text or "NOPE" in text for text in labels)
     assert value(samples, "stateous_writer_commit_seconds_count") >= 1
     assert value(samples, "stateous_writer_batch_size_count") >= 1
+
+
+def test_the_time_of_a_write_on_sqlite_runs_to_its_commit(tmp_path: Path) -> None:
+    """The loop commits its turn's writes after their answers are made: their time does
+    not end before the commit, when the answer leaves."""
+    store = SqliteStore(tmp_path / "db.sqlite")
+    engine = Engine(Graph.load(write_graph(tmp_path)), store, lease=120)
+
+    def slow_commit() -> bool:
+        time.sleep(0.2)
+        return False  # go on with the commit
+
+    with serving(engine) as served:
+        store._writer.set_commit_hook(slow_commit)
+        status, _, _ = served.request(
+            "POST", "/tokens", {"token": "ORDER-1", "context": {"title": "t"}}
+        )
+        assert status == 201
+        store._writer.set_commit_hook(None)
+        samples = scrape(served)
+    route = {"route": "/tokens", "method": "POST"}
+    assert value(samples, "stateous_http_request_duration_seconds_count", **route) == 1
+    assert value(samples, "stateous_http_request_duration_seconds_sum", **route) >= 0.2
 
 
 def test_writers_at_once_count_every_change(backend: Backend, clock: Clock) -> None:
