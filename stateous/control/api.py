@@ -500,7 +500,7 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    http = metrics.HttpMetrics(engine.store.after_commit)
+    http = metrics.HttpMetrics(engine)
     app = falcon.App(middleware=[http] if guard is None else [http, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from stateous.control import stats
@@ -56,11 +55,11 @@ PLAIN = (
 class HttpMetrics:
     """Falcon middleware that counts every request and times it, by route template.
 
-    `after_commit` is the store's: a write that the server's loop serves is answered once
-    its turn commits, after the app is done with it, so its time runs to that commit."""
+    A write that the server's loop serves is answered once its turn commits, after the
+    app is done with it, so its time runs to that commit (`Store.after_commit`)."""
 
-    def __init__(self, after_commit: Callable[[Callable[[], None]], None]) -> None:
-        self.after_commit = after_commit
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, str], int] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
@@ -75,7 +74,7 @@ class HttpMetrics:
         if started is None or getattr(req.context, "parked", False):
             return  # a claim parked to wait is counted once answered
         route, method, status = req.uri_template or UNMATCHED, req.method, str(resp.status_code)
-        self.after_commit(
+        self.engine.store.after_commit(
             lambda: self.observe(route, method, status, time.perf_counter() - started)
         )
 
