@@ -26,8 +26,10 @@ SMALL = [
     "--control-kills", "1", "--cut", "0.1", "--lease", "2s", "--work", "0.1",
     "--timeout", "60",
 ]  # fmt: skip
+# A kill of the serving control plane waits until the last one killed is back (1 to 3 s
+# with this lease): the run must last past that, or its later kills never come.
 STANDBY = [
-    "--standby", "--seed", "7", "--tokens", "30", "--supervisors", "2", "--kills", "2",
+    "--standby", "--seed", "7", "--tokens", "60", "--supervisors", "2", "--kills", "2",
     "--control-kills", "2", "--cut", "0.1", "--lease", "2s", "--work", "0.1",
     "--timeout", "60",
 ]  # fmt: skip
@@ -64,7 +66,7 @@ def test_a_small_seeded_chaos_run_with_a_standby_takes_over_at_each_kill_and_pas
     code = chaos.main([*STANDBY, "--db", "sqlite"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "tokens: 30 (30 completed)" in out, out
+    assert "tokens: 60 (60 completed)" in out, out
     assert "kills: 2 of supervisors, 2 of the control plane" in out, out
     took = re.search(r"takeovers: 2; from the kill to the standby serving: max ([\d.]+) s", out)
     assert took and float(took[1]) < 2.0, out

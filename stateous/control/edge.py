@@ -432,6 +432,9 @@ class Server(TcpWSGIServer):
         self.writing: list[Channel] = []
         #: The connections whose answers wait for the turn's commit.
         self.held: list[Channel] = []
+        #: Held connections whose next request reads: it goes to a request thread after
+        #: the commit, so that it sees what the request before it wrote.
+        self.after_turn: list[Channel] = []
         self.stopped = False
 
     def share_writes(self, store: LoopWrites) -> None:
@@ -453,6 +456,7 @@ class Server(TcpWSGIServer):
                 self.serve_writes()
         finally:
             self.end_turn()
+            self.loop_thread = None
             if self.loop_writes is not None:
                 self.loop_writes.share_writes_of(None)
 
@@ -461,26 +465,42 @@ class Server(TcpWSGIServer):
         self.stopped = True
         self.pull_trigger()
 
+    def pull_trigger(self) -> None:
+        # The loop asks every connection what it waits for before it polls again, so it
+        # need not wake itself; and its pipe, which only the loop drains, would fill.
+        if threading.get_ident() != self.loop_thread:
+            super().pull_trigger()
+
     def end_turn(self) -> None:
-        """Commit the writes the loop served, then let their answers go; when the commit
-        failed, close their connections instead: no answer says the change is on disk."""
+        """Commit the writes the loop served, then let their answers go and hand the reads
+        that waited for them to the request threads; when the commit failed, close their
+        connections instead: no answer says the change is on disk."""
         held, self.held = self.held, []
-        committed = self.loop_writes is None or self.loop_writes.end_loop_turn()
-        for channel in held:
-            channel.held = False
-            if not committed:
-                channel.close_now()
+        reads, self.after_turn = self.after_turn, []
+        committed = False
+        try:
+            committed = self.loop_writes is None or self.loop_writes.end_loop_turn()
+        finally:
+            for channel in held:
+                channel.held = False
+                if not committed:
+                    if channel.waiting is not None:
+                        channel.waiter.leave()  # its claim never got to wait
+                    channel.close_now()
+            if committed:
+                for channel in reads:
+                    super().add_task(channel)
 
     def add_task(self, task: Any) -> None:
         channel: Channel = task
-        if (
-            self.loop_writes is None
-            or threading.get_ident() != self.loop_thread
-            or not channel.writes()
-        ):
+        if self.loop_writes is None or threading.get_ident() != self.loop_thread:
             super().add_task(channel)
-        else:
+        elif channel.writes():
             self.writing.append(channel)
+        elif channel.held:
+            self.after_turn.append(channel)
+        else:
+            super().add_task(channel)
 
     def serve_writes(self) -> None:
         """Serve the requests that may write queued in this turn (and the requests that

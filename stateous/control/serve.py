@@ -296,7 +296,9 @@ class ControlPlane:
         # thread waits on an event: a join that a signal interrupts may leave the thread
         # marked as ended while it runs on.
         ended = threading.Event()
-        loop = threading.Thread(target=self._loop, args=(server, ended), name="stateous-loop")
+        loop = threading.Thread(
+            target=self._loop, args=(server, ended), name="stateous-loop", daemon=True
+        )
         try:
             if self.waiting is None:
                 self._start_serving()

@@ -144,6 +144,21 @@ def test_an_idle_kept_alive_connection_is_closed_after_the_channel_timeout(
     assert closed
 
 
+# Pipelined requests: each sees what the one before it wrote.
+
+
+def test_a_read_pipelined_after_a_write_sees_the_write(served: Served) -> None:
+    rounds = 20
+    for number in range(rounds):
+        token = f"PIPE-{number}"
+        start = request_bytes("POST", "/tokens", {"token": token, "context": {"title": "x"}})
+        fire = request_bytes("POST", f"/tokens/{token}/events/submitted")
+        read = request_bytes("GET", f"/tokens/{token}", headers={"Connection": "close"})
+        replies, _ = exchange(served.port, start + fire + read)
+        assert [reply.status for reply in replies] == [201, 200, 200], replies
+        assert replies[2].body["state"] == replies[1].body["state"] == "review", replies
+
+
 # Bodies past the limit, refused before they are read.
 
 

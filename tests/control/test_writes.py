@@ -236,6 +236,30 @@ def test_what_waits_for_a_commit_of_the_loop_runs_once_its_turn_has_committed(
         store.close()
 
 
+def test_what_waits_for_a_commit_of_the_loop_and_fails_stops_nothing_else(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    ran: list[str] = []
+
+    def breaks() -> None:
+        raise RuntimeError("a listener broke")
+
+    try:
+        put(store, "first", "h")
+        store.after_commit(breaks)
+        store.after_commit(lambda: ran.append("after"))
+        assert store.end_loop_turn()
+        assert ran == ["after"]
+        assert "a listener broke" in caplog.text
+        put(store, "second", "h")  # the turn to write was passed on
+        assert store.end_loop_turn()
+        assert committed_names(store) == ["first", "second"]
+    finally:
+        store.close()
+
+
 def test_a_write_of_another_thread_waits_for_the_loops_turn_to_commit(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "db.sqlite")
     store.share_writes_of(threading.get_ident())

@@ -183,14 +183,20 @@ class SqliteStore:
             self.writer.committed(time.perf_counter() - started, turn.writes)
         except apsw.Error as ex:
             log.error("a commit failed: %s", ex)
-            if not connection.getautocommit():
-                connection.execute("ROLLBACK")
+            with contextlib.suppress(apsw.Error):
+                if not connection.getautocommit():
+                    connection.execute("ROLLBACK")
             return False
         finally:
             turn.hold.release()
             self._pass_turn()
         for then in turn.after:
-            then()
+            try:
+                then()
+            except Exception:
+                # In a request thread it would fail that request; here it must not stop
+                # the loop, nor what else waited for the commit.
+                log.exception("what waited for a commit failed")
         return True
 
     def after_commit(self, then: Callable[[], None]) -> None:
@@ -281,9 +287,12 @@ class SqliteStore:
             self._writing = True
         try:
             self._writer.execute("BEGIN IMMEDIATE")
-        except apsw.BusyError:
+        except BaseException as ex:
             self._pass_turn()
-            raise DatabaseBusy("the database is busy; try again") from None
+            error = failure(ex)
+            if error is ex:
+                raise
+            raise error from None
         self._loop_turn = _LoopTurn(self.positions.hold())
         return self._loop_turn
 
