@@ -2,8 +2,8 @@
 
 Run: .venv/bin/python bench/bench_edge.py [--seconds 5] [--runs 2]
 Needs `wrk`. Serves the workflow of bench_serve.py on a fresh SQLite file in three ways,
-alternating: `stateous serve` (waitress: a loop thread and a pool of request threads,
-writes committed in groups), and the same WSGI app, the same engine and store, behind a
+alternating: `stateous serve` (waitress: a loop thread and a pool of request threads;
+since the loop serves the writes itself, once a turn), and the same WSGI app, the same engine and store, behind a
 loop of one thread written here (selectors; it reads a request, calls the app and sends
 the answer in that thread, so every write commits alone, with its own sync). Prints, per
 phase (GET /health, starts, fires, claim-and-report cycles; 8 keep-alive clients), the
@@ -16,9 +16,8 @@ between threads (bench/README.md, "Where a request's time goes under load").
 A third way, "a commit a turn", serves from the same loop but commits once a turn: the
 first write of a turn of the loop opens a transaction, each write runs in a savepoint of
 its own, and the answers of the turn are sent after its one commit, so that the writes of
-several clients share a sync as the group commit of `serve` makes them do. It swaps the
-store's class to do so; waking waiting claims and publishing to streams, which `serve`
-does after a commit, would here come before it.
+several clients share a sync as the group commit of `serve` makes them do, through the
+store's own turns (`SqliteStore.share_writes_of`, `end_loop_turn`), which `serve` now uses.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,9 +53,7 @@ from bench_serve import (  # noqa: E402
 )
 
 from stateous.compiler.compile import compile_workflow  # noqa: E402
-from stateous.control.store.contract import KeepAndRaise  # noqa: E402
-from stateous.control.store.positions import Hold  # noqa: E402
-from stateous.control.store.sqlite import SqliteStore, SqliteTx  # noqa: E402
+from stateous.control.store.sqlite import SqliteStore  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
 
 EDGES = ("waitress", "one thread", "a commit a turn")
@@ -115,49 +113,16 @@ def complete(buffer: bytes) -> tuple[bytes, bytes, bytes] | None:
     return head, rest[:length], rest[length:]
 
 
-class TurnStore(SqliteStore):
-    """A SQLite store whose writes share one transaction until `end_turn` commits it."""
-
-    turn: Hold | None = None
-
-    def write(self, operation: Callable[[Any], Any]) -> Any:
-        connection = self._writer
-        if self.turn is None:
-            with self._turn:  # the checkpointer pauses writes as it does for `serve`'s
-                while self._writing or self._pausing:
-                    self._turn.wait()
-                self._writing = True
-            connection.execute("BEGIN IMMEDIATE")
-            self.turn = self.positions.hold()
-        connection.execute("SAVEPOINT operation")
-        try:
-            result = SqliteTx(connection, self.clock(), self.turn).run(operation)
-        except KeepAndRaise as kept:
-            connection.execute("RELEASE operation")
-            raise kept.error from None
-        except BaseException:
-            connection.execute("ROLLBACK TO operation")
-            connection.execute("RELEASE operation")
-            raise
-        connection.execute("RELEASE operation")
-        return result
-
-    def end_turn(self) -> None:
-        if self.turn is not None:
-            self._writer.execute("COMMIT")
-            self.turn.release()
-            self.turn = None
-            self._pass_turn()
-
-
 def serve_one_thread(graph: str, db: str, port: int, per_turn: bool) -> None:
     """Serve the control plane's app from this thread alone, until killed; with
     `per_turn`, the writes of a turn of the loop commit together before it answers."""
     from stateous.control.serve import ControlPlane
 
     plane = ControlPlane(graph, db, f"127.0.0.1:{port}", 120.0, no_auth=True)
+    store = plane.store
+    assert isinstance(store, SqliteStore)
     if per_turn:
-        plane.store.__class__ = TurnStore
+        store.share_writes_of(threading.get_ident())
     app = plane._app()
     listener = plane.listener
     listener.listen(128)
@@ -189,7 +154,7 @@ def serve_one_thread(graph: str, db: str, port: int, per_turn: bool) -> None:
                 answers.append((connection, answer(app, port, head, body)))
             buffers[connection] = buffer
         if per_turn:
-            plane.store.end_turn()  # type: ignore[attr-defined]
+            store.end_loop_turn()
         for connection, whole in answers:
             connection.sendall(whole)
 

@@ -176,20 +176,13 @@ class SqliteStore:
         turn, self._loop_turn = self._loop_turn, None
         if turn is None:
             return True
-        connection = self._writer
-        started = time.perf_counter()
         try:
-            connection.execute("COMMIT")
-            self.writer.committed(time.perf_counter() - started, turn.writes)
-        except apsw.Error as ex:
-            log.error("a commit failed: %s", ex)
-            with contextlib.suppress(apsw.Error):
-                if not connection.getautocommit():
-                    connection.execute("ROLLBACK")
-            return False
+            failed = self._commit_now(turn.writes)
         finally:
             turn.hold.release()
             self._pass_turn()
+        if failed is not None:
+            return False
         for then in turn.after:
             try:
                 then()
@@ -260,24 +253,11 @@ class SqliteStore:
         """Run a write of the loop in the transaction of its turn, opening it first if
         need be; in a savepoint, so that one that fails rolls back alone."""
         turn = self._loop_turn or self._open_loop_turn()
-        connection = self._writer
-        connection.execute("SAVEPOINT operation")
-        try:
-            result = SqliteTx(connection, self.clock(), turn.hold).run(operation)
-        except KeepAndRaise as kept:
-            connection.execute("RELEASE operation")
-            turn.writes += 1
-            raise kept.error from None
-        except BaseException as ex:
-            connection.execute("ROLLBACK TO operation")
-            connection.execute("RELEASE operation")
-            error = failure(ex)
-            if error is ex:
-                raise
-            raise error from None
-        connection.execute("RELEASE operation")
+        result, error = self._in_savepoint(operation, turn.hold)
         turn.writes += 1
-        return result
+        if error is not None:
+            raise error
+        return result  # type: ignore[no-any-return]
 
     def _open_loop_turn(self) -> _LoopTurn:
         """Take the turn to write, as a group's leader does, and begin the transaction."""
@@ -289,10 +269,7 @@ class SqliteStore:
             self._writer.execute("BEGIN IMMEDIATE")
         except BaseException as ex:
             self._pass_turn()
-            error = failure(ex)
-            if error is ex:
-                raise
-            raise error from None
+            raise failure(ex) from None
         self._loop_turn = _LoopTurn(self.positions.hold())
         return self._loop_turn
 
@@ -358,17 +335,27 @@ class SqliteStore:
             if not batch or not self._begin(batch):
                 return
             self._run_apart(batch, hold)
+        failed = self._commit_now(len(batch))
+        if failed is not None:
+            for job in batch:
+                job.result = None
+                job.error = DatabaseBusy(f"the database could not commit ({failed}); try again")
+
+    def _commit_now(self, operations: int) -> apsw.Error | None:
+        """Commit the write transaction of `operations` and time it; when the commit fails,
+        roll back and answer why."""
+        connection = self._writer
         started = time.perf_counter()
         try:
             connection.execute("COMMIT")
-            self.writer.committed(time.perf_counter() - started, len(batch))
         except apsw.Error as ex:
             log.error("a commit failed: %s", ex)
-            if not connection.getautocommit():
-                connection.execute("ROLLBACK")
-            for job in batch:
-                job.result = None
-                job.error = DatabaseBusy(f"the database could not commit ({ex}); try again")
+            with contextlib.suppress(apsw.Error):
+                if not connection.getautocommit():
+                    connection.execute("ROLLBACK")
+            return ex
+        self.writer.committed(time.perf_counter() - started, operations)
+        return None
 
     def _begin(self, batch: list[_Job]) -> bool:
         """Begin the write transaction; when the database is busy, refuse every job."""
@@ -395,17 +382,24 @@ class SqliteStore:
 
     def _run_apart(self, batch: list[_Job], hold: Hold) -> None:
         """Run every operation in a savepoint of its own: one that fails rolls back alone."""
-        connection = self._writer
         for job in batch:
-            job.result, job.error = None, None
-            connection.execute("SAVEPOINT operation")
-            try:
-                job.result = SqliteTx(connection, self.clock(), hold).run(job.operation)
-            except KeepAndRaise as ex:
-                job.error = ex.error
-            except BaseException as ex:
-                connection.execute("ROLLBACK TO operation")
-                job.result, job.error = None, failure(ex)
+            job.result, job.error = self._in_savepoint(job.operation, hold)
+
+    def _in_savepoint(
+        self, operation: Callable[[Tx], Any], hold: Hold
+    ) -> tuple[Any, BaseException | None]:
+        """Run an operation in a savepoint of the open transaction: its result, or the error
+        its caller gets (a refusal kept with what it wrote, or a failure rolled back alone)."""
+        connection = self._writer
+        connection.execute("SAVEPOINT operation")
+        try:
+            return SqliteTx(connection, self.clock(), hold).run(operation), None
+        except KeepAndRaise as ex:
+            return None, ex.error
+        except BaseException as ex:
+            connection.execute("ROLLBACK TO operation")
+            return None, failure(ex)
+        finally:
             connection.execute("RELEASE operation")
 
 
