@@ -3,9 +3,10 @@
 Run: .venv/bin/python bench/bench_edge.py [--seconds 5] [--runs 2]
 Needs `wrk`. Serves the workflow of bench_serve.py on a fresh SQLite file in three ways,
 alternating: `stateous serve` (waitress: a loop thread and a pool of request threads;
-since the loop serves the writes itself, once a turn), and the same WSGI app, the same engine and store, behind a
-loop of one thread written here (selectors; it reads a request, calls the app and sends
-the answer in that thread, so every write commits alone, with its own sync). Prints, per
+since the loop serves the writes itself, once a turn), and the same WSGI app, the same
+engine and store, behind a loop of one thread written here (selectors; it reads a
+request, calls the app and sends the answer in that thread, so every write commits alone,
+with its own sync). Prints, per
 phase (GET /health, starts, fires, claim-and-report cycles; 8 keep-alive clients), the
 rate, p99, the server's CPU time and context switches per request.
 
