@@ -94,9 +94,19 @@ RULES: dict[tuple[str, str], Rule | None] = {
 }
 
 
+def _route(method: str, template: str) -> tuple[str, str]:
+    """The key of a request's route in `RULES`: `HEAD` is the `GET` of its path."""
+    return ("GET" if method == "HEAD" else method, template)
+
+
+def has_rule(method: str, template: str) -> bool:
+    """Whether the path takes the method (else Falcon answers 405 `method_not_allowed`)."""
+    return _route(method, template) in RULES
+
+
 def rule_of(method: str, template: str) -> Rule | None:
     """The rule of a route; a route without one is a mistake that `test_access` catches."""
-    return RULES[("GET" if method == "HEAD" else method, template)]
+    return RULES[_route(method, template)]
 
 
 def new_secret() -> str:

@@ -20,7 +20,6 @@ import msgspec
 
 from stateous.control import metrics, openapi, stats, ui
 from stateous.control.access import (
-    RULES,
     SIGNATURES,
     Access,
     Caller,
@@ -29,6 +28,7 @@ from stateous.control.access import (
     allow,
     check_host,
     check_origin,
+    has_rule,
     rule_of,
     signed_by,
 )
@@ -204,7 +204,7 @@ class Guard:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
-        if (req.method, req.uri_template) not in RULES and req.method != "HEAD":
+        if not has_rule(req.method, req.uri_template):
             return  # a method the path does not take: Falcon answers 405
         rule = rule_of(req.method, req.uri_template)
         if rule is None:

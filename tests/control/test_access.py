@@ -185,6 +185,16 @@ def test_each_route_asks_the_rule_of_the_route_table(plane: Plane) -> None:
             assert head[0] == 401
 
 
+def test_head_on_a_path_that_takes_no_get_is_refused_with_405(plane: Plane) -> None:
+    started(plane)
+    before = plane.ask("GET", "/tokens/ORDER-1/history", who="ops")
+    for (_, template), (path, _) in REQUESTS.items():
+        if ("GET", template) not in RULES:
+            assert plane.served.request("HEAD", path)[0] == 405, path
+            assert plane.ask("HEAD", path, who="ops")[0] == 405, path
+    assert plane.ask("GET", "/tokens/ORDER-1/history", who="ops") == before
+
+
 def test_a_webhook_fires_only_its_own_events(plane: Plane) -> None:
     started(plane)
     status, answer = plane.ask("POST", "/tokens/ORDER-1/events/reviewed", who="hook")
