@@ -131,9 +131,9 @@ class Engine:
     def start(
         self, token: str, context: dict[str, Any] | None = None, *, by: str | None = None
     ) -> tuple[TokenView, bool]:
-        """Start a token, or answer the one that exists with this id."""
+        """Start a token, or answer the one that exists with this id, whatever the context
+        (the context is checked only for a token that is new)."""
         checks.token_id(token)
-        checked = checks.context(self.graph.top, context)
 
         def operation(tx: Tx) -> tuple[TokenView, bool]:
             existing = tx.token_any_case(token)
@@ -143,6 +143,7 @@ class Engine:
                 raise InvalidTokenId(
                     f"{token!r} differs only in case from the token {existing.token!r}"
                 )
+            checked = checks.context(self.graph.top, context)
             flow = self.graph.top
             choice = self.moves.first_choice(flow, checked)
             if choice is None:

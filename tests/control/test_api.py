@@ -99,12 +99,21 @@ def test_starting_a_new_token_answers_201_with_the_token(served: Served) -> None
     assert TIME.match(body["entered_at"])
 
 
-def test_starting_an_existing_token_answers_200_with_it_unchanged(served: Served) -> None:
+@pytest.mark.parametrize(
+    "again",
+    [
+        {"token": "ORDER-1", "context": {"title": "other"}},
+        {"token": "ORDER-1"},
+        {"token": "ORDER-1", "context": {"title": 5}},
+    ],
+    ids=["another context", "no context", "a context that does not fit"],
+)
+def test_starting_an_existing_token_answers_200_with_it_unchanged(
+    served: Served, again: dict[str, Any]
+) -> None:
     first = start(served, "ORDER-1", "first")
     length = len(history(served, "ORDER-1"))
-    status, _, body = served.request(
-        "POST", "/tokens", {"token": "ORDER-1", "context": {"title": "other"}}
-    )
+    status, _, body = served.request("POST", "/tokens", again)
     assert status == 200
     assert body == first
     assert len(history(served, "ORDER-1")) == length
