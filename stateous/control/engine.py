@@ -508,7 +508,8 @@ class Engine:
                 tx.save_task(row)
                 tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
                 return view(token)
-            event = body.event or ""
+            event = body.event
+            assert event is not None  # `ReportBody` refuses a report of an event without one
             if not flow.emits(token.state, event):
                 self.moves.refuse(tx, token, event, f"{token.state!r} cannot emit {event!r}")
             arrival = Arrival(

@@ -174,6 +174,10 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     attempt: int | None = None
     supervisor: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.kind == "event" and self.event is None:
+            raise ValueError("a report of kind `event` names its event")
+
 
 class NoteBody(msgspec.Struct, kw_only=True):
     text: str

@@ -843,6 +843,14 @@ REFUSALS = [
         {"kind": "finished"},
     ),
     Refusal(
+        "a report of an event that names none",
+        "POST",
+        "/tasks/{review}/report",
+        422,
+        "invalid_body",
+        {"kind": "event", **LIVE},
+    ),
+    Refusal(
         "a note without text", "POST", "/tasks/{review}/note", 422, "invalid_body", {"attempt": 2}
     ),
     Refusal(
