@@ -339,8 +339,10 @@ class Token(Resource):
         self, req: falcon.Request, resp: falcon.Response, token: str, event: str
     ) -> None:
         body = read_shape(req, wire.FireBody)
-        # GitHub names each delivery, and a redelivery by the same name.
-        key = req.get_header("Idempotency-Key") or req.get_header("X-GitHub-Delivery")
+        key = req.get_header("Idempotency-Key")
+        if key is None:
+            # GitHub names each delivery, and a redelivery by the same name.
+            key = req.get_header("X-GitHub-Delivery")
         answer(resp, self.engine.fire(token, event, body.payload, key, by=caller(req)))
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:

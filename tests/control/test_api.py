@@ -700,6 +700,15 @@ REFUSALS = [
         {"payload": {"note": "hm"}},
     ),
     Refusal(
+        "an empty idempotency key",
+        "POST",
+        "/tokens/ORDER-1/events/reviewed",
+        422,
+        "invalid_payload",
+        {"payload": {"approved": True}},
+        headers={"Idempotency-Key": ""},
+    ),
+    Refusal(
         "an idempotency key of 257 characters",
         "POST",
         "/tokens/ORDER-1/events/reviewed",
