@@ -100,8 +100,14 @@ def _route(method: str, template: str) -> tuple[str, str]:
 
 
 def has_rule(method: str, template: str) -> bool:
-    """Whether the path takes the method (else Falcon answers 405 `method_not_allowed`)."""
+    """Whether the path takes the method."""
     return _route(method, template) in RULES
+
+
+def methods_of(template: str) -> list[str]:
+    """The methods that a path takes, for the `Allow` header of a 405: `HEAD` beside `GET`."""
+    methods = {method for method, path in RULES if path == template}
+    return sorted(methods | {"HEAD"} if "GET" in methods else methods)
 
 
 def rule_of(method: str, template: str) -> Rule | None:

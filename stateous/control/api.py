@@ -29,6 +29,7 @@ from stateous.control.access import (
     check_host,
     check_origin,
     has_rule,
+    methods_of,
     rule_of,
     signed_by,
 )
@@ -187,6 +188,18 @@ def caller(req: falcon.Request) -> str | None:
     return None if who is None else who.name
 
 
+class Methods:
+    """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
+    whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
+    know with 400), so that each route takes exactly the methods of the route table."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
+    ) -> None:
+        if resource is not None and not has_rule(req.method, req.uri_template):
+            raise falcon.HTTPMethodNotAllowed(methods_of(req.uri_template))
+
+
 class Guard:
     """Falcon middleware: the browser's limits on every request, then the caller's credential
     against the rule of the route it reached."""
@@ -204,8 +217,6 @@ class Guard:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
-        if not has_rule(req.method, req.uri_template):
-            return  # a method the path does not take: Falcon answers 405
         rule = rule_of(req.method, req.uri_template)
         if rule is None:
             return
@@ -503,7 +514,8 @@ def create_app(
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     http = metrics.HttpMetrics(engine)
-    app = falcon.App(middleware=[http] if guard is None else [http, guard])
+    middleware: list[object] = [http, Methods()]
+    app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http)
     app.add_route("/health", Health(engine, warning))

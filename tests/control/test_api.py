@@ -468,6 +468,9 @@ REFUSALS = [
     Refusal("deleting a token", "DELETE", "/tokens/ORDER-1", 405, "method_not_allowed"),
     Refusal("reading the claim route", "GET", "/tasks/claim", 405, "method_not_allowed"),
     Refusal("posting to health", "POST", "/health", 405, "method_not_allowed"),
+    Refusal("asking a path's options", "OPTIONS", "/tokens", 405, "method_not_allowed"),
+    Refusal("a method no route takes", "BREW", "/tokens/ORDER-1", 405, "method_not_allowed"),
+    Refusal("a method no route takes on no path", "BREW", "/nowhere", 404, "not_found"),
     Refusal(
         "posting a memory write",
         "POST",
@@ -1052,10 +1055,11 @@ def test_each_refusal_answers_its_code_and_changes_nothing(
     assert snapshot(served) == (tokens, lengths)
 
 
-def test_a_refused_method_keeps_the_allow_header(served: Served) -> None:
-    status, headers, body = served.request("DELETE", "/tokens")
+@pytest.mark.parametrize("method", ["DELETE", "OPTIONS", "BREW"])
+def test_a_refused_method_names_what_the_path_takes_in_allow(served: Served, method: str) -> None:
+    status, headers, body = served.request(method, "/tokens")
     assert (status, body["code"]) == (405, "method_not_allowed")
-    assert {"GET", "POST"} <= {method.strip() for method in headers["allow"].split(",")}
+    assert headers["allow"] == "GET, HEAD, POST"
 
 
 # The limits of a body: its size and its nesting.
