@@ -328,7 +328,7 @@ class ControlPlane:
             wasyncore.loop(timeout=0.05, map=server._map, count=20, use_poll=True)
             wasyncore.close_all(server._map)
             self._close()
-        for why in (self.lost and self.lost.cause, self.failed):
+        for why in (self.lost and self.lost.cause, self.failed, companion and companion.failure):
             if why:
                 print(f"error: {why}; this control plane stopped", file=self.err)
                 return 1
@@ -428,7 +428,10 @@ class Draining(ThreadedTaskDispatcher):
 
 
 class Companion(Protocol):
-    """Something that runs beside the server and must stop before it."""
+    """Something that runs beside the server and must stop before it; `failure` says why it
+    ended by itself, if it did."""
+
+    failure: Exception | None
 
     def request_stop(self) -> None: ...
     def wait(self) -> None: ...

@@ -479,7 +479,9 @@ class Supervisor:
     def request_stop(self) -> None:
         """Stop from another thread or a signal: first gracefully, then at once."""
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._on_signal)
+            # A loop that has closed belongs to a supervisor that has ended: nothing to stop.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(self._on_signal)
 
     def _on_signal(self) -> None:
         if not self.stopping:

@@ -777,6 +777,24 @@ def test_an_unreachable_control_plane_is_tried_again_with_a_growing_wait_until_a
 # serve --supervise
 
 
+def test_serve_with_supervise_of_a_contract_for_another_version_stops_with_one_line(
+    launcher: Launcher, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    other = graph.parent / "other.json"
+    write_graph(other, review_timeout="2h")
+    folder = write_folder(tmp_path / "box-1", "http://127.0.0.1:1", other)
+    served = launcher.serve(graph, db, "--supervise", str(folder))
+
+    code = served.process.wait(timeout=10)
+    served.rest(5)
+
+    assert code == 1
+    assert not [line for line in served.lines if "Traceback" in line]
+    (error,) = [line for line in served.lines if line.startswith("error: ")]
+    assert error.startswith(f"error: {folder / 'contract.py'} is for another version of the ")
+    assert error.endswith("; this control plane stopped")
+
+
 def test_serve_with_supervise_runs_both_in_one_process_and_sigint_stops_both(
     launcher: Launcher, graph: Path, db: Path, tmp_path: Path
 ) -> None:
