@@ -156,10 +156,15 @@ def sentence(kind: str, data: Data, *, resuming: bool = False) -> str:
 
 
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:
-    """Yield the `HISTORY` line, then one line per entry: date and time in UTC, `#seq`, sentence."""
-    yield HISTORY
+    """Yield the `HISTORY` line, then one line per entry: date and time in UTC, `#seq`, sentence.
+
+    The heading comes with the first entry, so that entries which cannot be read (the
+    stream of `token watch` refused) leave no heading without a history under it.
+    """
     resuming = False
-    for entry in entries:
+    for number, entry in enumerate(entries):
+        if not number:
+            yield HISTORY
         kind, data = entry["kind"], entry.get("data") or {}
         if kind in (Kind.PAUSED, Kind.RESUMED):
             resuming = kind == Kind.RESUMED

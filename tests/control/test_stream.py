@@ -251,6 +251,24 @@ def test_token_watch_prints_the_history_lines_as_they_happen_and_ends_with_the_t
     assert out.rstrip().endswith("completed")
 
 
+def test_token_watch_of_no_token_prints_only_the_refusal(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    done = subprocess.run(
+        command("token", "watch", "NOPE", "--url", served.url),
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.splitlines() == [
+        f"error: the control plane at {served.url} refused (404): no token has the id 'NOPE'"
+    ]
+
+
 def test_past_the_bound_a_stream_is_refused_while_fires_are_still_answered(
     launcher: Launcher, graph: Path, backend: Backend
 ) -> None:
