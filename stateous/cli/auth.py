@@ -9,6 +9,7 @@ when it is made, and never again; the database keeps only its SHA-256.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,10 +25,15 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def database(url: str) -> Iterator[Store]:
-    from stateous.control.store import StoreError, open_database
+def database(url: str, *, make: bool = False) -> Iterator[Store]:
+    """Open the database at `url`. A SQLite file that is not there is made only when `make`
+    (a first credential may come before the first serve): listing or revoking on a
+    mistyped `--db` says so instead of leaving a new, empty database behind."""
+    from stateous.control.store import POSTGRES, StoreError, open_database, sqlite_path
 
     try:
+        if not make and not url.startswith(POSTGRES) and not os.path.isfile(sqlite_path(url)):
+            raise CommandError(f"there is no database at {sqlite_path(url)}")
         store = open_database(url)
     except StoreError as ex:
         raise CommandError(str(ex)) from None
@@ -48,7 +54,7 @@ def run_add(args: argparse.Namespace) -> int:
 
     events = [event.strip() for event in args.events.split(",")] if args.events else None
     hmac_key = new_secret() if args.hmac else None
-    with database(args.db) as store:
+    with database(args.db, make=True) as store:
         secret = add_credential(
             store,
             args.name,

@@ -81,6 +81,14 @@ def test_bad_credentials_are_refused_in_one_line(tmp_path: Path) -> None:
         assert err.splitlines()[0].startswith(line), (args, err)
 
 
+def test_list_and_revoke_on_no_database_say_so_and_make_no_file(tmp_path: Path) -> None:
+    db = tmp_path / "typo.db"
+    for args in (("list",), ("revoke", "ops-1")):
+        code, out, err = auth(tmp_path, *args, db=db)
+        assert (code, out, err.splitlines()) == (1, "", [f"error: there is no database at {db}"])
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_revoke_counts_at_once_on_a_running_serve(tmp_path: Path, launcher: Launcher) -> None:
     db = tmp_path / "cp.db"
     _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
