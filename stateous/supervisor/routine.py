@@ -33,6 +33,8 @@ NOTE_LIMIT = 500
 #: Where a schema's references point, as msgspec and pydantic spell the model's name.
 _REF = "#/$defs/{name}"
 _PYDANTIC_REF = "#/$defs/{model}"
+#: What an outcome of an event without a payload may carry as one: none, null, or `{}`.
+NO_PAYLOAD = {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}
 MEMORY_KEY_LIMIT = 128
 _MARK = "__stateous_state__"
 
@@ -170,9 +172,9 @@ class StateRef:
                 "type": "object",
                 "properties": {
                     "event": {"const": event.name},
-                    "payload": by_type.get(event.payload_type, {"type": "null"}),
+                    "payload": by_type[event.payload_type] if event.payload_type else NO_PAYLOAD,
                 },
-                "required": ["event", "payload"],
+                "required": ["event", "payload"] if event.payload_type else ["event"],
                 "additionalProperties": False,
             }
             for event in self.emits
@@ -186,6 +188,9 @@ class StateRef:
         """Make the event that `data` names, checked; raise OutcomeError if it does not fit."""
         if not isinstance(data, dict) or not isinstance(data.get("event"), str):
             raise OutcomeError(f"an outcome of {self.name!r} is an object with an 'event' name")
+        for key in data:
+            if key not in ("event", "payload"):
+                raise OutcomeError(f"an outcome has an 'event' and a 'payload', and no {key!r}")
         event = self.event(data["event"])
         if event is None:
             names = ", ".join(repr(item.name) for item in self.emits)

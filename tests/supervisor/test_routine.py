@@ -393,7 +393,13 @@ def test_the_outcome_schema_of_a_state_has_one_choice_per_event_with_its_payload
     assert schema["title"] == "the outcome of 'review'"
     choices = {choice["properties"]["event"]["const"]: choice for choice in schema["anyOf"]}
     assert set(choices) == {"reviewed", "poke"}
-    assert choices["poke"]["properties"]["payload"] == {"type": "null"}
+    assert choices["poke"]["properties"]["payload"] == {
+        "anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]
+    }
+    assert (choices["poke"]["required"], choices["reviewed"]["required"]) == (
+        ["event"],
+        ["event", "payload"],
+    )
     assert choices["reviewed"]["properties"]["payload"] == {"$ref": "#/$defs/Verdict"}
     assert schema["$defs"]["Verdict"]["required"] == ["approved"]
     assert all(choice["additionalProperties"] is False for choice in schema["anyOf"])
@@ -404,11 +410,15 @@ def test_the_outcome_schema_accepts_exactly_what_outcome_turns_into_an_event() -
     good = [
         {"event": "reviewed", "payload": {"approved": True}},
         {"event": "poke", "payload": None},
+        {"event": "poke", "payload": {}},
+        {"event": "poke"},
     ]
     bad = [
         {"event": "submitted", "payload": None},
         {"event": "reviewed", "payload": {"approved": "yes"}},
         {"event": "reviewed"},
+        {"event": "reviewed", "payload": {"approved": True}, "why": "it is fine"},
+        {"event": "poke", "payload": {"x": 1}},
     ]
 
     for data in good:
