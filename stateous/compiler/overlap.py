@@ -37,6 +37,7 @@ from stateous.model.guards import (
 MAX_TERMS = 4096
 
 _REFS = (CtxRef, PayloadRef, CountRef)
+_ORDERING = frozenset(("<", "<=", ">", ">="))
 _NOTHING = object()
 
 
@@ -86,16 +87,40 @@ def check_pair(a: Guard, b: Guard, domain: Callable[[Ref], Domain]) -> Overlap |
     refs = list(dict.fromkeys((*a.refs, *b.refs)))
     if _nested(refs):
         return Unprovable("reads both a field and a field inside it")
+    domains = {ref: domain(ref) for ref in refs}
+    if _orders_a_list(a.root, domains) or _orders_a_list(b.root, domains):
+        return Unprovable("orders a list")
     try:
         terms = _dnf(And((a.root, b.root)), positive=True)
     except _GiveUp as ex:
         return Unprovable(ex.reason)
-    domains = {ref: domain(ref) for ref in refs}
     for term in terms:
         example = _solve(term, refs, domains)
         if example is not None:
             return Overlap(example)
     return None
+
+
+def _orders_a_list(node: Node, domains: dict[Ref, Domain]) -> bool:
+    """Tell whether a condition orders (`<`, `<=`, `>`, `>=`) a list, written or a field's:
+    always false when it runs, which the guard's author cannot have meant."""
+    match node:
+        case Compare(op=op, left=left, right=right) if op in _ORDERING:
+            return any(_a_list(side, domains) for side in (left, right))
+        case Compare(left=left, right=right):
+            return _orders_a_list(left, domains) or _orders_a_list(right, domains)
+        case Not(operand=operand) | Truth(operand=operand):
+            return _orders_a_list(operand, domains)
+        case And(items=items) | Or(items=items):
+            return any(_orders_a_list(item, domains) for item in items)
+    return False
+
+
+def _a_list(side: Node, domains: dict[Ref, Domain]) -> bool:
+    if isinstance(side, Literal):
+        return isinstance(side.value, list)
+    found = domains.get(side) if isinstance(side, _REFS) else None
+    return found is not None and "array" in found.kinds and found.kinds <= {"array", "null"}
 
 
 def _nested(refs: list[Ref]) -> bool:
