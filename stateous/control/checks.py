@@ -140,16 +140,6 @@ def context(flow: Flow, given: Any) -> dict[str, Any]:
         raise InvalidContext(f"the context does not fit the model: {ex}") from None
 
 
-def context_change(flow: Flow, changes: dict[str, Any]) -> None:
-    """Refuse a change of a field that the context model does not have: the token could not
-    keep it (a model that takes other keys lets it through)."""
-    if flow.context_fields is None:
-        return
-    for key in changes:
-        if key not in flow.context_fields:
-            raise InvalidContext(f"the context model has no field {key!r}")
-
-
 def payload(flow: Flow, event: str, given: Any) -> Any:
     """The payload of `event` as the ledger keeps it: checked against the event's model."""
     if given is not None and not isinstance(given, dict):

@@ -500,7 +500,6 @@ class Engine:
                 return view(token)
             flow = self.moves.flow(token)
             changes = body.context or {}
-            checks.context_change(flow, changes)
             merged = checks.context(flow, {**token.context, **changes}) if changes else None
             schedules = checks.schedules(flow, body.schedules)
             if body.kind == "waiting":

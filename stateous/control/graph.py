@@ -58,15 +58,6 @@ def _compiled(name: str, schema: dict[str, Any]) -> Validator:
         raise graph_file.GraphFileError(f"schemas.{name}: {ex}") from None
 
 
-def _settable(schema: Any) -> frozenset[str] | None:
-    """The fields of a context model that a change may set: those it lists, unless it says
-    what other keys may be (`additionalProperties`; false closes it in its own check)."""
-    if not isinstance(schema, Mapping) or "additionalProperties" in schema:
-        return None
-    fields = schema.get("properties")
-    return frozenset(fields) if isinstance(fields, Mapping) else None
-
-
 @dataclass(slots=True)
 class Flow:
     """One workflow of the graph, indexed for the engine."""
@@ -76,8 +67,6 @@ class Flow:
     is_top: bool
     routes: dict[tuple[str, str | None], list[Route]] = field(default_factory=dict)
     context_check: Validator = _accept_anything
-    #: The fields that a context change may set; None when the model takes other keys too.
-    context_fields: frozenset[str] | None = None
     payload_checks: dict[str, Validator] = field(default_factory=dict)
 
     def state(self, name: str) -> StateSpec:
@@ -145,10 +134,7 @@ class Graph:
         self.flows: dict[str, Flow] = {}
         for name in (document.workflow, *document.workflows):
             spec = document.workflow_spec(name)
-            flow = self._index(name, spec, checks, is_top=name == document.workflow)
-            if spec.context is not None:
-                flow.context_fields = _settable(document.schemas.get(spec.context))
-            self.flows[name] = flow
+            self.flows[name] = self._index(name, spec, checks, is_top=name == document.workflow)
         self.top = self.flows[document.workflow]
 
     @classmethod

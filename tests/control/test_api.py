@@ -687,14 +687,6 @@ REFUSALS = [
         {"kind": "waiting", "context": {"amount": "lots"}, **LIVE},
     ),
     Refusal(
-        "a report whose context change sets a field the model does not have",
-        "POST",
-        "/tasks/{review}/report",
-        422,
-        "invalid_context",
-        {"kind": "waiting", "context": {"last_failed": 3}, **LIVE},
-    ),
-    Refusal(
         "a payload that breaks its model",
         "POST",
         "/tokens/ORDER-1/events/reviewed",
