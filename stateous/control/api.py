@@ -196,7 +196,7 @@ class Methods:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
-        if resource is not None and not has_rule(req.method, req.uri_template):
+        if not has_rule(req.method, req.uri_template):
             raise falcon.HTTPMethodNotAllowed(methods_of(req.uri_template))
 
 

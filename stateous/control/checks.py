@@ -1,4 +1,4 @@
-"""What the values of a request must be, checked before any transaction begins.
+"""What the values of a request must be.
 
 Ids, names, keys, texts, attempts and limits follow the documented patterns;
 contexts, payloads and timers follow the graph's models. Each check either

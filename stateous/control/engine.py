@@ -509,7 +509,7 @@ class Engine:
                 tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
                 return view(token)
             event = body.event
-            assert event is not None  # `ReportBody` refuses a report of an event without one
+            assert event  # `ReportBody` refuses a report of an event without one
             if not flow.emits(token.state, event):
                 self.moves.refuse(tx, token, event, f"{token.state!r} cannot emit {event!r}")
             arrival = Arrival(

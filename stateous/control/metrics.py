@@ -29,6 +29,10 @@ if TYPE_CHECKING:
 
 #: The route label of a request that matched no route.
 UNMATCHED = "unmatched"
+#: The methods counted under their own name; any other counts as `other`, so that
+#: made-up methods cannot add series without end.
+METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
+OTHER_METHOD = "other"
 #: The outcomes of a report, as `ReportBody.kind` names them.
 OUTCOMES = ("event", "waiting", "failed")
 #: The codes an event is refused with once it is in the ledger (`event_rejected`).
@@ -73,7 +77,8 @@ class HttpMetrics:
         started = getattr(req.context, "started", None)
         if started is None or getattr(req.context, "parked", False):
             return  # a claim parked to wait is counted once answered
-        route, method, status = req.uri_template or UNMATCHED, req.method, str(resp.status_code)
+        method = req.method if req.method in METHODS else OTHER_METHOD
+        route, status = req.uri_template or UNMATCHED, str(resp.status_code)
         self.engine.store.after_commit(
             lambda: self.observe(route, method, status, time.perf_counter() - started)
         )

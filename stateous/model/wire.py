@@ -175,7 +175,7 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     supervisor: str | None = None
 
     def __post_init__(self) -> None:
-        if self.kind == "event" and self.event is None:
+        if self.kind == "event" and not self.event:
             raise ValueError("a report of kind `event` names its event")
 
 

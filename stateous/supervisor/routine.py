@@ -33,8 +33,6 @@ NOTE_LIMIT = 500
 #: Where a schema's references point, as msgspec and pydantic spell the model's name.
 _REF = "#/$defs/{name}"
 _PYDANTIC_REF = "#/$defs/{model}"
-#: What an outcome of an event without a payload may carry as one: none, null, or `{}`.
-NO_PAYLOAD = {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}
 MEMORY_KEY_LIMIT = 128
 _MARK = "__stateous_state__"
 
@@ -172,7 +170,7 @@ class StateRef:
                 "type": "object",
                 "properties": {
                     "event": {"const": event.name},
-                    "payload": by_type[event.payload_type] if event.payload_type else NO_PAYLOAD,
+                    "payload": by_type[event.payload_type] if event.payload_type else no_payload(),
                 },
                 "required": ["event", "payload"] if event.payload_type else ["event"],
                 "additionalProperties": False,
@@ -204,6 +202,11 @@ class StateRef:
             return event(_convert(payload, event.payload_type))
         except ValueError as ex:  # msgspec's and pydantic's ValidationError are ValueErrors
             raise OutcomeError(f"the payload of {event.name!r} does not fit: {ex}") from None
+
+
+def no_payload() -> dict[str, Any]:
+    """The schema of what an event without a payload may carry as one: none, null, or `{}`."""
+    return {"anyOf": [{"type": "null"}, {"type": "object", "maxProperties": 0}]}
 
 
 def _pydantic_schema(model: Any, components: dict[str, Any]) -> dict[str, Any]:

@@ -863,6 +863,14 @@ REFUSALS = [
         {"kind": "event", **LIVE},
     ),
     Refusal(
+        "a report of an event with an empty name",
+        "POST",
+        "/tasks/{review}/report",
+        422,
+        "invalid_body",
+        {"kind": "event", "event": "", **LIVE},
+    ),
+    Refusal(
         "a note without text", "POST", "/tasks/{review}/note", 422, "invalid_body", {"attempt": 2}
     ),
     Refusal(

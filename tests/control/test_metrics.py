@@ -246,6 +246,8 @@ def test_http_requests_are_counted_by_route_template(served: Served) -> None:
     for token in ("ORDER-1", "ORDER-1", "NOPE"):
         served.request("GET", f"/tokens/{token}")
     served.request("GET", "/nowhere")
+    for method in ("BREW", "XYZZY"):
+        served.request(method, "/tokens/ORDER-1")
     samples = scrape(served)
     route = {"route": "/tokens/{token}", "method": "GET"}
     assert value(samples, "stateous_http_requests_total", **route, status="200") == 2
@@ -255,8 +257,11 @@ def test_http_requests_are_counted_by_route_template(served: Served) -> None:
     assert value(samples, "stateous_http_request_duration_seconds_sum", **route) > 0
     unmatched = {"route": "unmatched", "method": "GET", "status": "404"}
     assert value(samples, "stateous_http_requests_total", **unmatched) == 1
+    made_up = {"route": "/tokens/{token}", "method": "other", "status": "405"}
+    assert value(samples, "stateous_http_requests_total", **made_up) == 2
     labels = {text for name, labels in samples for _, text in labels}
     assert not any("ORDER-1" in text or "NOPE" in text for text in labels)
+    assert not {"BREW", "XYZZY"} & labels
     assert value(samples, "stateous_writer_commit_seconds_count") >= 1
     assert value(samples, "stateous_writer_batch_size_count") >= 1
 
