@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -174,125 +174,108 @@ def committed_names(store: SqliteStore) -> list[str]:
         return sorted(pool.submit(names, store).result(PATIENCE))
 
 
+@pytest.fixture
+def loop_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    """A store whose writes from this thread share turns, as the server's loop's do."""
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.share_writes_of(threading.get_ident())
+    yield store
+    store.close()
+
+
 def test_the_writes_of_the_loop_share_one_transaction_that_ends_with_its_turn(
-    tmp_path: Path,
+    loop_store: SqliteStore,
 ) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    statements = traced(store)
-    store.share_writes_of(threading.get_ident())
-    try:
-        put(store, "first", "h1")
-        put(store, "second", "h2")
-        assert committed_names(store) == []
-        assert store.end_loop_turn()
-        assert committed_names(store) == ["first", "second"]
-        assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
-        batches = store.writer.batch_size.read()
-        assert (batches.count, batches.total) == (1, 2.0)  # one commit of two writes
-        assert store.end_loop_turn()  # a turn that wrote nothing commits nothing
-        assert statements.count("COMMIT") == 1
-        store.share_writes_of(None)  # the loop has ended: this thread writes as any other
-        put(store, "third", "h3")
-        assert committed_names(store) == ["first", "second", "third"]
-    finally:
-        store.close()
+    statements = traced(loop_store)
+    put(loop_store, "first", "h1")
+    put(loop_store, "second", "h2")
+    assert committed_names(loop_store) == []
+    assert loop_store.end_loop_turn()
+    assert committed_names(loop_store) == ["first", "second"]
+    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
+    batches = loop_store.writer.batch_size.read()
+    assert (batches.count, batches.total) == (1, 2.0)  # one commit of two writes
+    assert loop_store.end_loop_turn()  # a turn that wrote nothing commits nothing
+    assert statements.count("COMMIT") == 1
+    loop_store.share_writes_of(None)  # the loop has ended: this thread writes as any other
+    put(loop_store, "third", "h3")
+    assert committed_names(loop_store) == ["first", "second", "third"]
 
 
-def test_a_write_of_the_loop_that_fails_rolls_back_alone(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
-    try:
-        put(store, "before", "h")
-        with pytest.raises(Refused, match="after its write"):
-            store.write(fails)
-        with pytest.raises(Refused, match="kept with its write"):
-            store.write(keeps)
-        put(store, "after", "h")
-        assert store.end_loop_turn()
-        assert committed_names(store) == ["after", "before", "kept"]
-    finally:
-        store.close()
+def test_a_write_of_the_loop_that_fails_rolls_back_alone(loop_store: SqliteStore) -> None:
+    put(loop_store, "before", "h")
+    with pytest.raises(Refused, match="after its write"):
+        loop_store.write(fails)
+    with pytest.raises(Refused, match="kept with its write"):
+        loop_store.write(keeps)
+    put(loop_store, "after", "h")
+    assert loop_store.end_loop_turn()
+    assert committed_names(loop_store) == ["after", "before", "kept"]
 
 
 def test_what_waits_for_a_commit_of_the_loop_runs_once_its_turn_has_committed(
-    tmp_path: Path,
+    loop_store: SqliteStore,
 ) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
     seen: list[list[str]] = []
-    try:
-        store.after_commit(lambda: seen.append(committed_names(store)))
-        assert seen == [[]]  # nothing written in this turn: at once
-        put(store, "first", "h")
-        store.after_commit(lambda: seen.append(committed_names(store)))
-        assert seen == [[]]
-        assert store.end_loop_turn()
-        assert seen == [[], ["first"]]
-        with ThreadPoolExecutor(1) as pool:  # another thread's writes return committed
-            pool.submit(put, store, "second", "h").result(PATIENCE)
-            pool.submit(store.after_commit, lambda: seen.append(["other"])).result(PATIENCE)
-        assert seen[-1] == ["other"]
-    finally:
-        store.close()
+    loop_store.after_commit(lambda: seen.append(committed_names(loop_store)))
+    assert seen == [[]]  # nothing written in this turn: at once
+    put(loop_store, "first", "h")
+    loop_store.after_commit(lambda: seen.append(committed_names(loop_store)))
+    assert seen == [[]]
+    assert loop_store.end_loop_turn()
+    assert seen == [[], ["first"]]
+    with ThreadPoolExecutor(1) as pool:  # another thread's writes return committed
+        pool.submit(put, loop_store, "second", "h").result(PATIENCE)
+        pool.submit(loop_store.after_commit, lambda: seen.append(["other"])).result(PATIENCE)
+    assert seen[-1] == ["other"]
 
 
 def test_what_waits_for_a_commit_of_the_loop_and_fails_stops_nothing_else(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    loop_store: SqliteStore, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
     ran: list[str] = []
 
     def breaks() -> None:
         raise RuntimeError("a listener broke")
 
-    try:
-        put(store, "first", "h")
-        store.after_commit(breaks)
-        store.after_commit(lambda: ran.append("after"))
-        assert store.end_loop_turn()
-        assert ran == ["after"]
-        assert "a listener broke" in caplog.text
-        put(store, "second", "h")  # the turn to write was passed on
-        assert store.end_loop_turn()
-        assert committed_names(store) == ["first", "second"]
-    finally:
-        store.close()
+    put(loop_store, "first", "h")
+    loop_store.after_commit(breaks)
+    loop_store.after_commit(lambda: ran.append("after"))
+    assert loop_store.end_loop_turn()
+    assert ran == ["after"]
+    assert "a listener broke" in caplog.text
+    put(loop_store, "second", "h")  # the turn to write was passed on
+    assert loop_store.end_loop_turn()
+    assert committed_names(loop_store) == ["first", "second"]
 
 
-def test_a_write_of_another_thread_waits_for_the_loops_turn_to_commit(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
-    try:
-        put(store, "loop", "h")
-        with ThreadPoolExecutor(1, thread_name_prefix="request") as pool:
-            other = pool.submit(put, store, "request", "h")
-            wait_queued(store, 1)
-            assert not other.done()
-            assert store.end_loop_turn()
-            assert other.result(PATIENCE).startswith("request")
-        assert committed_names(store) == ["loop", "request"]
-    finally:
-        store.close()
+def test_a_write_of_another_thread_waits_for_the_loops_turn_to_commit(
+    loop_store: SqliteStore,
+) -> None:
+    put(loop_store, "loop", "h")
+    with ThreadPoolExecutor(1, thread_name_prefix="request") as pool:
+        other = pool.submit(put, loop_store, "request", "h")
+        wait_queued(loop_store, 1)
+        assert not other.done()
+        assert loop_store.end_loop_turn()
+        assert other.result(PATIENCE).startswith("request")
+    assert committed_names(loop_store) == ["loop", "request"]
 
 
-def test_a_turn_of_the_loop_whose_commit_fails_keeps_none_of_its_writes(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
+def test_a_turn_of_the_loop_whose_commit_fails_keeps_none_of_its_writes(
+    loop_store: SqliteStore,
+) -> None:
     after: list[str] = []
-    try:
-        put(store, "lost", "h")
-        store.after_commit(lambda: after.append("ran"))
-        store._writer.set_commit_hook(lambda: True)  # SQLite turns the COMMIT into a rollback
-        assert not store.end_loop_turn()
-        store._writer.set_commit_hook(None)
-        assert after == []
-        assert committed_names(store) == []
-        put(store, "next", "h")  # the store goes on
-        assert store.end_loop_turn()
-        assert committed_names(store) == ["next"]
-    finally:
-        store.close()
+    put(loop_store, "lost", "h")
+    loop_store.after_commit(lambda: after.append("ran"))
+    loop_store._writer.set_commit_hook(lambda: True)  # SQLite turns the COMMIT into a rollback
+    assert not loop_store.end_loop_turn()
+    loop_store._writer.set_commit_hook(None)
+    assert after == []
+    assert committed_names(loop_store) == []
+    put(loop_store, "next", "h")  # the loop_store goes on
+    assert loop_store.end_loop_turn()
+    assert committed_names(loop_store) == ["next"]
 
 
 def wait_queued(store: SqliteStore, count: int) -> None:
