@@ -9,7 +9,6 @@ when it is made, and never again; the database keeps only its SHA-256.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,15 +25,12 @@ if TYPE_CHECKING:
 
 @contextmanager
 def database(url: str, *, make: bool = False) -> Iterator[Store]:
-    """Open the database at `url`. A SQLite file that is not there is made only when `make`
-    (a first credential may come before the first serve): listing or revoking on a
-    mistyped `--db` says so instead of leaving a new, empty database behind."""
-    from stateous.control.store import POSTGRES, StoreError, open_database, sqlite_path
+    """Open the database at `url`; a SQLite file that is not there is made only when `make`
+    (a first credential may come before the first serve), not to list or revoke."""
+    from stateous.control.store import StoreError, open_database
 
     try:
-        if not make and not url.startswith(POSTGRES) and not os.path.isfile(sqlite_path(url)):
-            raise CommandError(f"there is no database at {sqlite_path(url)}")
-        store = open_database(url)
+        store = open_database(url, make=make)
     except StoreError as ex:
         raise CommandError(str(ex)) from None
     try:

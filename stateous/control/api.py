@@ -514,6 +514,7 @@ def create_app(
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     http = metrics.HttpMetrics(engine)
+    # `Methods` before the guard: the guard looks up the rule of a method the path takes.
     middleware: list[object] = [http, Methods()]
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)

@@ -32,6 +32,7 @@ holds its database by a `Lock` that lives as long as its process (`locks.py`).
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
@@ -149,10 +150,11 @@ def _postgres() -> ModuleType:
     return postgres
 
 
-def open_database(url: str) -> Store:
+def open_database(url: str, *, make: bool = True) -> Store:
     """Open the store at `url` without its serving lock, making or upgrading its tables: for
     the commands that work beside a running `serve` (its credentials), through the
-    database's own locks."""
+    database's own locks. Without `make`, a SQLite file that is not there is refused
+    instead of made (a mistyped path must not leave an empty database behind)."""
     if url.startswith(POSTGRES):
         try:
             from stateous.control.store.postgres import PostgresStore
@@ -165,4 +167,7 @@ def open_database(url: str) -> Store:
         return PostgresStore(url, size=1)
     from stateous.control.store.sqlite import SqliteStore
 
-    return SqliteStore(sqlite_path(url))
+    path = sqlite_path(url)
+    if not make and not os.path.isfile(path):
+        raise StoreError(f"there is no database at {path}")
+    return SqliteStore(path)
