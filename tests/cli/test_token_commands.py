@@ -269,8 +269,17 @@ def test_show_tells_the_story_of_a_token_that_a_supervisor_worked_on(cli: Cli) -
 def test_start_of_an_existing_token_shows_it_and_starts_no_second(cli: Cli) -> None:
     assert cli.line("start", "TICKET-1", '{"repo": "acme/api"}') == "TICKET-1: coding, active"
     cli.line("fire", "TICKET-1", "done")
-    assert cli.line("start", "TICKET-1", '{"repo": "other"}') == "TICKET-1: testing, active"
+    again = cli.run("start", "TICKET-1", '{"repo": "other"}', "--url", cli.url)
+    assert again.returncode == 0
+    assert again.stdout == "TICKET-1: testing, active\n"
+    assert again.stderr == "token 'TICKET-1' exists already; nothing was started\n"
     assert cli.served.kinds("TICKET-1").count("started") == 1
+
+
+def test_the_api_answers_201_for_a_new_token_and_200_for_one_that_exists(cli: Cli) -> None:
+    body = {"token": "TICKET-9", "context": {"repo": "acme/api"}}
+    assert cli.served.request("POST", "/tokens", body)[0] == 201
+    assert cli.served.request("POST", "/tokens", body)[0] == 200
 
 
 def test_the_token_line_counts_the_visits_from_the_second(cli: Cli) -> None:
