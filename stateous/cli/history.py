@@ -1,7 +1,10 @@
 """The lines of `stateous token show`: a token's line, the events it accepts, its history.
 
-Each ledger kind reads as a short sentence, after the entry's date and time in
-UTC, so that a token that waits for days reads the same wherever it is shown.
+Each ledger kind reads as a short sentence, after the entry's time of day in UTC
+and its number: `HH:MM:SS  #N  sentence`, the line that scripts written against the
+documented shape read. The date stands on a line of its own before the first entry
+and wherever the day changes, so a token that waits for days still shows its dates,
+the same wherever it is shown.
 Which events a token accepts now comes from the served graph: the events of the
 transitions out of its state that can be fired from outside. An entry of a kind
 this version does not know, or with fields it does not expect, still shows: its
@@ -21,8 +24,8 @@ from stateous.model.vocabulary import LIVE_TOKEN, Kind, TokenStatus
 
 #: How the graph file names START and END, and how a person reads them.
 SHOWN_NAMES = {START_NAME: "START", END_NAME: "END"}
-#: The line between a token's lines and its history.
-HISTORY = "history (times in UTC):"
+#: The line of a day, before its first entry of the history.
+DAY = "-- {day}, times in UTC --"
 
 Data = dict[str, Any]
 
@@ -39,9 +42,14 @@ def state_name(state: str) -> str:
     return SHOWN_NAMES.get(state, state)
 
 
+def in_utc(moment: str) -> datetime:
+    """An ISO 8601 moment of the API, in UTC."""
+    return datetime.fromisoformat(moment).astimezone(UTC)
+
+
 def utc(moment: str) -> str:
     """Show an ISO 8601 moment of the API as its date and time of day in UTC."""
-    return datetime.fromisoformat(moment).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
+    return in_utc(moment).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def accepted_events(token: Data, document: Data) -> list[str]:
@@ -156,19 +164,23 @@ def sentence(kind: str, data: Data, *, resuming: bool = False) -> str:
 
 
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:
-    """Yield the `HISTORY` line, then one line per entry: date and time in UTC, `#seq`, sentence.
+    """Yield one `HH:MM:SS  #seq  sentence` line per entry, in UTC, each day's `DAY` line
+    before its first entry.
 
-    The heading comes with the first entry, so that entries which cannot be read (the
-    stream of `token watch` refused) leave no heading without a history under it.
+    The first day's line comes with the first entry, so that entries which cannot be read
+    (the stream of `token watch` refused) leave no line without a history under it.
     """
     resuming = False
-    for number, entry in enumerate(entries):
-        if not number:
-            yield HISTORY
+    day = ""
+    for entry in entries:
         kind, data = entry["kind"], entry.get("data") or {}
         if kind in (Kind.PAUSED, Kind.RESUMED):
             resuming = kind == Kind.RESUMED
         told = sentence(kind, data, resuming=resuming)
         if isinstance(data.get("by"), str):
             told = f"{told} (by {data['by']})"
-        yield f"{utc(entry['at'])}  #{entry['seq']}  {told}"
+        moment = in_utc(entry["at"])
+        if moment.date().isoformat() != day:
+            day = moment.date().isoformat()
+            yield DAY.format(day=day)
+        yield f"{moment:%H:%M:%S}  #{entry['seq']}  {told}"

@@ -2,7 +2,10 @@
 
 SOURCE is a control plane's URL (the graph comes from `GET /workflow`), a graph
 file, or a `flow.py` compiled in memory. The graph is read in full before the
-folder is touched, so a bad source writes nothing. Which files to write is the
+folder is touched, so a bad source writes nothing. `--ca-file` and `--token-file`
+go into a new `stateous.yaml`; a folder made again reaches the control plane with
+the files its `stateous.yaml` names, and `--refresh FOLDER` takes the URL from there
+too, so the command works as printed behind TLS and credentials. Which files to write is the
 compiler's decision (`stateous.compiler.supervisor_folder`); this module fetches,
 writes and prints one line per file.
 """
@@ -10,8 +13,9 @@ writes and prints one line per file.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from stateous.cli.access import access_of, add_access_options
 from stateous.cli.errors import CommandError
@@ -20,17 +24,61 @@ from stateous.control.defaults import DEFAULT_URL
 from stateous.model.invocation import invoked_as
 
 if TYPE_CHECKING:
+    from stateous.client.access import Access
     from stateous.model.graph_file import GraphFile
 
+#: The settings of stateous.yaml that name a file; the options `--ca-file` and
+#: `--token-file` give them, under the same names in the parsed arguments.
+FILE_SETTINGS = ("ca_file", "token_file")
 
-def _from_url(url: str, args: argparse.Namespace) -> GraphFile:
+
+class Saved(NamedTuple):
+    """What a folder's stateous.yaml says of how to reach the control plane."""
+
+    url: str
+    access: Access
+
+
+def _saved(folder: Path) -> Saved:
+    """Read the folder's stateous.yaml: its URLs (comma-separated) and its CA and token
+    files; name what is wrong in one sentence."""
+    from stateous.supervisor.folder import FolderError, read_settings
+
+    try:
+        settings = read_settings(folder)
+    except FolderError as ex:
+        raise CommandError(str(ex)) from None
+    return Saved(",".join(settings.urls), settings.access)
+
+
+def _access(args: argparse.Namespace, folder: Path) -> Access:
+    """The files of the options when any is given; else those of a folder made before;
+    else the environment's."""
+    given = any(getattr(args, key) for key in FILE_SETTINGS)
+    if not given and (folder / "stateous.yaml").is_file():
+        return _saved(folder).access
+    return access_of(args)
+
+
+def _files(args: argparse.Namespace, folder: Path) -> dict[str, str]:
+    """The file options as stateous.yaml keeps them: a relative path made relative to the
+    folder, since supervise reads it from there; an absolute one as it is."""
+    files = {}
+    for key in FILE_SETTINGS:
+        path = getattr(args, key)
+        if path:
+            relative = os.path.relpath(os.path.abspath(path), os.path.abspath(folder))
+            files[key] = path if os.path.isabs(path) else relative
+    return files
+
+
+def _from_url(url: str, access: Access) -> GraphFile:
     """Get the graph that a control plane serves."""
     import msgspec
 
     from stateous.client.http import ClientError, Connection, Refused
     from stateous.model.graph_file import GraphFileError, load
 
-    access = access_of(args)
     try:
         connection = Connection(url, access=access)
     except ClientError as ex:
@@ -66,21 +114,32 @@ def _from_file(path: Path) -> GraphFile:
         raise CommandError(f"{shown(path)} is not a graph file: {ex}") from None
 
 
+def _source(args: argparse.Namespace) -> tuple[str, Path]:
+    """SOURCE and FOLDER, or the folder of `--refresh` with the URL of its stateous.yaml."""
+    if args.refresh is not None:
+        if args.source is not None:
+            raise CommandError("give either SOURCE FOLDER or --refresh FOLDER, not both")
+        folder = Path(args.refresh)
+        return _saved(folder).url, folder
+    if args.folder is None:
+        raise CommandError("give SOURCE and FOLDER, or --refresh FOLDER")
+    return args.source, Path(args.folder)
+
+
 def run_init_supervisor(args: argparse.Namespace) -> int:
     """Read the workflow, then write the folder's files and say what happened to each."""
     from stateous.compiler.supervisor_folder import plan
 
-    source: str = args.source
+    source, folder = _source(args)
     if "://" in source:
         url = source.rstrip("/")
-        graph = _from_url(url, args)
+        graph = _from_url(url, _access(args, folder))
     else:
         url = DEFAULT_URL
         graph = _from_file(Path(source))
-    folder = Path(args.folder)
     stateous_path = stateous_checkout(args)
     try:
-        steps = plan(graph, folder, url, stateous_path)
+        steps = plan(graph, folder, url, stateous_path, _files(args, folder))
         folder.mkdir(parents=True, exist_ok=True)
         for step in steps:
             if step.path is not None and step.text is not None:
@@ -101,16 +160,23 @@ def add_command(init: argparse._SubParsersAction) -> None:
         help="write a supervisor's folder: contract.py, a stub per state, settings",
         description=(
             "Write FOLDER/contract.py from the workflow in SOURCE, a stub for each state "
-            "that no file of FOLDER implements, and stateous.yaml, pyproject.toml and "
-            ".gitignore when they are absent."
+            "that no file of FOLDER implements, and stateous.yaml (with --ca-file and "
+            "--token-file), pyproject.toml and .gitignore when they are absent."
         ),
     )
     command.add_argument(
         "source",
         metavar="SOURCE",
+        nargs="?",
         help="a control plane's URL, a graph file, or a flow.py",
     )
-    command.add_argument("folder", metavar="FOLDER", help="the supervisor's folder")
+    command.add_argument("folder", metavar="FOLDER", nargs="?", help="the supervisor's folder")
+    command.add_argument(
+        "--refresh",
+        metavar="FOLDER",
+        help="make FOLDER again from the control plane that its stateous.yaml names, "
+        "with the CA and token files named there",
+    )
     add_stateous_path(command)
     add_access_options(command)
     command.set_defaults(run=run_init_supervisor)

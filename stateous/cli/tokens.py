@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -84,8 +85,13 @@ def with_client(act: Callable[[Client, argparse.Namespace], list[str]]) -> Calla
 
 
 def start(client: Client, args: argparse.Namespace) -> list[str]:
+    """Start the token; one line on stderr when it existed, so a script can tell, while the
+    exit code stays 0 as for a start that did happen."""
     context = json_object(args.context, "CONTEXT_JSON")
-    return [token_line(client.start(args.id, context))]
+    token, created = client.start_token(args.id, context)
+    if not created:
+        print(f"token {args.id!r} exists already; nothing was started", file=sys.stderr)
+    return [token_line(token)]
 
 
 def fire(client: Client, args: argparse.Namespace) -> list[str]:

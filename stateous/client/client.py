@@ -97,10 +97,21 @@ class Client:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """Send one request and return its JSON; send it again while the database is busy."""
+        return self._exchange(method, path, body, headers)[1]
+
+    def _exchange(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, Any]:
+        """Send one request and return its status and JSON; send it again while the
+        database is busy."""
         retry = 0
         while True:
             try:
-                return self._connection.call(method, path, body, headers)[1]
+                return self._connection.call(method, path, body, headers)
             except Refused as ex:
                 if ex.code != "database_busy" or retry == BUSY_RETRIES:
                     raise
@@ -111,7 +122,17 @@ class Client:
 
     def start(self, token: str, context: dict[str, Any] | None = None) -> dict[str, Any]:
         """Start a token, or return the token that has this id already."""
-        return self._call("POST", "/tokens", {"token": token, "context": context or {}})
+        return self.start_token(token, context)[0]
+
+    def start_token(
+        self, token: str, context: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], bool]:
+        """Start a token, or find the one that has this id already; tell which (True when
+        this call started it: the control plane answered 201, not 200)."""
+        status, answer = self._exchange(
+            "POST", "/tokens", {"token": token, "context": context or {}}
+        )
+        return answer, status == 201
 
     def fire(
         self,

@@ -155,11 +155,23 @@ def _stubs(made: Contract, folder: Path, found: Folder) -> list[Step]:
     return steps
 
 
-def plan(graph: GraphFile, folder: Path, url: str, stateous_path: Path | None) -> list[Step]:
-    """Every step of `init supervisor` for this folder, in the order they are printed."""
+def plan(
+    graph: GraphFile,
+    folder: Path,
+    url: str,
+    stateous_path: Path | None,
+    files: dict[str, str] | None = None,
+) -> list[Step]:
+    """Every step of `init supervisor` for this folder, in the order they are printed.
+
+    `files` are the settings that name a file (`ca_file`, `token_file`), as paths relative
+    to the folder or absolute: stateous.yaml keeps them, so `supervise` reaches the
+    control plane the way that init did.
+    """
     made = contract(graph)
+    named = "".join(f"{key}: {_quoted(path)}\n" for key, path in (files or {}).items())
     once = {
-        "stateous.yaml": _render("stateous.yaml.tmpl", url=_quoted(url)),
+        "stateous.yaml": _render("stateous.yaml.tmpl", url=_quoted(url), files=named),
         "pyproject.toml": _render(
             "supervisor-pyproject.toml.tmpl",
             name=folder.resolve().name,

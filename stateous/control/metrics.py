@@ -8,19 +8,23 @@ request by route template (never the raw path, whose ids would make a series
 each), method and status, with a histogram of the time it took. The store's
 writer, in memory: the time of each commit and how many operations it took.
 The in-memory figures start again at zero with the process, as Prometheus
-expects of counters and histograms.
+expects of counters and histograms. For a fleet: when each supervisor of the last
+day was last heard from (a claim or a heartbeat), as a Unix time, and the build.
 """
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from stateous._version import __version__
 from stateous.control import stats
 from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
-from stateous.control.store import Counter
+from stateous.control.listings import SEEN_FOR
+from stateous.control.store import Counter, SupervisorRow, to_column
 from stateous.control.waits import RESUMED
 from stateous.model.vocabulary import ENDING, LIVE_TASK
 
@@ -182,6 +186,28 @@ def writer_families(engine: Engine) -> list[Family]:
     return [commits, batches]
 
 
+def fleet_families(engine: Engine) -> list[Family]:
+    """When each supervisor seen in the last day was last heard from, and the build: the
+    supervisors are bounded as `GET /supervisors` bounds them, so series do not pile up."""
+
+    def seen(tx: Any) -> list[SupervisorRow]:
+        return tx.supervisors_seen(to_column(tx.now - SEEN_FOR))
+
+    last_seen = Family(
+        "stateous_supervisor_last_seen_seconds",
+        "gauge",
+        "Unix time of each supervisor's last claim or heartbeat (supervisors of the last day).",
+    )
+    for row in engine.store.read(seen):
+        moments = [moment for moment in (row.claimed_at, row.heartbeat_at) if moment is not None]
+        if moments:
+            last_seen.add(max(moments), supervisor=row.supervisor)
+    build = Family("stateous_build_info", "gauge", "The version, Python and database; always 1.")
+    database = engine.store.database
+    build.add(1, version=__version__, python=platform.python_version(), database=database)
+    return [last_seen, build]
+
+
 def exposition(engine: Engine, http: HttpMetrics) -> str:
     """The text of `GET /metrics`."""
     shot = stats.read(engine)
@@ -191,5 +217,6 @@ def exposition(engine: Engine, http: HttpMetrics) -> str:
             *counter_families(shot),
             *http.families(),
             *writer_families(engine),
+            *fleet_families(engine),
         ]
     )

@@ -19,6 +19,7 @@ import contextlib
 import functools
 import logging
 import random
+import shlex
 import signal
 import time
 import uuid
@@ -312,10 +313,11 @@ class Supervisor:
                 connection.close()
             if health.checksum != self.routines.checksum:
                 contract = self.folder / "contract.py"
+                folder = shlex.quote(str(self.folder))
                 raise FolderError(
                     f"{contract} is for another version of the workflow "
                     f"({self.routines.checksum}; the control plane serves {health.checksum}): "
-                    f"run `{invoked_as()} init supervisor {self.urls.current} {self.folder}` again"
+                    f"run `{invoked_as()} init supervisor --refresh {folder}`"
                 )
             return True
         return False

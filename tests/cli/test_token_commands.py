@@ -9,9 +9,12 @@ out in full.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,10 +27,13 @@ from tests.client.canned import canned_control_plane
 from tests.client.silent import silent_control_plane
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served, timers, write_graph
+from tests.control.support import BACKENDS, POSTGRES, fresh_schema
 
 ZONE = "Asia/Kolkata"
-#: The line between a token's lines and its history.
-HISTORY = "history (times in UTC):"
+#: A history line as the docs give it: `HH:MM:SS  #N  what happened`.
+HISTORY_LINE = re.compile(r"^(\d\d:\d\d:\d\d)  #(\d+)  (.+)$")
+#: The line of a day, before its first entry.
+DAY_LINE = re.compile(r"^-- (\d{4}-\d\d-\d\d), times in UTC --$")
 
 
 class Ticket(msgspec.Struct):
@@ -125,13 +131,13 @@ class Cli:
         """
         entries = self.served.history(token)
         assert len(entries) == len(sentences), [entry["kind"] for entry in entries]
-        return [HISTORY, *self.last(token, *sentences)]
+        return [f"-- {utc(entries[0]['at'])[:10]}, times in UTC --", *self.last(token, *sentences)]
 
     def last(self, token: str, *sentences: str) -> list[str]:
-        """The lines that `show` must print for the last entries of the history."""
+        """The lines that `show` must print for the last entries of the history, all of one day."""
         entries = self.served.history(token)[-len(sentences) :]
         return [
-            f"{utc(entry['at'])}  #{entry['seq']}  "
+            f"{utc(entry['at'])[11:]}  #{entry['seq']}  "
             + text.replace("{due}", utc(entry["data"].get("due_at", "")))
             for entry, text in zip(entries, sentences, strict=True)
         ]
@@ -263,8 +269,17 @@ def test_show_tells_the_story_of_a_token_that_a_supervisor_worked_on(cli: Cli) -
 def test_start_of_an_existing_token_shows_it_and_starts_no_second(cli: Cli) -> None:
     assert cli.line("start", "TICKET-1", '{"repo": "acme/api"}') == "TICKET-1: coding, active"
     cli.line("fire", "TICKET-1", "done")
-    assert cli.line("start", "TICKET-1", '{"repo": "other"}') == "TICKET-1: testing, active"
+    again = cli.run("start", "TICKET-1", '{"repo": "other"}', "--url", cli.url)
+    assert again.returncode == 0
+    assert again.stdout == "TICKET-1: testing, active\n"
+    assert again.stderr == "token 'TICKET-1' exists already; nothing was started\n"
     assert cli.served.kinds("TICKET-1").count("started") == 1
+
+
+def test_the_api_answers_201_for_a_new_token_and_200_for_one_that_exists(cli: Cli) -> None:
+    body = {"token": "TICKET-9", "context": {"repo": "acme/api"}}
+    assert cli.served.request("POST", "/tokens", body)[0] == 201
+    assert cli.served.request("POST", "/tokens", body)[0] == 200
 
 
 def test_the_token_line_counts_the_visits_from_the_second(cli: Cli) -> None:
@@ -392,8 +407,82 @@ def test_show_of_a_token_that_waits_for_days_shows_dates_in_utc(
             "timer set: timeout at {due}",
         ),
     ]
-    due = date.fromisoformat(lines[3][:10]) + timedelta(days=3)
+    day = DAY_LINE.match(lines[2])
+    assert day is not None, lines[2]
+    due = date.fromisoformat(day[1]) + timedelta(days=3)
     assert f"timer set: timeout at {due.isoformat()} " in lines[-1]
+
+
+def back_one_day(database: str, token: str, seqs: tuple[int, ...]) -> None:
+    """Move the ledger entries `seqs` of `token` one day back, straight in the database
+    (a SQLite file's path or a postgresql:// URL), as if the token had waited since."""
+    moved = "at = {} WHERE token = {} AND seq = {}"
+    if database.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(database, autocommit=True) as connection:
+            for seq in seqs:
+                at = connection.execute(
+                    "SELECT at FROM ledger WHERE token = %s AND seq = %s", (token, seq)
+                ).fetchone()[0]
+                update = "UPDATE ledger SET " + moved.format("%s", "%s", "%s")
+                connection.execute(update, (day_before(at), token, seq))
+        return
+    import sqlite3
+
+    with closing(sqlite3.connect(database)) as connection, connection:
+        for seq in seqs:
+            [(at,)] = connection.execute(
+                "SELECT at FROM ledger WHERE token = ? AND seq = ?", (token, seq)
+            ).fetchall()
+            update = "UPDATE ledger SET " + moved.format("?", "?", "?")
+            connection.execute(update, (day_before(at), token, seq))
+
+
+def day_before(at: str) -> str:
+    """The ledger's moment (`YYYY-MM-DD HH:MM:SS.ffffff`, UTC) one day earlier."""
+    return (datetime.fromisoformat(at) - timedelta(days=1)).isoformat(sep=" ")
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A SQLite file's path, or a fresh Postgres schema's URL."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "days.sqlite")
+        return
+    assert POSTGRES is not None
+    with fresh_schema(POSTGRES) as url:
+        yield url
+
+
+def test_a_history_over_two_days_keeps_the_documented_line_and_dates_each_day(
+    launcher: Launcher, tmp_path: Path, database: str
+) -> None:
+    graph = tmp_path / "timers.json"
+    write_graph(graph, timers("3d"))
+    where = ["--db", database if "://" in database else f"sqlite:///{database}"]
+    waits = Cli(launcher.serve(graph, None, *where), tmp_path)
+    waits.line("start", "JOB-1", '{"kind": "wait"}')
+    back_one_day(database, "JOB-1", (1, 2))
+    entries = waits.served.history("JOB-1")
+    days: list[tuple[str, int]] = []
+    history: list[tuple[str, int, str]] = []
+    for line in waits.lines("show", "JOB-1")[2:]:
+        day, entry = DAY_LINE.match(line), HISTORY_LINE.match(line)
+        if day:
+            days.append((day[1], len(history)))
+        else:
+            assert entry, line
+            history.append((f"{days[-1][0]} {entry[1]}", int(entry[2]), entry[3]))
+    assert days == [(utc(entries[0]["at"])[:10], 0), (utc(entries[2]["at"])[:10], 2)]
+    assert days[0][0] < days[1][0]
+    assert [line[:2] for line in history] == [(utc(entry["at"]), entry["seq"]) for entry in entries]
+    assert [line[2] for line in history][:4] == [
+        "started",
+        "__started__ in START",
+        "entered waiting",
+        "task 1 queued for waiting",
+    ]
 
 
 def test_show_says_which_events_the_token_accepts_now(cli: Cli) -> None:

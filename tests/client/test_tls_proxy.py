@@ -13,7 +13,13 @@ sentence.
 
 from __future__ import annotations
 
+import os
+import re
+import shlex
 import shutil
+import subprocess
+import sys
+import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +31,15 @@ from stateous import Client
 from stateous.client import Unreachable, Unverified
 from tests.client.tls import Certificates, Nginx, make_certificates
 from tests.conftest import run_stateous
-from tests.control.serving import Launcher, Served
-from tests.supervisor.support import Supervisors, wait_until, write_folder, write_graph
+from tests.control.serving import Launcher, Served, environment
+from tests.supervisor.support import (
+    ORDERS,
+    ROUTINE_IMPORTS,
+    Supervisors,
+    wait_until,
+    write_folder,
+    write_graph,
+)
 
 ITEM = {"title": "an order"}
 #: What the standard library says of a certificate that no trusted CA signed.
@@ -196,3 +209,75 @@ def test_a_supervisor_that_cannot_verify_the_control_plane_logs_it_and_tries_aga
 
     assert supervisor.stop() == 0
     assert not any("Traceback" in line for line in supervisor.lines)
+
+
+def init_through_nginx(proxied: Proxied, tmp_path: Path, *options: str) -> Path:
+    """Run `init supervisor https://... box-1 OPTIONS` in `tmp_path`; give the folder the
+    supervisor's name and the routines of `orders`; return it."""
+    made = run_stateous("init", "supervisor", proxied.url, "box-1", *options, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    folder = tmp_path / "box-1"
+    for stub in ("draft.py", "review.py"):
+        (folder / stub).unlink()
+    with (folder / "stateous.yaml").open("a") as settings:
+        settings.write("name: box-1\n")
+    (folder / "routines.py").write_text(ROUTINE_IMPORTS + textwrap.dedent(ORDERS))
+    return folder
+
+
+def test_init_supervisor_keeps_its_ca_and_token_files_in_the_settings_that_supervise_reads(
+    proxied: Proxied, supervisors: Supervisors, tmp_path: Path
+) -> None:
+    ca = os.path.relpath(proxied.certificates.ca, tmp_path)
+    secret = os.path.relpath(proxied.supervisor_secret, tmp_path)
+    folder = init_through_nginx(proxied, tmp_path, "--ca-file", ca, "--token-file", secret)
+
+    settings = (folder / "stateous.yaml").read_text().splitlines()
+    assert f'ca_file: "{os.path.join("..", ca)}"' in settings
+    assert f'token_file: "{os.path.join("..", secret)}"' in settings
+    assert proxied.supervisor_secret.read_text().strip() not in "\n".join(settings)
+    supervisor = supervisors.serving(folder)
+    proxied.operate("POST", "/tokens", {"token": "ORDER-1", "context": ITEM})
+    wait_until(
+        lambda: proxied.operate("GET", "/tokens/ORDER-1")["status"] == "completed",
+        "ORDER-1 completed",
+        15,
+    )
+    assert supervisor.stop() == 0
+
+    again = run_stateous("init", "supervisor", proxied.url, "box-1", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert f"kept     {os.path.join('box-1', 'stateous.yaml')}" in again.stdout.splitlines()
+
+
+def test_the_command_that_a_supervisor_prints_for_another_contract_works_as_printed(
+    proxied: Proxied, supervisors: Supervisors, tmp_path: Path
+) -> None:
+    ca = os.path.relpath(proxied.certificates.ca, tmp_path)
+    secret = os.path.relpath(proxied.supervisor_secret, tmp_path)
+    folder = init_through_nginx(proxied, tmp_path, "--ca-file", ca, "--token-file", secret)
+    contract = folder / "contract.py"
+    served = re.search(r"__checksum__ = ['\"]([^'\"]+)", contract.read_text())
+    assert served is not None
+    contract.write_text(contract.read_text().replace(served[1], "0" * len(served[1])))
+
+    code, lines = supervisors.refused(folder)
+    assert code == 1
+    printed = re.search(r"run `([^`]+)`", lines[-1])
+    assert printed is not None, lines
+    words = shlex.split(printed[1])
+    assert words[:3] == ["python", "-m", "stateous"] and "--refresh" in words, words
+    remade = subprocess.run(
+        [sys.executable, *words[1:]], cwd=tmp_path, env=environment(), capture_output=True
+    )
+    assert remade.returncode == 0, remade.stderr
+    assert served[1] in contract.read_text()
+    assert supervisors.serving(folder).stop() == 0
+
+
+def test_refresh_of_a_folder_without_settings_says_so_in_one_line(tmp_path: Path) -> None:
+    done = run_stateous("init", "supervisor", "--refresh", "box-9", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: ") and "stateous.yaml" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "box-9").exists()

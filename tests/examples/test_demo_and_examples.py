@@ -63,9 +63,11 @@ def test_the_demo_history_hides_the_entries_that_only_the_engine_writes_at_start
     result = run_stateous("demo", "--listen", free_address(), "--tokens", "5", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     history = result.stdout.split("ORDER-5: review (visit 2), completed\n", 1)[1]
-    assert history.startswith("history (times in UTC):\n")
-    lines = history.split("\n\n", 1)[0].splitlines()[1:]
-    sentences = [line.split("  ", 2)[2] for line in lines]
+    day, *lines = history.split("\n\n", 1)[0].splitlines()
+    assert re.fullmatch(r"-- \d{4}-\d\d-\d\d, times in UTC --", day), day
+    shaped = [re.fullmatch(r"\d\d:\d\d:\d\d  #\d+  (.+)", line) for line in lines]
+    assert all(shaped), lines
+    sentences = [line[1] for line in shaped if line]
     assert sentences[:2] == ["started", "entered draft"]
     assert not any("__started__" in sentence for sentence in sentences)
     assert sentences[-1] == "completed"

@@ -358,7 +358,7 @@ def test_a_contract_for_another_version_of_the_workflow_refuses_to_start(
     assert line.startswith(f"error: {folder / 'contract.py'} is for another version of the ")
     assert other_checksum in line and served_checksum in line
     assert other_checksum != served_checksum
-    assert line.endswith(f"run `python -m stateous init supervisor {served.url} {folder}` again")
+    assert line.endswith(f"run `python -m stateous init supervisor --refresh {folder}`")
 
 
 # cancelled tokens

@@ -118,6 +118,9 @@ class Tx(Protocol):
 class Store(Protocol):
     """A database that runs engine operations, each as one transaction."""
 
+    #: Which database it is, `sqlite` or `postgres`, as `stateous_build_info` says it.
+    database: str
+
     def write(self, operation: Callable[[Tx], Result]) -> Result: ...
     def read(self, operation: Callable[[Tx], Result]) -> Result: ...
     def fence(self, error: Exception) -> None: ...
@@ -152,6 +155,7 @@ class PassingStore:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.writer = store.writer
+        self.database = store.database
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         return self.store.write(operation)

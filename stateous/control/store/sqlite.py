@@ -95,6 +95,8 @@ class SqliteStore:
     `checkpoint_pages`: the size of the WAL, in frames, that starts a checkpoint.
     """
 
+    database = "sqlite"
+
     def __init__(
         self,
         path: str | Path,

@@ -192,6 +192,8 @@ _CLAIM_TAIL = 8
 class PostgresStore:
     """A control plane's database on a Postgres server."""
 
+    database = "postgres"
+
     def __init__(
         self,
         url: str,
