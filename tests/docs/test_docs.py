@@ -418,6 +418,33 @@ def test_the_readme_quick_start_ends_with_a_completed_token_that_token_show_show
     assert shown[-1].endswith("  completed")
 
 
+def test_the_readme_quick_start_puts_the_installed_command_on_the_path(tmp_path: Path) -> None:
+    """The quick start's set-up block, run in the checkout after the README's second
+    command, finds `stateous` in the checkout's .venv and leaves for an empty folder."""
+    installed = ROOT / ".venv" / "bin" / "stateous"
+    if not installed.exists():
+        pytest.skip("the README's second command has not made .venv in this checkout")
+    page = parse(README)
+    setup = next(
+        item
+        for item in page.items
+        if isinstance(item, Block) and item.text.startswith("export PATH=")
+    )
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / ".venv").symlink_to(ROOT / ".venv")
+    script = f"{setup.text}\ncommand -v stateous\npwd\nls -A\n"
+    environment = {key: value for key, value in os.environ.items() if key != "VIRTUAL_ENV"}
+    environment["PATH"] = "/usr/bin:/bin"
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=checkout, env=environment, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    found, folder, *listed = done.stdout.splitlines()
+    assert Path(found).resolve() == installed.resolve()
+    assert Path(folder) == tmp_path / "stateous-quick-start" and listed == []
+
+
 def test_some_pages_run() -> None:
     """The docs keep runnable examples: at least the tutorial pages."""
     names = {str(path.relative_to(DOCS)) for path in RUNNABLE if path.is_relative_to(DOCS)}
