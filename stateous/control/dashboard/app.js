@@ -5,7 +5,7 @@
    route that this control plane does not have (404) leaves its panel saying so. */
 "use strict";
 
-const { el, fill, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS } = window.Draw;
+const { el, fill, drawGraph, sentences, stateName, utc, clock, ago, BUILTIN_EVENTS } = window.Draw;
 const POLL_MS = 3000;
 /* While `GET /stream` is open, each entry it brings updates the view (at most once a
    second), and polling is only a safety net. */
@@ -393,9 +393,11 @@ function mountList(main, params) {
         el("td", {}, statusBadge(token.status)), el("td", { class: "number" }, token.visit),
         el("td", {}, utc(token.entered_at)), el("td", {}, token.parent ? tokenLink(token.parent) : ""))),
       { class: "tokens" }) : nothing("No token matches."));
-    pager.replaceChildren(
+    // `fill`, not `replaceChildren`, which would show a missing button as the text "null".
+    pager.replaceChildren();
+    fill(pager, [
       page ? el("button", { type: "button", onclick: () => { page = null; kick(); } }, "First page") : null,
-      next ? el("button", { type: "button", id: "next-page", onclick: () => { page = next; kick(); } }, "Next page") : null);
+      next ? el("button", { type: "button", id: "next-page", onclick: () => { page = next; kick(); } }, "Next page") : null]);
   };
 }
 
@@ -664,7 +666,7 @@ function show() {
         if (generation === shown) {
           $("problem").hidden = true;
           const how = streaming ? "live, " : "";
-          $("updated").textContent = `${how}updated ${new Date().toLocaleTimeString()}`;
+          $("updated").textContent = `${how}updated ${clock(new Date())} UTC`;
         }
       }
     } catch (error) {

@@ -49,6 +49,11 @@ function utc(moment) {
   return Number.isNaN(date.getTime()) ? String(moment) : date.toISOString().slice(0, 19).replace("T", " ");
 }
 
+/* The time of day of a moment in UTC, on a 24-hour clock, as every other time here is. */
+function clock(date) {
+  return date.toISOString().slice(11, 19);
+}
+
 /* How long ago a moment was, in words: `12 s ago`, `3 min ago`, `2 h ago`. */
 function ago(moment, now = Date.now()) {
   if (!moment) return "never";
@@ -191,5 +196,5 @@ function sentences(entries) {
   });
 }
 
-return { el, fill, svgEl, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS };
+return { el, fill, svgEl, drawGraph, sentences, stateName, utc, clock, ago, BUILTIN_EVENTS };
 })();
