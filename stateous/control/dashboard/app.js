@@ -580,12 +580,34 @@ function kick() {
 function viewOf(main) {
   const [path, query] = (location.hash.replace(/^#/, "") || "/").split("?");
   if (path.startsWith("/tokens/")) {
-    const id = decodeURIComponent(path.slice(8));
+    const id = decoded(path.slice(8));
+    if (id === null) return [mountBadLink(main, path.slice(8)), "stream"];
     return [mountToken(main, id), `stream?token=${enc(id)}`];
   }
   if (path === "/tokens") return [mountList(main, new URLSearchParams(query || "")), "stream"];
   document.title = "Stateous";
   return [mountOverview(main), "stream"];
+}
+
+/* A part of the address, decoded; null when it is no valid percent-encoding. */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch (error) {
+    if (error instanceof URIError) return null;
+    throw error;
+  }
+}
+
+/* A token link whose id cannot be decoded (cut short, or not UTF-8): no token has it. */
+function mountBadLink(main, part) {
+  document.title = "Stateous";
+  fill(main, [el("section", { id: "bad-link" }, el("h1", {}, "No such token"),
+    el("p", { class: "error" }, `This is a bad link: "${part}" is not a token id that can be read `
+      + "(its percent-encoding is broken), so no such token is shown."),
+    el("p", {}, el("a", { href: "#/tokens" }, "List the tokens"), " or ",
+      el("a", { href: "#/" }, "go to the overview"), "."))]);
+  return async () => {};
 }
 
 let streaming = false;
