@@ -70,13 +70,14 @@ def nested_memory(levels: int, task: int) -> bytes:
 # Success answers, route by route.
 
 
-def test_health_names_the_workflow_and_its_checksum(served: Served) -> None:
+def test_health_names_the_workflow_its_checksum_and_the_lease(served: Served) -> None:
     status, headers, body = served.request("GET", "/health")
     assert status == 200
     assert headers["content-type"] == "application/json"
     assert body["workflow"] == "orders"
     assert body["checksum"].startswith("sha256:")
-    assert set(body) == {"workflow", "checksum"}
+    assert body["lease"] == 120
+    assert set(body) == {"workflow", "checksum", "lease"}
 
 
 def test_the_workflow_route_answers_the_graph_file(served: Served, tmp_path) -> None:

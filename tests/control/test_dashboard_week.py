@@ -75,7 +75,7 @@ def test_a_disabled_cancel_is_drawn_as_disabled(
     start(plane, "ORDER-1")
     call(plane, "POST", "/tokens/ORDER-1/cancel")
     browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
-    wait(browser, lambda driver: text_of(driver, "#facts") and "cancelled" in text_of(driver, "#facts"))
+    wait(browser, lambda driver: "cancelled" in (text_of(driver, "#facts") or ""))
     cancel = browser.find_element(By.ID, "cancel")
     assert not cancel.is_enabled()
     assert cancel.value_of_css_property("background-color") != DANGER
@@ -122,11 +122,13 @@ def test_a_supervisor_silent_for_a_whole_lease_is_marked_gone(
         held = claim(plane, "draft", "box-new")
         call(plane, "POST", "/tasks/heartbeat", {"supervisor": "box-new", "tasks": [held]})
         browser.get(f"{plane.url}/ui/")
-        rows = wait(browser, lambda driver: len(found := texts_of(driver, "table.supervisors tbody tr")) == 2 and found)
-        lines = {row.split("\t")[0]: row for row in rows}
+        listed = "table.supervisors tbody tr"
+        rows = wait(browser, lambda driver: len(found := texts_of(driver, listed)) == 2 and found)
+        lines = {row.split()[0]: row for row in rows}
         assert "gone" in lines["box-old"]
         assert "gone" not in lines["box-new"]
-        assert browser.find_elements(By.CSS_SELECTOR, 'table.supervisors tr.gone[data-supervisor="box-old"]')
+        gone = 'table.supervisors tr.gone[data-supervisor="box-old"]'
+        assert browser.find_elements(By.CSS_SELECTOR, gone)
         both_widths(browser, tmp_path, "supervisors")
 
 
