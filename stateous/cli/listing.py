@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stateous.cli.errors import CommandError
-from stateous.cli.history import state_name, utc
 from stateous.cli.tokens import with_client
+from stateous.model.sentences import state_name, utc
 
 if TYPE_CHECKING:
     from stateous.client import Client

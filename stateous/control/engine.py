@@ -8,6 +8,7 @@ calls it, the store keeps what it decides.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -30,7 +31,7 @@ from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
-from stateous.control.views import history_entry, view
+from stateous.control.views import history_entries, view
 from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
@@ -96,7 +97,9 @@ class Engine:
     # the workflow
 
     def health(self) -> Health:
-        return Health(workflow=self.graph.name, checksum=self.graph.checksum)
+        return Health(
+            workflow=self.graph.name, checksum=self.graph.checksum, lease=math.ceil(self.lease)
+        )
 
     def workflow_json(self) -> bytes:
         return self.graph.raw
@@ -116,7 +119,7 @@ class Engine:
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:
             self.token_row(tx, token)
-            return [history_entry(entry) for entry in tx.history(token)]
+            return history_entries(tx.history(token))
 
         return self.store.read(read)
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from stateous.control.store import Entry, TokenRow, to_iso
+from stateous.model.sentences import Narrator
 from stateous.model.wire import HistoryEntry, TokenView
 
 
@@ -19,6 +22,17 @@ def view(token: TokenRow) -> TokenView:
     )
 
 
-def history_entry(entry: Entry) -> HistoryEntry:
-    """Show a ledger row as the API does."""
-    return HistoryEntry(seq=entry.seq, at=to_iso(entry.at), kind=entry.kind, data=entry.data)
+def history_entries(entries: Iterable[Entry]) -> list[HistoryEntry]:
+    """Show the ledger rows of one token, in order, as the API does: each with its sentence,
+    which can hang on the rows before it."""
+    narrator = Narrator()
+    return [
+        HistoryEntry(
+            seq=entry.seq,
+            at=to_iso(entry.at),
+            kind=entry.kind,
+            data=entry.data,
+            text=narrator.say(entry.kind, entry.data),
+        )
+        for entry in entries
+    ]

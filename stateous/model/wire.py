@@ -52,12 +52,14 @@ class Duplicate(msgspec.Struct, kw_only=True):
 
 
 class HistoryEntry(msgspec.Struct, kw_only=True):
-    """One row of a token's ledger."""
+    """One row of a token's ledger, with its sentence as `stateous token show` says it
+    (`text`, beside the fields of Stateous 0.2.2, which has none)."""
 
     seq: int
     at: str
     kind: str
     data: dict[str, Any]
+    text: str = ""
 
 
 class EnteredBy(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -111,11 +113,14 @@ class Stats(msgspec.Struct):
 
 
 class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What `GET /health` answers: the served workflow and its checksum, and a warning when
-    the control plane runs without authentication beyond this computer."""
+    """What `GET /health` answers: the served workflow and its checksum, the lease of its
+    grants in seconds (so that the dashboard can tell a supervisor silent for a whole lease
+    as gone), and a warning when the control plane runs without authentication beyond this
+    computer."""
 
     workflow: str
     checksum: str
+    lease: int | None = None
     warning: str | None = None
 
 

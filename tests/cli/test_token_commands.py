@@ -738,7 +738,7 @@ def test_stateous_url_may_name_several_control_planes_and_the_one_that_serves_an
 
 
 def test_every_ledger_kind_reads_as_a_sentence_of_its_own() -> None:
-    from stateous.cli.history import SENTENCES
+    from stateous.model.sentences import SENTENCES
     from stateous.model.vocabulary import Kind
 
     assert set(SENTENCES) == set(Kind)

@@ -70,13 +70,14 @@ def nested_memory(levels: int, task: int) -> bytes:
 # Success answers, route by route.
 
 
-def test_health_names_the_workflow_and_its_checksum(served: Served) -> None:
+def test_health_names_the_workflow_its_checksum_and_the_lease(served: Served) -> None:
     status, headers, body = served.request("GET", "/health")
     assert status == 200
     assert headers["content-type"] == "application/json"
     assert body["workflow"] == "orders"
     assert body["checksum"].startswith("sha256:")
-    assert set(body) == {"workflow", "checksum"}
+    assert body["lease"] == 120
+    assert set(body) == {"workflow", "checksum", "lease"}
 
 
 def test_the_workflow_route_answers_the_graph_file(served: Served, tmp_path) -> None:
@@ -160,7 +161,7 @@ def test_the_history_lists_the_entries_in_order(served: Served) -> None:
     entries = history(served, "ORDER-1")
     assert [entry["kind"] for entry in entries][:1] == ["started"]
     assert "entered" in [entry["kind"] for entry in entries]
-    assert all(set(entry) == {"seq", "at", "kind", "data"} for entry in entries)
+    assert all(set(entry) == {"seq", "at", "kind", "data", "text"} for entry in entries)
     assert all(TIME.match(entry["at"]) and isinstance(entry["data"], dict) for entry in entries)
     numbers = [entry["seq"] for entry in entries]
     assert numbers == sorted(set(numbers))

@@ -31,7 +31,6 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from stateous.cli.history import history_lines
 from stateous.control.access import Access, add_credential, served_hosts
 from stateous.control.api import Guard, create_app
 from stateous.control.edge import DEFAULT_LIMITS, create_server
@@ -456,54 +455,14 @@ def test_a_token_page_follows_the_stream_where_the_control_plane_has_one(
             stream.closed.set()
 
 
-#: One entry of each ledger kind, as the API shows them, with a paused and resumed run.
-ENTRIES = [
-    ("started", {"context": {"title": "t"}, "by": "ops"}),
-    ("started", {"context": {}, "parent": "PLAN-1"}),
-    ("event_accepted", {"event": "__started__", "payload": None, "state": "__start__"}),
-    (
-        "event_accepted",
-        {"event": "reviewed", "payload": {"approved": True, "n": [1, "é"]}, "state": "review"},
-    ),
-    ("entered", {"state": "draft", "visit": 1}),
-    ("entered", {"state": "draft", "visit": 2}),
-    ("task_queued", {"task": 2, "state": "draft"}),
-    ("task_claimed", {"task": 2, "supervisor": "box-1", "attempt": 1}),
-    ("note", {"task": 2, "text": "halfway <b>there</b>"}),
-    ("memory_set", {"task": 2, "state": "draft", "memory_key": "dev"}),
-    ("memory_deleted", {"task": 2, "state": "draft", "memory_key": "dev"}),
-    ("context_changed", {"changes": ["title", "amount"]}),
-    ("task_waiting", {"task": 2}),
-    ("task_failed", {"task": 2, "error": "disk full"}),
-    ("task_retrying", {"task": 2, "attempt": 2}),
-    ("task_done", {"task": 2}),
-    ("task_cancelled", {"task": 3}),
-    (
-        "timer_set",
-        {"timer": 1, "event": "timeout", "due_at": "2026-11-30T18:33:50Z", "kind": "timeout"},
-    ),
-    ("timer_fired", {"timer": 1, "event": "timeout"}),
-    ("event_rejected", {"event": "go", "reason": "no transition"}),
-    ("event_dropped", {"event": "go", "reason": "no transition"}),
-    ("paused", {"by": "ops"}),
-    ("event_deferred", {"event": "submitted", "payload": None, "arrival": 1}),
-    ("resumed", {}),
-    ("event_replayed", {"event": "submitted", "arrival": 1}),
-    ("event_dropped", {"event": "go", "reason": "no transition"}),
-    ("branch_started", {"workflow": "kid", "token": "PLAN-1.fan.1.kid"}),
-    ("a_later_kind", {"x": 1}),
-    ("completed", {}),
-    ("failed", {"reason": "the child failed"}),
-    ("cancelled", {}),
-]
-
-
-def test_the_history_reads_as_token_show_words_it(browser: WebDriver, plane: Served) -> None:
-    entries = [
-        {"seq": seq, "at": "2026-11-30T18:33:50Z", "kind": kind, "data": data}
-        for seq, (kind, data) in enumerate(ENTRIES, 1)
-    ]
-    expected = [line.split("  ", 2)[2] for line in list(history_lines(entries))[1:]]
-    browser.get(f"{plane.url}/ui/")
-    wait(browser, lambda driver: driver.execute_script("return Boolean(window.Draw)"))
-    assert browser.execute_script("return Draw.sentences(arguments[0])", entries) == expected
+def test_the_history_shows_the_text_the_api_words_and_the_data_of_an_entry_without_one(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    said = {"seq": 1, "at": moment(0), "kind": "note", "data": {"task": 2}, "text": MARKUP}
+    bare = {"seq": 2, "at": moment(0), "kind": "a_later_kind", "data": {"x": [1, "é"]}}
+    with agreed_plane(tmp_path, {"/tokens/ORDER-1/history": [said, bare]}) as plane:
+        start(plane, "ORDER-1")
+        browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+        shown = wait(browser, lambda driver: texts_of(driver, "#history .sentence"))
+        assert shown == [MARKUP, 'a_later_kind: {"x": [1, "é"]}']
+        assert browser.find_elements(By.ID, "injected") == []

@@ -122,7 +122,7 @@ def test_serve_answers_health_and_stops_cleanly_on_a_signal(
     ready = time.monotonic() - served.started
     print(f"\n/health answered 200 {ready:.3f} s after the process started")
     assert status == 200
-    assert health == {"workflow": "orders", "checksum": checksum(served_graph)}
+    assert health == {"workflow": "orders", "checksum": checksum(served_graph), "lease": 120}
     with read_only(db) as connection:
         holder = connection.execute("SELECT serving FROM control_plane").fetchone()[0]
     assert f":{served.process.pid}:" in holder

@@ -5,7 +5,7 @@
    route that this control plane does not have (404) leaves its panel saying so. */
 "use strict";
 
-const { el, fill, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS } = window.Draw;
+const { el, fill, drawGraph, sentence, compact, stateName, utc, clock, ago, BUILTIN_EVENTS } = window.Draw;
 const POLL_MS = 3000;
 /* While `GET /stream` is open, each entry it brings updates the view (at most once a
    second), and polling is only a safety net. */
@@ -18,7 +18,14 @@ const TOKEN_STATUSES = ["active", "paused", "completed", "failed", "cancelled"];
 const COUNT_PAGES = 10;
 /* The API is served beside `/ui/`, also behind a proxy that adds a prefix. */
 const BASE = new URL("../", location.href);
-const known = { layout: null, graph: null, tokenParams: null };
+const known = { layout: null, graph: null, tokenParams: null, lease: null };
+/* The lease of Stateous 0.2.2, for a control plane whose `/health` does not say its own. */
+const FIXED_LEASE = 120;
+/* How many failed tokens the overview shows, the most recently failed first. */
+const FAILED_SHOWN = 20;
+/* The error line of each failed token shown, by its id and the moment it ended: a failed
+   token's history does not change until it is retried, which moves it again. */
+const errorLines = new Map();
 const limits = { queuedMinutes: 10, waitingHours: 1, leaseSeconds: 30 };
 
 class ApiError extends Error {
@@ -118,6 +125,12 @@ async function graphFile() {
   return known.graph;
 }
 
+/* The lease of this control plane's grants, in seconds. */
+async function lease() {
+  if (!known.lease) known.lease = (await api("/health")).data.lease || FIXED_LEASE;
+  return known.lease;
+}
+
 /* The query parameters of `GET /tokens` that this control plane takes, from its OpenAPI. */
 async function tokenParams() {
   if (!known.tokenParams) {
@@ -211,6 +224,7 @@ function mountOverview(main) {
   const note = el("p", { class: "quiet" });
   const stuck = el("div");
   const supervisors = el("div");
+  const failed = el("div");
   const stats = el("div");
   const number = (key, label, unit) => el("label", {}, `${label} (${unit})`, el("input", {
     type: "number", min: 0, value: limits[key], id: `limit-${key}`,
@@ -224,6 +238,7 @@ function mountOverview(main) {
         number("leaseSeconds", "Lease ends within", "seconds"),
         number("waitingHours", "In one state longer than", "hours")),
       stuck),
+    el("section", { id: "failed" }, el("h2", {}, "Failed in the last day"), failed),
     el("section", { id: "supervisors" }, el("h2", {}, "Supervisors"), supervisors),
     el("section", { id: "stats" }, el("h2", {}, "The last hour"), stats),
   ]);
@@ -253,10 +268,12 @@ function mountOverview(main) {
         link: drawing.workflow === top ? (state) => `#/tokens?status=active&state=${enc(state)}` : null,
       }),
       countsTable(drawing, counts[drawing.workflow] || {}))));
-    const [waiting, tasks, seen] = await Promise.all([summary ? waitingTokens() : active.rows,
-      optional("/tasks?limit=1000"), optional("/supervisors")]);
+    const [waiting, tasks, seen, leaseSeconds, ended] = await Promise.all([
+      summary ? waitingTokens() : active.rows, optional("/tasks?limit=1000"),
+      optional("/supervisors"), lease(), failedTokens()]);
     stuck.replaceChildren(...stuckWork(tasks, waiting));
-    supervisors.replaceChildren(supervisorList(seen));
+    failed.replaceChildren(failedList(ended));
+    supervisors.replaceChildren(supervisorList(seen, leaseSeconds));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
   };
 }
@@ -313,14 +330,59 @@ function stuckWork(tasks, activeTokens) {
   return parts;
 }
 
-function supervisorList(found) {
+/* The tokens that failed in the last day, each with its error line; `more` when the
+   listing has more than are shown. */
+async function failedTokens() {
+  const since = iso(Date.now() - 24 * 3600 * 1000);
+  const { data, next } = await api(`/tokens?status=failed&since=${enc(since)}&limit=${FAILED_SHOWN}`);
+  const lines = await Promise.all(data.map(errorLine));
+  return { rows: data.map((token, index) => ({ token, error: lines[index] })), more: Boolean(next) };
+}
+
+/* Why a failed token failed: its last `failed` entry's reason, else its last failed
+   attempt's error, as its history says them. */
+async function errorLine(token) {
+  const key = `${token.token}\u0000${token.entered_at}`;
+  if (!errorLines.has(key)) {
+    const entries = (await api(`/tokens/${enc(token.token)}/history`)).data;
+    const last = (kind, field) => entries.filter((entry) => entry.kind === kind && entry.data[field])
+      .map((entry) => String(entry.data[field])).pop();
+    errorLines.set(key, last("failed", "reason") || last("task_failed", "error") || "no error was recorded");
+  }
+  return errorLines.get(key);
+}
+
+function failedList({ rows, more }) {
+  if (!rows.length) return nothing("No token failed in the last day.");
+  return el("div", {}, table(["Token", "State", "Failed at (UTC)", "Error"], rows.map(({ token, error }) =>
+    el("tr", { "data-token": token.token }, el("td", {}, tokenLink(token.token)),
+      el("td", {}, stateName(token.state)), el("td", {}, utc(token.entered_at)),
+      el("td", { class: "error-line" }, error)))),
+  more ? el("p", { class: "quiet" }, el("a", { href: "#/tokens?status=failed" }, "More failed tokens")) : null);
+}
+
+/* The latest of the moments a supervisor was heard from, or null. */
+function lastHeard(one) {
+  const times = [one.last_heartbeat, one.last_claim].filter(Boolean).map((at) => new Date(at).getTime());
+  return times.length ? Math.max(...times) : null;
+}
+
+/* A supervisor silent for a whole lease is gone: a claim it held has ended by now. */
+function supervisorList(found, leaseSeconds) {
   if (found === null) return unavailable("GET /supervisors");
   if (!found.length) return nothing("No supervisor was seen in the last day.");
-  return table(["Supervisor", "Last heartbeat", "Last claim", "Tasks held"], found.map((one) =>
-    el("tr", {}, el("td", {}, one.supervisor),
+  const now = Date.now();
+  return table(["Supervisor", "Last heartbeat", "Last claim", "Tasks held"], found.map((one) => {
+    const heard = lastHeard(one);
+    const gone = heard === null || now - heard > leaseSeconds * 1000;
+    return el("tr", { "data-supervisor": one.supervisor, class: gone ? "gone" : null },
+      el("td", {}, one.supervisor, gone
+        ? el("span", { class: "gone-mark", title: `silent for more than a lease (${leaseSeconds} s)` }, " gone")
+        : null),
       el("td", { title: utc(one.last_heartbeat) }, ago(one.last_heartbeat)),
       el("td", { title: utc(one.last_claim) }, ago(one.last_claim)),
-      el("td", {}, one.tasks.length ? one.tasks.join(", ") : "none"))), { class: "supervisors" });
+      el("td", {}, one.tasks.length ? one.tasks.join(", ") : "none"));
+  }), { class: "supervisors" });
 }
 
 function lastHour(summary) {
@@ -393,9 +455,11 @@ function mountList(main, params) {
         el("td", {}, statusBadge(token.status)), el("td", { class: "number" }, token.visit),
         el("td", {}, utc(token.entered_at)), el("td", {}, token.parent ? tokenLink(token.parent) : ""))),
       { class: "tokens" }) : nothing("No token matches."));
-    pager.replaceChildren(
+    // `fill`, not `replaceChildren`, which would show a missing button as the text "null".
+    pager.replaceChildren();
+    fill(pager, [
       page ? el("button", { type: "button", onclick: () => { page = null; kick(); } }, "First page") : null,
-      next ? el("button", { type: "button", id: "next-page", onclick: () => { page = next; kick(); } }, "Next page") : null);
+      next ? el("button", { type: "button", id: "next-page", onclick: () => { page = next; kick(); } }, "Next page") : null]);
   };
 }
 
@@ -403,11 +467,44 @@ function mountList(main, params) {
 
 function acceptedEvents(token, graph) {
   if (token.status !== "active" && token.status !== "paused") return [];
-  const flow = token.parent ? graph.workflows[workflowOf(token, graph.workflow)] : graph;
+  const flow = flowOf(token, graph);
   const events = (flow ? flow.transitions : [])
     .filter((move) => move.from === token.state && move.on && !BUILTIN_EVENTS.includes(move.on))
     .map((move) => move.on);
   return [...new Set(events)];
+}
+
+/* The workflow of the graph file that a token runs. */
+function flowOf(token, graph) {
+  return token.parent ? graph.workflows[workflowOf(token, graph.workflow)] : graph;
+}
+
+/* An example value of a JSON Schema: its default, first choice or constant, else a value
+   of its type; an object lists every property. `$ref`s name the graph file's schemas. */
+function example(schema, schemas, depth = 0) {
+  if (!schema || depth > 8) return null;
+  if (schema.$ref) return example(schemas[schema.$ref.split("/").pop()], schemas, depth + 1);
+  if ("default" in schema) return schema.default;
+  if ("const" in schema) return schema.const;
+  if (schema.enum) return schema.enum[0];
+  const choice = schema.anyOf || schema.oneOf;
+  if (choice) return example(choice.find((one) => one.type !== "null") || choice[0], schemas, depth + 1);
+  const type = Array.isArray(schema.type) ? schema.type.find((one) => one !== "null") : schema.type;
+  const plain = { boolean: true, string: "", integer: 0, number: 0, array: [], null: null };
+  if (type !== "object" && !schema.properties) return type in plain ? plain[type] : null;
+  return Object.fromEntries(Object.entries(schema.properties || {})
+    .map(([key, inner]) => [key, example(inner, schemas, depth + 1)]));
+}
+
+/* The placeholder of the payload field: an example made from the chosen event's payload
+   schema, or a word that this event takes none. */
+function payloadExample(token, graph, event) {
+  const flow = flowOf(token, graph);
+  const spec = event && flow && flow.events ? flow.events[event] : null;
+  if (!spec || !spec.payload) return event ? `${event} takes no payload: leave this empty` : "";
+  const schemas = { ...(graph.schemas || {}), ...((flow && flow.schemas) || {}) };
+  const schema = typeof spec.payload === "string" ? schemas[spec.payload] : spec.payload;
+  return compact(example(schema, schemas));
 }
 
 /* The tasks of a token and their attempts, as its history tells them. */
@@ -452,8 +549,13 @@ function mountToken(main, id) {
   const tasks = el("div", { id: "tasks" });
   const children = el("div", { id: "children" });
   const history = el("ol", { class: "timeline", id: "history" });
-  const eventChoice = el("select", { id: "event" });
-  const payload = el("textarea", { id: "payload", placeholder: '{"approved": true}', spellcheck: "false" });
+  const payload = el("textarea", { id: "payload", spellcheck: "false" });
+  // The token as last read, for the example of the event chosen between two updates.
+  let shownToken = null;
+  const showExample = () => {
+    if (shownToken) payload.placeholder = payloadExample(shownToken, known.graph, eventChoice.value);
+  };
+  const eventChoice = el("select", { id: "event", onchange: showExample });
   // Every button waits for the token to be read before it may be pressed.
   const button = (action, label, classes) => el("button", {
     type: "button", id: action, class: classes, disabled: true, onclick: () => steer(action) }, label);
@@ -541,6 +643,8 @@ function mountToken(main, id) {
       if (events.includes(chosen)) eventChoice.value = chosen;
     }
     fire.disabled = events.length === 0;
+    shownToken = token;
+    showExample();
     picture.replaceChildren(drawn.workflows[flow]
       ? drawGraph(drawn.workflows[flow], { current: token.state }) : nothing(`workflow ${flow}`));
     context.textContent = JSON.stringify(token.context, null, 2);
@@ -557,10 +661,9 @@ function mountToken(main, id) {
     children.replaceChildren(kids.data.length ? table(["Child", "State", "Status"], kids.data.map((kid) =>
       el("tr", {}, el("td", {}, tokenLink(kid.token)), el("td", {}, stateName(kid.state)),
         el("td", {}, statusBadge(kid.status))))) : nothing("No children."));
-    const told = sentences(entries.data);
-    history.replaceChildren(...entries.data.map((entry, index) => el("li", { class: `kind-${entry.kind}` },
+    history.replaceChildren(...entries.data.map((entry) => el("li", { class: `kind-${entry.kind}` },
       el("span", { class: "when" }, utc(entry.at)), el("span", { class: "seq" }, `#${entry.seq}`),
-      el("span", { class: "sentence" }, told[index]))));
+      el("span", { class: "sentence" }, sentence(entry)))));
   };
 }
 
@@ -578,12 +681,34 @@ function kick() {
 function viewOf(main) {
   const [path, query] = (location.hash.replace(/^#/, "") || "/").split("?");
   if (path.startsWith("/tokens/")) {
-    const id = decodeURIComponent(path.slice(8));
+    const id = decoded(path.slice(8));
+    if (id === null) return [mountBadLink(main, path.slice(8)), "stream"];
     return [mountToken(main, id), `stream?token=${enc(id)}`];
   }
   if (path === "/tokens") return [mountList(main, new URLSearchParams(query || "")), "stream"];
   document.title = "Stateous";
   return [mountOverview(main), "stream"];
+}
+
+/* A part of the address, decoded; null when it is no valid percent-encoding. */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch (error) {
+    if (error instanceof URIError) return null;
+    throw error;
+  }
+}
+
+/* A token link whose id cannot be decoded (cut short, or not UTF-8): no token has it. */
+function mountBadLink(main, part) {
+  document.title = "Stateous";
+  fill(main, [el("section", { id: "bad-link" }, el("h1", {}, "No such token"),
+    el("p", { class: "error" }, `This is a bad link: "${part}" is not a token id that can be read `
+      + "(its percent-encoding is broken), so no such token is shown."),
+    el("p", {}, el("a", { href: "#/tokens" }, "List the tokens"), " or ",
+      el("a", { href: "#/" }, "go to the overview"), "."))]);
+  return async () => {};
 }
 
 let streaming = false;
@@ -664,7 +789,7 @@ function show() {
         if (generation === shown) {
           $("problem").hidden = true;
           const how = streaming ? "live, " : "";
-          $("updated").textContent = `${how}updated ${new Date().toLocaleTimeString()}`;
+          $("updated").textContent = `${how}updated ${clock(new Date())} UTC`;
         }
       }
     } catch (error) {

@@ -1,6 +1,6 @@
 /* The dashboard's drawing: elements made without parsing HTML (every value shown is
    text, never markup), a laid-out workflow drawn as SVG, and the sentence of each
-   ledger entry, as `stateous token show` words it. It asks the API for nothing. */
+   ledger entry, as the control plane words it. It asks the API for nothing. */
 window.Draw = (() => {
 "use strict";
 
@@ -47,6 +47,11 @@ function utc(moment) {
   if (!moment) return "";
   const date = new Date(moment);
   return Number.isNaN(date.getTime()) ? String(moment) : date.toISOString().slice(0, 19).replace("T", " ");
+}
+
+/* The time of day of a moment in UTC, on a 24-hour clock, as every other time here is. */
+function clock(date) {
+  return date.toISOString().slice(11, 19);
 }
 
 /* How long ago a moment was, in words: `12 s ago`, `3 min ago`, `2 h ago`. */
@@ -130,66 +135,13 @@ function compact(value) {
   return JSON.stringify(value);
 }
 
-function ended(word) {
-  return (data) => (data.reason ? `${word}: ${data.reason}` : word);
-}
-
-/* Each ledger kind as a short sentence, as `stateous token show` says it. */
-const SENTENCES = {
-  started: (data) => (data.parent ? `started as a branch of ${data.parent}` : "started"),
-  event_accepted: (data) => {
-    const where = `${data.event} in ${stateName(data.state)}`;
-    return data.payload && Object.keys(data.payload).length ? `${where}: ${compact(data.payload)}` : where;
-  },
-  entered: (data) => (data.visit > 1 ? `entered ${data.state} (visit ${data.visit})` : `entered ${data.state}`),
-  task_queued: (data) => `task ${data.task} queued for ${data.state}`,
-  task_claimed: (data) => `${data.supervisor} took task ${data.task} (attempt ${data.attempt})`,
-  task_done: (data) => `task ${data.task} done`,
-  task_cancelled: (data) => `task ${data.task} cancelled`,
-  task_waiting: (data) => `task ${data.task} waits: the work goes on outside`,
-  task_failed: (data) => `task ${data.task} failed: ${data.error}`,
-  task_retrying: (data) => `task ${data.task} is tried again (attempt ${data.attempt})`,
-  timer_set: (data) => `timer set: ${data.event} at ${utc(data.due_at)}`,
-  timer_fired: (data) => `timer fired: ${data.event}`,
-  event_rejected: (data) => `${data.event} refused: ${data.reason}`,
-  event_deferred: (data) => `${data.event} held while paused`,
-  event_replayed: (data) => `${data.event} applied on resume`,
-  event_dropped: (data) => `${data.event} dropped: ${data.reason}`,
-  paused: () => "paused",
-  resumed: () => "resumed",
-  cancelled: ended("cancelled"),
-  completed: ended("completed"),
-  failed: ended("failed"),
-  context_changed: (data) => `context changed: ${data.changes.join(", ")}`,
-  note: (data) => String(data.text),
-  memory_set: (data) => `memory set: ${data.memory_key} (in ${data.state})`,
-  memory_deleted: (data) => `memory deleted: ${data.memory_key} (in ${data.state})`,
-  branch_started: (data) => `branch ${data.workflow} started: ${data.token}`,
-};
-
-/* One entry's sentence; `resuming` when it follows a resume. An entry of a kind this page
-   does not know shows its data. */
-function sentence(entry, resuming = false) {
+/* An entry's sentence: the `text` that the control plane words for it (the table of
+   `stateous token show`), else its kind and data. */
+function sentence(entry) {
+  if (typeof entry.text === "string" && entry.text) return entry.text;
   const data = entry.data || {};
-  let told;
-  try {
-    if (entry.kind === "event_dropped" && resuming) told = `${data.event} dropped on resume: ${data.reason}`;
-    else told = SENTENCES[entry.kind] ? SENTENCES[entry.kind](data) : null;
-  } catch (error) {
-    told = null;
-  }
-  if (told === null) told = Object.keys(data).length ? `${entry.kind}: ${compact(data)}` : entry.kind;
-  return typeof data.by === "string" ? `${told} (by ${data.by})` : told;
+  return Object.keys(data).length ? `${entry.kind}: ${compact(data)}` : entry.kind;
 }
 
-/* The sentence of each entry of a history, in order. */
-function sentences(entries) {
-  let resuming = false;
-  return entries.map((entry) => {
-    if (entry.kind === "paused" || entry.kind === "resumed") resuming = entry.kind === "resumed";
-    return sentence(entry, resuming);
-  });
-}
-
-return { el, fill, svgEl, drawGraph, sentences, stateName, utc, ago, BUILTIN_EVENTS };
+return { el, fill, svgEl, drawGraph, sentence, compact, stateName, utc, clock, ago, BUILTIN_EVENTS };
 })();
