@@ -223,7 +223,7 @@ class Guard:
         signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
         authorization = req.get_header("Authorization")
         if authorization is None and signature is not None and rule.webhook == "event":
-            who = self.access.identify_signed(raw_body(req), signature)
+            who = self.access.identify_signed(raw_body(req), signature, params.get("event", ""))
             if who is None and self.access.enabled:
                 raise Unauthorized("the delivery's signature matches no webhook's key")
         else:

@@ -77,6 +77,14 @@ KEY = {
     "in": "header",
     "schema": {"type": "string", "minLength": 1, "maxLength": 256},
 }
+#: A signed delivery: the body's HMAC-SHA256 under the webhook's key, in GitHub's header or
+#: ours, sent instead of `Authorization`; and GitHub's name of the delivery, its key.
+SIGNATURE = {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}
+DELIVERY = [
+    {"name": "X-Hub-Signature-256", "in": "header", "schema": SIGNATURE},
+    {"name": "X-Stateous-Signature", "in": "header", "schema": SIGNATURE},
+    {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string", "minLength": 1}},
+]
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
 WORK = (401, 403, 404, 409, 422)
 #: Every route of the API, by method and path template, as `access.RULES` names them.
@@ -177,7 +185,7 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
     if "{file}" in template:
         found.append(FILE_PARAM)
     if "{event}" in template:
-        found.extend([EVENT_PARAM, KEY])
+        found.extend([EVENT_PARAM, KEY, *DELIVERY])
     found.extend(LISTINGS.get((method, template), []))
     if (method, template) == ("GET", "/stream"):
         found.extend(STREAM)
