@@ -435,7 +435,7 @@ class Supervisors(Resource):
     """`/supervisors`: the supervisors seen in the last day, and the tasks they hold."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        answer(resp, self.engine.listings.supervisors())
+        answer_page(req, resp, self.engine.listings.supervisors(**query(req, ())))
 
 
 class Stream(Resource):

@@ -67,7 +67,11 @@ TASK_LISTING = [
     *PAGING,
 ]
 #: The query parameters of each listing, by method and path template.
-LISTINGS = {("GET", "/tokens"): TOKEN_LISTING, ("GET", "/tasks"): TASK_LISTING}
+LISTINGS = {
+    ("GET", "/tokens"): TOKEN_LISTING,
+    ("GET", "/tasks"): TASK_LISTING,
+    ("GET", "/supervisors"): PAGING,
+}
 STREAM = [
     {"name": "token", "in": "query", "schema": {"type": "string"}},
     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
@@ -151,9 +155,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         refusals=(401, 403, 422),
     ),
     ("GET", "/supervisors"): Operation(
-        "the supervisors seen in the last day",
+        "the supervisors seen in the last day, by name",
         answers=((200, list[wire.SupervisorView]),),
-        refusals=(401, 403),
+        refusals=(401, 403, 422),
     ),
     ("POST", "/tasks/claim"): Operation(
         "claim the oldest queued task", wire.ClaimBody, ((200, wire.Grant), (204, None)), WORK
