@@ -183,9 +183,10 @@ class Client:
         `older_than` (a duration such as `1h`); one page of up to `limit`."""
         return self.page("/tasks", **filters)[0]
 
-    def supervisors(self) -> list[dict[str, Any]]:
-        """The supervisors seen in the last day: their last claim and heartbeat, their tasks."""
-        return self._call("GET", "/supervisors")
+    def supervisors(self, most: int = 100_000) -> list[dict[str, Any]]:
+        """The supervisors seen in the last day, by name: their last claim and heartbeat, their
+        tasks; up to `most`, read page after page."""
+        return self.listed("/supervisors", most)
 
     def page(self, path: str, **query: str | int | None) -> tuple[list[dict[str, Any]], str | None]:
         """One page of a listing (`/tokens`, `/tasks`) and the cursor of the next page, to pass

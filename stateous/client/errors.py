@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
+#: A secret of Stateous (`stq_...`), or any `Bearer` value, in a text that a server sent.
+_SECRET = re.compile(
+    r"stq_[A-Za-z0-9_-]+|(?P<scheme>\bBearer\s+)[A-Za-z0-9._~+/-]+=*", re.IGNORECASE
+)
+
+
+def redacted(text: str) -> str:
+    """`text` with each secret it holds replaced by `[redacted]`: a refusal's sentence goes
+    into logs and error lines, and a proxy may echo the request's `Authorization` in it."""
+    return _SECRET.sub(lambda found: f"{found['scheme'] or ''}[redacted]", text)
+
 
 class ClientError(Exception):
     """A call to the control plane failed."""

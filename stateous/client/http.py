@@ -31,6 +31,7 @@ from stateous.client.errors import (
     Refused,
     Unreachable,
     Unverified,
+    redacted,
 )
 from stateous.client.urls import Urls
 
@@ -300,7 +301,7 @@ class Connection:
         if response.status >= 400:
             message, code = f"HTTP {response.status}", None
             if isinstance(answer, dict):
-                message = str(answer.get("error", message))
+                message = redacted(str(answer.get("error", message)))
                 code = answer.get("code")
             kind = NotFound if response.status == 404 else Refused
             if code == "not_serving":

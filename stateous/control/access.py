@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import re
 import secrets
 import socket
 import threading
@@ -40,6 +41,8 @@ HEADER_LIMIT = 256
 TOUCH_EVERY = 60.0
 #: The signature headers of a signed delivery: GitHub's, and ours.
 SIGNATURES = ("X-Hub-Signature-256", "X-Stateous-Signature")
+#: What a signature header holds: the body's HMAC-SHA256 in hex.
+SIGNATURE = re.compile(r"sha256=[0-9a-f]{64}\Z")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
@@ -211,12 +214,24 @@ class Access:
         self._touch(row)
         return caller_of(row)
 
-    def identify_signed(self, body: bytes, signature: str) -> Caller | None:
-        """The webhook whose HMAC key signed `body`, for a delivery that carries no
-        `Authorization` (as GitHub's do); None when no key matches."""
+    def identify_signed(self, body: bytes, signature: str, event: str) -> Caller | None:
+        """The webhook whose HMAC key signed `body`, for a delivery of `event` that carries
+        no `Authorization` (as GitHub's do); None when no key matches.
+
+        Only the keys of the live webhooks that may fire `event` are tried, and none for a
+        signature that is not `sha256=` and 64 hex digits: a stranger's delivery costs at
+        most one HMAC of the body per webhook of that event, not one per webhook.
+        """
+        if not SIGNATURE.match(signature.strip()):
+            return None
         rows = self.store.read(lambda tx: tx.credentials())
         for row in rows:
-            if row.revoked_at is None and row.hmac_key and signed_by(row.hmac_key, body, signature):
+            if (
+                row.revoked_at is None
+                and row.hmac_key
+                and event in (row.events or ())
+                and signed_by(row.hmac_key, body, signature)
+            ):
                 self._touch(row)
                 return caller_of(row)
         return None

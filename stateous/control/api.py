@@ -223,7 +223,7 @@ class Guard:
         signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
         authorization = req.get_header("Authorization")
         if authorization is None and signature is not None and rule.webhook == "event":
-            who = self.access.identify_signed(raw_body(req), signature)
+            who = self.access.identify_signed(raw_body(req), signature, params.get("event", ""))
             if who is None and self.access.enabled:
                 raise Unauthorized("the delivery's signature matches no webhook's key")
         else:
@@ -435,7 +435,7 @@ class Supervisors(Resource):
     """`/supervisors`: the supervisors seen in the last day, and the tasks they hold."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        answer(resp, self.engine.listings.supervisors())
+        answer_page(req, resp, self.engine.listings.supervisors(**query(req, ())))
 
 
 class Stream(Resource):

@@ -11,7 +11,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from stateous.control.errors import InvalidArgument, InvalidContext, InvalidPayload, InvalidTokenId
+from stateous.control.errors import (
+    InvalidArgument,
+    InvalidContext,
+    InvalidPayload,
+    InvalidTokenId,
+    TooManyTimers,
+)
 from stateous.control.graph import Flow
 from stateous.control.validation import Invalid
 from stateous.control.waits import LONGEST_WAIT
@@ -30,6 +36,10 @@ BATCH_LIMIT = 1000
 #: The longest name that a claim can list: `<workflow>/<state>`.
 CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
 LIST_LIMIT = 1000
+#: The most timers one report may set.
+TIMERS_PER_REPORT = 100
+#: The most timers one token may have pending (its state's timeout among them).
+PENDING_TIMERS = 1000
 LIST_DEFAULT = 100
 #: The largest task id that can exist (a signed 64-bit integer).
 MAX_TASK_ID = 2**63 - 1
@@ -157,6 +167,10 @@ def payload(flow: Flow, event: str, given: Any) -> Any:
 
 def schedules(flow: Flow, given: list[Schedule]) -> list[dict[str, Any]]:
     """The timers a report sets, each with its payload checked and its delay in seconds."""
+    if len(given) > TIMERS_PER_REPORT:
+        raise TooManyTimers(
+            f"a report sets at most {TIMERS_PER_REPORT} timers; this one sets {len(given)}"
+        )
     checked = []
     for schedule in given:
         if schedule.event in BUILTIN_EVENTS or schedule.event not in flow.spec.events:
@@ -173,3 +187,13 @@ def schedules(flow: Flow, given: list[Schedule]) -> list[dict[str, Any]]:
             }
         )
     return checked
+
+
+def room_for_timers(pending: int, more: int) -> None:
+    """A token keeps at most `PENDING_TIMERS` pending: each one fired is a move to make, so
+    a token with too many would hold up every other token's timers."""
+    if more and pending + more > PENDING_TIMERS:
+        raise TooManyTimers(
+            f"the token has {pending} pending timers; {more} more would pass "
+            f"{PENDING_TIMERS}, the most"
+        )

@@ -8,14 +8,18 @@ tokens: the leases that are over by `tasks_lease` (`lease_until WHERE status =
 'claimed'`) and the timers that are due by `timers_due` (`due_at, id WHERE status =
 'pending'`), both read up to `BATCH` rows in one snapshot, each timer's token by its
 key. Each lease ended and each timer fired is then a transaction of its own, which
-checks again that it is still due. With nothing due, a tick is two index lookups
-that find nothing.
+checks again that it is still due. While a round finds a full batch, the tick takes
+another, for up to `KEEP_UP` seconds, so a backlog of timers is worked off in due
+order, a lease that ends meanwhile is found by the next round, and no other token's
+timeout waits a second per hundred timers before it. With nothing due, a tick is two
+index lookups that find nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from stateous.control.engine import Engine
@@ -28,8 +32,11 @@ from stateous.model.vocabulary import Kind, TaskStatus, TimerKind, TimerStatus, 
 
 log = logging.getLogger("stateous.control.clock")
 
-#: The most leases ended, and the most timers fired, in one tick; the rest wait for the next.
+#: The most leases ended, and the most timers fired, in one round of a tick.
 BATCH = 100
+#: How long a tick goes on taking rounds while each finds a full batch, in seconds: a
+#: backlog is worked off at the database's pace, not `BATCH` a second.
+KEEP_UP = 0.5
 
 
 def renew_leases(engine: Engine) -> int:
@@ -81,19 +88,33 @@ def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
     return True
 
 
+def one_round(engine: Engine) -> tuple[int, int, bool]:
+    """End the leases that are over and fire the due timers, up to `BATCH` of each, each in
+    its own transaction; answer how many ended and fired, and whether a batch was full."""
+    leases, timers = due_work(engine)
+    ended = sum(engine.store.write(lambda tx, i=i: end_lease(engine, tx, i)) for i in leases)
+    fired = sum(engine.store.write(lambda tx, i=i: fire_timer(engine, tx, i)) for i in timers)
+    return ended, fired, max(len(leases), len(timers)) >= BATCH
+
+
 def tick(engine: Engine) -> tuple[int, int]:
-    """One beat of the clock: renew the leases owed after an outage of the database, end
-    the leases that are over, then fire due timers, each in its own transaction; answer
-    how many leases ended and how many timers fired."""
+    """One beat of the clock: renew the leases owed after an outage of the database, then
+    take rounds of leases that are over and due timers (each round reads both afresh, in
+    due order across all tokens) until a round finds less than a full batch or the tick
+    has run `KEEP_UP` seconds; answer how many leases ended and how many timers fired."""
+    began = time.monotonic()
+    ended = fired = 0
     try:
         if engine.leases_owed:
             engine.leases_owed = False
             renewed = renew_leases(engine)
             if renewed:
                 log.info("the database answers again: %d claimed tasks get a full lease", renewed)
-        leases, timers = due_work(engine)
-        ended = sum(engine.store.write(lambda tx, i=i: end_lease(engine, tx, i)) for i in leases)
-        fired = sum(engine.store.write(lambda tx, i=i: fire_timer(engine, tx, i)) for i in timers)
+        more = True
+        while more:
+            leases, timers, more = one_round(engine)
+            ended, fired = ended + leases, fired + timers
+            more = more and time.monotonic() - began < KEEP_UP
     except (DatabaseBusy, OutcomeUnknown):
         engine.leases_owed = True
         raise

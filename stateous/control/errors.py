@@ -42,6 +42,12 @@ class InvalidBody(EngineError, ValueError):
     code, status = "invalid_body", 422
 
 
+class TooManyTimers(EngineError, ValueError):
+    """A report sets more timers than one report may, or than its token may have pending."""
+
+    code, status = "too_many_timers", 422
+
+
 class EventNotAllowed(EngineError):
     code, status = "event_not_allowed", 409
 

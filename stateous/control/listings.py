@@ -77,6 +77,20 @@ def decode_cursor(cursor: str, second: type) -> tuple[str, Any]:
     return moment, key
 
 
+def decode_name_cursor(cursor: str) -> str:
+    """The supervisor's name of a cursor of `GET /supervisors`."""
+    try:
+        if len(cursor) > _CURSOR_LIMIT:
+            raise ValueError(cursor)
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        (name,) = msgspec.json.decode(raw, type=tuple[str])
+    except (ValueError, binascii.Error, msgspec.DecodeError):
+        raise InvalidArgument("after is not a cursor of this listing") from None
+    if not plain_text(name, checks.NAME_LIMIT):
+        raise InvalidArgument("after is not a cursor of this listing")
+    return name
+
+
 def valid_key(key: object) -> bool:
     """Whether the second half of a cursor's key can name a row: a token id, a task id."""
     if isinstance(key, str):
@@ -210,8 +224,17 @@ class Listings:
         cursor = encode_cursor([rows[-1][1], rows[-1][0].id]) if more else None
         return Page([task_view(row, now) for row, _ in rows], cursor)
 
-    def supervisors(self) -> list[SupervisorView]:
-        """Every supervisor that claimed or sent a heartbeat in the last `SEEN_FOR` seconds,
-        by name, with the tasks it holds now."""
-        rows = self.store.read(lambda tx: tx.supervisors_seen(to_column(tx.now - SEEN_FOR)))
-        return [supervisor_view(row) for row in rows]
+    def supervisors(
+        self, *, limit: str | int | None = None, after: str | None = None
+    ) -> Page[SupervisorView]:
+        """A page of the supervisors that claimed or sent a heartbeat in the last `SEEN_FOR`
+        seconds, by name, with the tasks each holds now."""
+        count = checks.list_limit(limit) + 1
+        name = "" if after is None else decode_name_cursor(after)
+        rows = self.store.read(
+            lambda tx: tx.supervisors_seen(to_column(tx.now - SEEN_FOR), count, name)
+        )
+        more = len(rows) == count
+        rows = rows[: count - 1]
+        cursor = encode_cursor([rows[-1].supervisor]) if more else None
+        return Page([supervisor_view(row) for row in rows], cursor)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
+from stateous.control import checks
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Graph, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -228,6 +229,7 @@ class Moves:
         schedules: list[dict[str, Any]],
     ) -> None:
         """Keep what a report changes besides the move: the context, and its timers."""
+        checks.room_for_timers(tx.pending_timers(token.token), len(schedules))
         if changes and context is not None:
             token.context = context
             tx.record(token.token, Kind.CONTEXT_CHANGED, {"changes": changes})

@@ -67,7 +67,11 @@ TASK_LISTING = [
     *PAGING,
 ]
 #: The query parameters of each listing, by method and path template.
-LISTINGS = {("GET", "/tokens"): TOKEN_LISTING, ("GET", "/tasks"): TASK_LISTING}
+LISTINGS = {
+    ("GET", "/tokens"): TOKEN_LISTING,
+    ("GET", "/tasks"): TASK_LISTING,
+    ("GET", "/supervisors"): PAGING,
+}
 STREAM = [
     {"name": "token", "in": "query", "schema": {"type": "string"}},
     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
@@ -77,6 +81,14 @@ KEY = {
     "in": "header",
     "schema": {"type": "string", "minLength": 1, "maxLength": 256},
 }
+#: A signed delivery: the body's HMAC-SHA256 under the webhook's key, in GitHub's header or
+#: ours, sent instead of `Authorization`; and GitHub's name of the delivery, its key.
+SIGNATURE = {"type": "string", "pattern": "^sha256=[0-9a-f]{64}$"}
+DELIVERY = [
+    {"name": "X-Hub-Signature-256", "in": "header", "schema": SIGNATURE},
+    {"name": "X-Stateous-Signature", "in": "header", "schema": SIGNATURE},
+    {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string", "minLength": 1}},
+]
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
 WORK = (401, 403, 404, 409, 422)
 #: Every route of the API, by method and path template, as `access.RULES` names them.
@@ -143,9 +155,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         refusals=(401, 403, 422),
     ),
     ("GET", "/supervisors"): Operation(
-        "the supervisors seen in the last day",
+        "the supervisors seen in the last day, by name",
         answers=((200, list[wire.SupervisorView]),),
-        refusals=(401, 403),
+        refusals=(401, 403, 422),
     ),
     ("POST", "/tasks/claim"): Operation(
         "claim the oldest queued task", wire.ClaimBody, ((200, wire.Grant), (204, None)), WORK
@@ -177,7 +189,7 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
     if "{file}" in template:
         found.append(FILE_PARAM)
     if "{event}" in template:
-        found.extend([EVENT_PARAM, KEY])
+        found.extend([EVENT_PARAM, KEY, *DELIVERY])
     found.extend(LISTINGS.get((method, template), []))
     if (method, template) == ("GET", "/stream"):
         found.extend(STREAM)

@@ -17,6 +17,7 @@ from tests.client.recording import BEARER, SECRET, Recorder
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, orders, write_graph
 from tests.supervisor.support import write_folder
+from tests.supervisor.test_credentials import credential
 
 
 @pytest.fixture
@@ -63,6 +64,34 @@ def test_token_commands_send_the_secret_and_never_print_it(
     assert not [
         text for command in done for text in (command.stdout, command.stderr) if SECRET in text
     ]
+
+
+def test_a_refusal_that_echoes_the_secret_is_printed_with_the_secret_redacted(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    graph = tmp_path / "orders.json"
+    write_graph(graph, orders())
+    db = tmp_path / "guarded.sqlite"
+    credential(db, tmp_path, "ops", "operator")
+    served = launcher.serve(graph, db)
+    echoing = Recorder(served.port, echo=True)
+    secret = "stq_Echoed-Secret_0123456789"
+    try:
+        shown = run_stateous(
+            "token",
+            "show",
+            "ORDER-1",
+            "--url",
+            echoing.url,
+            cwd=tmp_path,
+            env={"STATEOUS_TOKEN": secret},
+        )
+    finally:
+        echoing.close()
+    assert shown.returncode == 1
+    assert shown.stderr.endswith("(the request had Authorization: Bearer [redacted])\n")
+    assert secret not in shown.stderr + shown.stdout
+    assert "Echoed-Secret" not in shown.stderr
 
 
 def test_without_a_secret_the_token_commands_send_no_authorization(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,8 @@ class _Forward(http.server.BaseHTTPRequestHandler):
             data = answer.read()
         finally:
             upstream.close()
+        if self.recorder.echo and answer.status >= 400:
+            data = echoed(data, self.headers.get("Authorization"))
         self.send_response(answer.status)
         self.send_header("Content-Type", answer.getheader("Content-Type", "application/json"))
         self.send_header("Content-Length", str(len(data)))
@@ -60,11 +63,21 @@ class _Forward(http.server.BaseHTTPRequestHandler):
         return
 
 
-class Recorder:
-    """The server; `url` is its address, `seen` the requests so far."""
+def echoed(refusal: bytes, authorization: str | None) -> bytes:
+    """A refusal whose sentence repeats the request's `Authorization`, as a careless proxy's
+    may."""
+    body = json.loads(refusal)
+    body["error"] += f" (the request had Authorization: {authorization})"
+    return json.dumps(body).encode()
 
-    def __init__(self, upstream: int) -> None:
+
+class Recorder:
+    """The server; `url` is its address, `seen` the requests so far. With `echo`, each
+    refusal's sentence repeats the `Authorization` that came with its request."""
+
+    def __init__(self, upstream: int, *, echo: bool = False) -> None:
         self.upstream = upstream
+        self.echo = echo
         self.seen: list[Seen] = []
         self._lock = threading.Lock()
         handler = type("Handler", (_Forward,), {"recorder": self})

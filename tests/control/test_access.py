@@ -296,6 +296,22 @@ def test_a_wrong_signature_is_refused(plane: Plane, header: str) -> None:
     assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["state"] == "draft"
 
 
+def test_a_signed_delivery_of_an_event_its_webhook_may_not_fire_matches_no_key(
+    plane: Plane,
+) -> None:
+    # Only the keys of the webhooks that may fire the event are tried: the key of
+    # "signed" (made for `submitted`) is not tried for `remind`.
+    started(plane)
+    body = b"{}"
+    headers = {"X-Hub-Signature-256": signature(body), "Content-Type": "application/json"}
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/events/remind", headers=headers, raw=body)
+    assert (status, answer) == (
+        401,
+        {"error": "the delivery's signature matches no webhook's key", "code": "unauthorized"},
+    )
+    assert [kind for kind, _ in entries(plane, "ORDER-1")][-1] == "task_queued"
+
+
 def test_a_signed_webhook_must_sign_even_with_its_secret(plane: Plane) -> None:
     started(plane)
     status, answer = plane.ask("POST", "/tokens/ORDER-1/events/submitted", who="signed")

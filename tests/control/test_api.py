@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any, NamedTuple
 
 import msgspec
 import pytest
 
-from stateous.control import errors
+from stateous.control import clock, errors
 from stateous.control.api import MAX_BODY, MAX_DEPTH
 from stateous.control.engine import Engine
 from tests.control.conftest import Served, read_answer
@@ -339,6 +340,56 @@ def test_a_waiting_task_takes_a_report_from_outside(served: Served) -> None:
         served, review["task"], kind="event", event="reviewed", payload={"approved": True}
     )
     assert done["status"] == "completed"
+
+
+def test_a_token_keeps_at_most_1000_pending_timers(served: Served) -> None:
+    start(served)
+    draft = claim(served, "draft")
+    report(served, draft["task"], kind="event", event="submitted", supervisor=SUPERVISOR)
+    task = claim(served, "review")["task"]
+    hundred = [{"event": "submitted", "after": "1h"}] * 100
+    report(served, task, kind="waiting", schedules=hundred, supervisor=SUPERVISOR)
+    for _ in range(8):
+        report(served, task, kind="waiting", schedules=hundred)  # from outside: it waits
+    # 900 set, and review's timeout: 100 more would make 1001.
+    length = len(history(served, "ORDER-1"))
+    status, _, body = served.request(
+        "POST", f"/tasks/{task}/report", {"kind": "waiting", "schedules": hundred}
+    )
+    assert (status, body["code"]) == (422, "too_many_timers")
+    assert "901 pending timers" in body["error"]
+    assert len(history(served, "ORDER-1")) == length
+    report(served, task, kind="waiting", schedules=hundred[:99])
+    assert kinds(served, "ORDER-1").count("timer_set") == 1000
+
+
+def test_one_tick_works_off_a_backlog_of_timers_in_due_order(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tick's time budget is lifted, so the test does not depend on the machine's pace.
+    monkeypatch.setattr(clock, "KEEP_UP", 60.0)
+    tasks = []
+    for token in ("BURST-1", "BURST-2", "LATE-1"):
+        start(served, token)
+        draft = claim(served, "draft")
+        report(served, draft["task"], kind="event", event="submitted", supervisor=SUPERVISOR)
+        tasks.append(claim(served, "review")["task"])
+    soon = [{"event": "submitted", "after": "1s"}] * 100
+    for task in tasks[:2]:
+        report(served, task, kind="waiting", schedules=soon, supervisor=SUPERVISOR)
+        report(served, task, kind="waiting", schedules=soon)
+    report(
+        served,
+        tasks[2],
+        kind="waiting",
+        schedules=[{"event": "reviewed", "after": "1s", "payload": {"approved": True}}],
+        supervisor=SUPERVISOR,
+    )
+    time.sleep(1.2)
+    assert clock.tick(served.engine) == (0, 401)
+    assert served.request("GET", "/tokens/LATE-1")[2]["status"] == "completed"
+    for token in ("BURST-1", "BURST-2"):
+        assert kinds(served, token).count("timer_fired") == 200
 
 
 def test_a_note_and_a_memory_write_answer_204_with_no_body(served: Served) -> None:
@@ -770,6 +821,18 @@ REFUSALS = [
         {
             "kind": "waiting",
             "schedules": [{"event": "reviewed", "after": "soon", "payload": {"approved": True}}],
+            **LIVE,
+        },
+    ),
+    Refusal(
+        "a report that sets 101 timers",
+        "POST",
+        "/tasks/{review}/report",
+        422,
+        "too_many_timers",
+        {
+            "kind": "waiting",
+            "schedules": [{"event": "submitted", "after": "1h"}] * 101,
             **LIVE,
         },
     ),

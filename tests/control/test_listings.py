@@ -329,6 +329,26 @@ def test_a_supervisor_unseen_for_a_day_is_no_longer_listed(plane: Plane, api: Se
     assert [row["supervisor"] for row in api.request("GET", "/supervisors")[2]] == ["late"]
 
 
+def test_supervisors_are_paged_by_name_with_a_link_to_the_next_page(
+    plane: Plane, api: Served
+) -> None:
+    names = [f"box-{number:03}" for number in range(105)]
+    for name in reversed(names):
+        plane.engine.heartbeat(name, [])
+    status, headers, first = api.request("GET", "/supervisors")
+    assert status == 200
+    assert [row["supervisor"] for row in first] == names[:100]
+    assert set(first[0]) == {"supervisor", "last_claim", "last_heartbeat", "tasks"}
+    assert LINK.match(headers["link"])
+    every = pages(api, "/supervisors?limit=40")
+    assert [len(page) for page in every] == [40, 40, 25]
+    assert [row["supervisor"] for page in every for row in page] == names
+    status, _, body = api.request("GET", "/supervisors?after=bm90IGEgY3Vyc29y")
+    assert (status, body["code"]) == (422, "invalid_argument")
+    with Client(api.url) as client:
+        assert [row["supervisor"] for row in client.supervisors()] == names
+
+
 # the client
 
 

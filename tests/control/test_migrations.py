@@ -109,12 +109,12 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
     upgraded = plane_for(orders(), backend)
     try:
-        assert upgraded.engine.listings.supervisors() == []  # its row has no times yet
+        assert upgraded.engine.listings.supervisors().rows == []  # its row has no times yet
         again = upgraded.engine.claim("box-1", ["draft"], "req-1")  # the answer was lost
         assert grant is not None and again is not None and again.task == grant.task
-        assert upgraded.engine.listings.supervisors() == []  # the same claim, answered again
+        assert upgraded.engine.listings.supervisors().rows == []  # the same claim, answered again
         assert upgraded.engine.claim("box-1", ["draft"], "req-2") is None  # a new one
-        [box] = upgraded.engine.listings.supervisors()
+        [box] = upgraded.engine.listings.supervisors().rows
         assert (box.supervisor, box.tasks, box.last_heartbeat) == ("box-1", [grant.task], None)
     finally:
         upgraded.store.close()

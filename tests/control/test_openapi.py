@@ -44,6 +44,17 @@ def test_the_document_is_served_at_openapi_json(served: Served) -> None:
     assert body["openapi"].startswith("3.1")
 
 
+def test_an_event_names_the_headers_of_a_signed_delivery() -> None:
+    fire = openapi.document()["paths"]["/tokens/{token}/events/{event}"]["post"]
+    headers = {param["name"] for param in fire["parameters"] if param["in"] == "header"}
+    assert headers == {
+        "Idempotency-Key",
+        "X-Hub-Signature-256",
+        "X-Stateous-Signature",
+        "X-GitHub-Delivery",
+    }
+
+
 #: Requests that fit the document and requests that break it, from a fixed seed.
 FUZZ = SchemathesisConfig.from_dict(
     {"generation": {"mode": "all", "max-examples": 100, "deterministic": True}, "seed": 17}

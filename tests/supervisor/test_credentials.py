@@ -226,3 +226,22 @@ def test_a_supervisor_without_its_secret_claims_nothing_and_says_why_once(
     assert served.request("GET", "/tokens/ORDER-1", headers=operator)[1]["state"] == "draft"
     assert supervisor.stop() == 0
     assert sum("refuses this supervisor's credential" in text for text in supervisor.log) == 1
+
+
+def test_a_refusal_that_echoes_the_secret_is_logged_with_the_secret_redacted(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "guarded.sqlite"
+    credential(db, tmp_path, "ops", "operator")
+    served = launcher.serve(graph, db)
+    echoing = Recorder(served.port, echo=True)
+    secret = "stq_Echoed-Secret_0123456789"
+    try:
+        folder = write_folder(tmp_path / "box-1", echoing.url, graph)
+        supervisor = supervisors.serving(folder, env={"STATEOUS_TOKEN": secret})
+        line = supervisor.wait_log(re.compile(r"the control plane refuses this supervisor's .*"))
+        assert "(the request had Authorization: Bearer [redacted])" in line
+        assert supervisor.stop() == 0
+    finally:
+        echoing.close()
+    assert not [text for text in supervisor.log if "Echoed-Secret" in text]

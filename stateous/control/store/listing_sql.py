@@ -131,12 +131,14 @@ def task_page_sql(query: TaskQuery) -> tuple[str, tuple[Any, ...]]:
     return sql, (*bindings, query.limit)
 
 
-#: The supervisors that claimed or sent a heartbeat after a time, with the tasks that
-#: each holds now, in no order.
+#: A page of the supervisors that claimed or sent a heartbeat after a time, by name after
+#: a name (read in the order of the claims' key), with the tasks that each holds now.
 SUPERVISORS_SQL = (
-    "SELECT c.supervisor, c.claimed_at, c.heartbeat_at, t.id FROM claims c "
-    f"LEFT JOIN tasks t ON t.claimed_by = c.supervisor AND t.status = {word(TaskStatus.CLAIMED)} "
-    "WHERE c.claimed_at > ? OR c.heartbeat_at > ?"
+    "SELECT c.supervisor, c.claimed_at, c.heartbeat_at, t.id FROM ("
+    "SELECT supervisor, claimed_at, heartbeat_at FROM claims "
+    "WHERE supervisor > ? AND (claimed_at > ? OR heartbeat_at > ?) ORDER BY supervisor LIMIT ?"
+    f") c LEFT JOIN tasks t ON t.claimed_by = c.supervisor AND t.status = "
+    f"{word(TaskStatus.CLAIMED)}"
 )
 
 
@@ -163,18 +165,18 @@ class ListingSql:
         rows = self.execute(*task_page_sql(query))
         return [(task_row(row), row[TASK_QUEUED_AT]) for row in rows]
 
-    def supervisors_seen(self, since: str) -> list[SupervisorRow]:
-        """The supervisors that claimed or sent a heartbeat after `since`, by name."""
+    def supervisors_seen(self, since: str, limit: int, after: str = "") -> list[SupervisorRow]:
+        """Up to `limit` supervisors that claimed or sent a heartbeat after `since`, by name,
+        each named after `after`."""
         seen: dict[str, SupervisorRow] = {}
-        for name, claimed_at, heartbeat_at, task in self.execute(SUPERVISORS_SQL, (since, since)):
+        bindings = (after, since, since, limit)
+        for name, claimed_at, heartbeat_at, task in self.execute(SUPERVISORS_SQL, bindings):
             row = seen.get(name)
             if row is None:
                 row = SupervisorRow(name, time_or_none(claimed_at), time_or_none(heartbeat_at))
                 seen[name] = row
             if task is not None:
                 row.tasks.append(task)
-        # Sorted here: an ORDER BY would have the database read every claim row in order
-        # rather than the two indexes of the times.
         for row in seen.values():
             row.tasks.sort()
         return sorted(seen.values(), key=lambda row: row.supervisor)

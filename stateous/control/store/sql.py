@@ -453,6 +453,20 @@ class SqlTx(ListingSql, ABC):
     def due_timers(self, limit: int) -> list[int]:
         return [row[0] for row in self.execute(DUE_TIMERS, (self.stamp, limit))]
 
+    def pending_timers(self, token: str) -> int:
+        """How many timers of `token` are pending: known once the token was read, else
+        counted by the index of the token's timers."""
+        known = self._timers.get(token)
+        if known is None:
+            found = self.one(
+                f"SELECT count(*) FROM timers WHERE token = ? AND status = "
+                f"{word(TimerStatus.PENDING)}",
+                (token,),
+            )
+            known = int(found[0]) if found else 0
+            self._timers[token] = known
+        return known
+
     # memory
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
