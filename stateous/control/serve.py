@@ -214,7 +214,8 @@ class ControlPlane:
             streams = Streams(self.store, self.limits.streams)
             published = Published(self.store, streams)
             self.engine = Engine(self.graph, published, lease=self.lease, waits=self.waits)
-            self.access = Access(self.store, enabled=not self.no_auth)
+            exposed = not self.address.is_loopback or bool(self.allowed_hosts)
+            self.access = Access(self.store, enabled=not self.no_auth, exposed=exposed)
             self._check_open_to_others()
             check_structure(self.store, self.graph)
             self.hold = Hold(self.store, self.lock)
@@ -230,12 +231,12 @@ class ControlPlane:
         self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
 
     def _check_open_to_others(self) -> None:
-        """Refuse to let other computers in without a credential to ask them for."""
+        """Refuse to let other computers in while the database asks no credential of them."""
         if self.address.is_loopback or self.no_auth or self.access.required:
             return
         raise ServeError(
             f"listening on {self.address.host}:{self.address.port} lets other computers in, "
-            "and the database holds no credential to ask them for; add one first "
+            "and authentication is off in the database; add a credential first "
             f"(stateous auth add NAME --role operator --db {self.db}), or serve with --no-auth"
         )
 
@@ -354,6 +355,7 @@ class ControlPlane:
     def _start_serving(self) -> None:
         if isinstance(self.store, LoopWrites):
             self.server.share_writes(self.store)
+        self.access.refresh()
         self.clock.start()
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
 

@@ -111,11 +111,13 @@ class Stats(msgspec.Struct):
 
 
 class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """What `GET /health` answers: the served workflow and its checksum, and a warning when
-    the control plane runs without authentication beyond this computer."""
+    """What `GET /health` answers: the served workflow and its checksum, whether requests
+    need a credential (`auth`: `on`, `off`, or `no_credential` when it is on and every
+    credential is revoked), and a warning when no credential protects the control plane."""
 
     workflow: str
     checksum: str
+    auth: Literal["on", "off", "no_credential"] | None = None
     warning: str | None = None
 
 

@@ -205,7 +205,10 @@ def test_credentials_on_postgres_are_asked_for_and_a_revoke_counts_at_once(
     assert served.request("GET", "/tokens")[0] == 401
     assert served.request("GET", "/tokens", headers=operator)[0] == 200
 
-    assert auth(url, tmp_path, "revoke", "ops-1").returncode == 0
+    assert auth(url, tmp_path, "revoke", "ops-1").returncode == 1  # the last operator
+    assert auth(url, tmp_path, "revoke", "ops-1", "--force").returncode == 0
     status, answer = served.request("GET", "/tokens", headers=operator)
     assert (status, answer["code"]) == (401, "unauthorized")
+    time.sleep(1.5)  # a beat of the clock: authentication stays on with none live
+    assert served.request("GET", "/tokens")[0] == 401
     assert served.stop() == 0
