@@ -229,6 +229,10 @@ class Access:
             why = "authentication is off, so whoever reaches it may do anything"
         return f"{UNPROTECTED} (--listen, --allowed-host): {why}; add a credential: {ADD_ONE}"
 
+    def keeps(self, caller: str | None) -> bool:
+        """Whether a stream opened by `caller` (None: without a credential) may stay open."""
+        return caller in self._live if caller is not None else not self.required
+
     def _read(self) -> bool | None:
         """Read the setting and the live credentials; answer the setting read before."""
         if not self.enabled:

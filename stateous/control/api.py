@@ -465,7 +465,7 @@ class Stream(Resource):
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         if req.method != "HEAD":
-            resp.stream = self.streams.open(token, last, req.env.get(ADOPT))
+            resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
 
 
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:

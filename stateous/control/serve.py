@@ -228,7 +228,14 @@ class ControlPlane:
         renewed = renew_leases(self.engine)
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
-        self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
+        self.clock = Clock(self.engine, self.hold, self._lose, also=self._recheck)
+
+    def _recheck(self) -> None:
+        """At each beat: read the credentials again, and end the streams they no longer let
+        read."""
+        self.access.refresh()
+        assert self.streams is not None
+        self.streams.recheck(self.access.keeps)
 
     def _check_open_to_others(self) -> None:
         """Refuse to let other computers in while the database asks no credential of them."""
