@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -411,3 +413,17 @@ def test_health_warns_when_no_credential_protects_a_plane_reached_beyond_loopbac
     ]
     assert len(said) == 2, said
     assert all(line.startswith("no credential protects this control plane") for line in said)
+
+
+def test_a_claim_that_waits_while_its_credential_is_revoked_takes_no_task(plane: Plane) -> None:
+    claim = {"supervisor": SUPERVISOR, "states": ["draft"], "wait": 10}
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(plane.ask, "POST", "/tasks/claim", claim, who="box")
+        time.sleep(0.5)  # the claim waits for a task
+        revoke_credential(plane.served.engine.store, "box")
+        started(plane)
+        status, answer = waiting.result(timeout=15)
+
+    assert (status, answer["code"]) == (401, "unauthorized")
+    tasks = plane.ask("GET", "/tasks", who="ops")[1]
+    assert [(task["token"], task["status"]) for task in tasks] == [("ORDER-1", "queued")]
