@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
@@ -110,6 +111,15 @@ def check_url(url: str) -> None:
             f"--db takes a URL such as {DEFAULT_DB} or postgresql://USER@HOST:5432/NAME, "
             f"not {url!r}"
         ) from None
+
+
+def without_password(url: str) -> str:
+    """The database's URL as a message may show it: without the password it may hold."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    hosts = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}@{hosts}"))
 
 
 def bind(address: Address) -> socket.socket:
@@ -244,7 +254,8 @@ class ControlPlane:
         raise ServeError(
             f"listening on {self.address.host}:{self.address.port} lets other computers in, "
             "and authentication is off in the database; add a credential first "
-            f"(stateous auth add NAME --role operator --db {self.db}), or serve with --no-auth"
+            f"(stateous auth add NAME --role operator --db {without_password(self.db)}), "
+            "or serve with --no-auth"
         )
 
     def _close_opened(self) -> None:

@@ -194,8 +194,11 @@ def auth(url: str, folder: Path, *args: str) -> CompletedProcess[str]:
 def test_credentials_on_postgres_are_asked_for_and_a_revoke_counts_at_once(
     launcher: Launcher, graph: Path, url: str, tmp_path: Path
 ) -> None:
-    code, lines, _ = launcher.refused(graph, None, "--db", url, listen="0.0.0.0:0")
+    # trust authentication takes any password: the refusal shows none of it
+    with_password = url.replace("postgres@", "postgres:pw-not-to-show@", 1)
+    code, lines, _ = launcher.refused(graph, None, "--db", with_password, listen="0.0.0.0:0")
     assert code == 1 and lines[0].startswith("error: listening on 0.0.0.0:0 lets other computers")
+    assert "--db postgresql://postgres@" in lines[0] and "pw-not-to-show" not in "".join(lines)
 
     added = auth(url, tmp_path, "add", "ops-1", "--role", "operator")
     assert added.returncode == 0, added.stderr
