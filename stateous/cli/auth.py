@@ -1,9 +1,11 @@
-"""`stateous auth`: the credentials of a control plane's database: add, list, revoke.
+"""`stateous auth`: the credentials of a control plane's database: add, list, revoke,
+and authentication itself: enable, disable.
 
 These commands open the database itself, beside a running `serve` if there is
 one: a credential added or revoked counts for the next request (an added first
-credential turns authentication on within a second). A secret is printed once,
-when it is made, and never again; the database keeps only its SHA-256.
+credential turns authentication on within a second, and it stays on when every
+credential is revoked, until `auth disable`). A secret is printed once, when it is
+made, and never again; the database keeps only its SHA-256.
 """
 
 from __future__ import annotations
@@ -96,18 +98,44 @@ def run_revoke(args: argparse.Namespace) -> int:
     from stateous.control.access import revoke_credential
 
     with database(args.db) as store:
-        revoke_credential(store, args.name)
+        last = revoke_credential(store, args.name, force=args.force)
     print(f"revoked {args.name}")
+    if last:
+        print(
+            "no credential is live: authentication stays on, so every request but /health is "
+            "refused until one is added (stateous auth add NAME --role operator)",
+            file=sys.stderr,
+        )
+    return 0
+
+
+#: What `auth enable` and `auth disable` print, by the setting they leave.
+SETTING = {
+    True: "authentication is on: every request but /health needs a live credential",
+    False: "authentication is off: whoever reaches the control plane may call every route",
+}
+
+
+def run_setting(args: argparse.Namespace) -> int:
+    """`auth enable` or `auth disable`: say the setting left, and whether it already was."""
+    from stateous.control.access import set_authentication
+
+    on = args.verb == "enable"
+    with database(args.db) as store:
+        changed = set_authentication(store, on)
+    print(SETTING[on] if changed else f"{SETTING[on].split(':')[0]}: it already was")
     return 0
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    """Add `auth add`, `auth list` and `auth revoke` to the parser."""
+    """Add `auth add`, `auth list`, `auth revoke`, `auth enable` and `auth disable` to the
+    parser."""
     auth = commands.add_parser(
         "auth",
-        help="add, list and revoke the credentials of a control plane",
+        help="add, list and revoke the credentials of a control plane; turn authentication "
+        "on or off",
         description="The credentials that the control plane asks of every request but "
-        "/health, once the database holds one.",
+        "/health, from the first one added until `auth disable`.",
     )
     verbs = auth.add_subparsers(dest="verb", metavar="VERB", required=True)
 
@@ -155,5 +183,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         description="Revoke a credential: its next request is refused.",
     )
     revoke.add_argument("name", metavar="NAME")
+    revoke.add_argument(
+        "--force",
+        action="store_true",
+        help="revoke the last live operator credential too (authentication stays on)",
+    )
     with_db(revoke)
     revoke.set_defaults(run=run_revoke)
+    for verb, does in (("enable", "on"), ("disable", "off")):
+        setting = verbs.add_parser(
+            verb,
+            help=f"turn authentication {does}, at once, also under a running serve",
+            description=f"Turn authentication {does} in the database; a running serve "
+            "follows within a second and logs it.",
+        )
+        with_db(setting)
+        setting.set_defaults(run=run_setting)

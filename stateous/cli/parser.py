@@ -106,7 +106,10 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
     "init": ("write a starter folder", add_init),
     "compile": ("check a workflow and write its graph file", add_compile),
     "serve": ("run the control plane", add_serve),
-    "auth": ("add, list and revoke the credentials of a control plane", add_auth),
+    "auth": (
+        "add, list and revoke the credentials of a control plane; turn authentication on or off",
+        add_auth,
+    ),
     "backup": ("copy a live database into a file", add_backup),
     "token": ("start, fire, show and steer tokens", add_token),
     "tasks": ("list the live tasks, the oldest queued first", add_tasks),

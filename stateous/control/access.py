@@ -1,10 +1,11 @@
 """Who may call the API: credentials, the rule of each route, and the browser's limits.
 
 A credential is a name, a role and a random secret, of which the database keeps
-only the SHA-256. Authentication is on as soon as the database holds a credential
-that is not revoked (or never, with `serve --no-auth`): then every request but
-`GET /health` carries `Authorization: Bearer SECRET`, looked up at each request,
-so that a revocation counts at once. Each route names the roles that may call it
+only the SHA-256. Authentication is on from the first credential added until
+`stateous auth disable` (never, with `serve --no-auth`), also while no credential
+is live, since revoking the last one must not open the door: then every request
+but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
+request, so that a revocation counts at once. Each route names the roles that may call it
 (`RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body. A browser cannot be made to call the API from
@@ -18,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import logging
 import re
 import secrets
 import socket
@@ -25,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 from urllib.parse import urlsplit
 
 from stateous.control.errors import EngineError
@@ -44,6 +47,18 @@ SIGNATURES = ("X-Hub-Signature-256", "X-Stateous-Signature")
 #: What a signature header holds: the body's HMAC-SHA256 in hex.
 SIGNATURE = re.compile(r"sha256=[0-9a-f]{64}\Z")
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+#: How to give a control plane a credential again (the database's URL is left out: it may
+#: hold a password).
+ADD_ONE = "stateous auth add NAME --role operator --db DATABASE"
+#: The refusal of a request while authentication is on and no credential is live.
+NONE_LIVE = (
+    "authentication is on and every credential is revoked: add one on the control plane's "
+    f"computer ({ADD_ONE}) and give its secret to the client"
+)
+#: The start of the warning of a control plane that others reach and no credential protects.
+UNPROTECTED = "no credential protects this control plane, which is reached beyond this computer"
+
+log = logging.getLogger("stateous.control.access")
 
 
 class Unauthorized(EngineError):
@@ -176,24 +191,74 @@ def caller_of(row: CredentialRow) -> Caller:
 class Access:
     """The credentials of one database, as the API checks them at each request."""
 
-    def __init__(self, store: Store, *, enabled: bool = True) -> None:
+    def __init__(self, store: Store, *, enabled: bool = True, exposed: bool = False) -> None:
         self.store = store
         #: False with `serve --no-auth`: no request needs a credential, none is asked.
         self.enabled = enabled
-        self._required = False
+        #: Whether other computers reach the API: a `--listen` beyond loopback, or a proxy
+        #: named by `--allowed-host`.
+        self.exposed = exposed
+        #: The setting of the database, and the names of its live credentials, as the last
+        #: `refresh` read them; None before the first.
+        self._on: bool | None = None
+        self._live: frozenset[str] = frozenset()
+        self._warned: str | None = None
         self._touched: dict[str, float] = {}
         self._lock = threading.Lock()
-        self.refresh()
+        self._read()
 
     @property
     def required(self) -> bool:
-        """Whether a request needs a credential: the database holds one that is not revoked.
-        The clock asks the database each second (`refresh`)."""
-        return self.enabled and self._required
+        """Whether a request needs a credential: authentication is on in the database. The
+        clock asks the database each second (`refresh`)."""
+        return self.enabled and bool(self._on)
+
+    @property
+    def state(self) -> Literal["on", "off", "no_credential"]:
+        """What `/health` says of authentication: `on`, `off`, or `no_credential` (on, and
+        every request but `/health` refused, since none is live)."""
+        if not self.required:
+            return "off"
+        return "on" if self._live else "no_credential"
+
+    @property
+    def warning(self) -> str | None:
+        """The warning of a control plane that others reach and no live credential protects."""
+        if not self.enabled or not self.exposed or self._live:
+            return None
+        if self.required:
+            why = "every credential is revoked, so every request but /health is refused"
+        else:
+            why = "authentication is off, so whoever reaches it may do anything"
+        return f"{UNPROTECTED} (--listen, --allowed-host): {why}; add a credential: {ADD_ONE}"
+
+    def keeps(self, caller: str | None) -> bool:
+        """Whether a stream opened by `caller` (None: without a credential) may stay open."""
+        return caller in self._live if caller is not None else not self.required
+
+    def _read(self) -> bool | None:
+        """Read the setting and the live credentials; answer the setting read before."""
+        if not self.enabled:
+            return self._on
+
+        def operation(tx: Tx) -> tuple[bool, frozenset[str]]:
+            live = frozenset(row.name for row in tx.credentials() if row.revoked_at is None)
+            return tx.auth_on(), live
+
+        before = self._on
+        self._on, self._live = self.store.read(operation)
+        return before
 
     def refresh(self) -> None:
-        if self.enabled:
-            self._required = self.store.read(lambda tx: tx.any_credential())
+        """Read the setting and the live credentials again; log a change of the setting, and
+        the warning of `warning` when it appears (serve's start is the first refresh)."""
+        before = self._read()
+        if before is not None and before != self._on:
+            log.info("authentication was turned %s in the database", "on" if self._on else "off")
+        warning = self.warning
+        if warning is not None and warning != self._warned:
+            log.warning("%s", warning)
+        self._warned = warning
 
     def identify(self, authorization: str | None) -> Caller | None:
         """The caller of a request, by its `Authorization` header: None when it has none and
@@ -202,6 +267,8 @@ class Access:
             return None
         secret = bearer(authorization)
         if secret is None:
+            if self.required and not self._live:
+                raise Unauthorized(NONE_LIVE)
             if self.required:
                 raise Unauthorized("this control plane needs a credential: Authorization: Bearer")
             return None
@@ -350,11 +417,41 @@ def add_credential(
                 name, role, events, may_start, hmac_key, digest(secret), tx.now, None, None
             )
         )
+        tx.set_auth(True)
 
     store.write(operation)
     return secret
 
 
-def revoke_credential(store: Store, name: str) -> None:
-    if not store.write(lambda tx: tx.revoke_credential(name)):
-        raise CredentialError(f"no credential named {name!r} is in use")
+def revoke_credential(store: Store, name: str, *, force: bool = False) -> bool:
+    """Revoke a live credential; answer whether it was the last live one. The last live
+    operator is revoked only with `force`: without one, no one may steer tokens."""
+
+    def operation(tx: Tx) -> bool:
+        live = [row for row in tx.credentials() if row.revoked_at is None]
+        if name not in {row.name for row in live}:
+            raise CredentialError(f"no credential named {name!r} is in use")
+        operators = [row.name for row in live if row.role == Role.OPERATOR]
+        if operators == [name] and not force:
+            raise CredentialError(
+                f"{name!r} is the last live operator credential: without it no one may steer "
+                "tokens; add another first (stateous auth add NAME --role operator), or "
+                "revoke it with --force"
+            )
+        tx.revoke_credential(name)
+        return len(live) == 1
+
+    return store.write(operation)
+
+
+def set_authentication(store: Store, on: bool) -> bool:
+    """Turn authentication on or off in the database; answer whether that changed it. No
+    ledger entry: a serve logs the change when its clock next reads it."""
+
+    def operation(tx: Tx) -> bool:
+        if tx.auth_on() == on:
+            return False
+        tx.set_auth(on)
+        return True
+
+    return store.write(operation)

@@ -256,14 +256,21 @@ class Resource:
 
 
 class Health(Resource):
-    """`/health`: the served workflow and its checksum, open to every caller."""
+    """`/health`: the served workflow and its checksum, and what guards it (`access`), open
+    to every caller, so that a monitor sees a control plane that no credential protects."""
 
-    def __init__(self, engine: Engine, warning: str | None = None) -> None:
+    def __init__(
+        self, engine: Engine, warning: str | None = None, access: Access | None = None
+    ) -> None:
         super().__init__(engine)
         self.warning = warning
+        self.access = access
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         health = self.engine.health()
+        if self.access is not None:
+            health.auth = self.access.state
+            health.warning = self.access.warning
         if self.warning is not None:
             health.warning = self.warning
         answer(resp, health)
@@ -458,7 +465,7 @@ class Stream(Resource):
         resp.content_type = "text/event-stream"
         resp.set_header("Cache-Control", "no-cache")
         if req.method != "HEAD":
-            resp.stream = self.streams.open(token, last, req.env.get(ADOPT))
+            resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
 
 
 def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
@@ -519,7 +526,7 @@ def create_app(
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http)
-    app.add_route("/health", Health(engine, warning))
+    app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
     app.add_route("/stats", figures)
     app.add_route("/metrics", figures, suffix="metrics")
     workflow, dashboard = WorkflowFile(engine), Dashboard(engine)

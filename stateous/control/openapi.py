@@ -94,7 +94,9 @@ WORK = (401, 403, 404, 409, 422)
 #: Every route of the API, by method and path template, as `access.RULES` names them.
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("GET", "/health"): Operation(
-        "the served workflow and its checksum", answers=((200, wire.Health),), refusals=()
+        "the served workflow and its checksum, and whether requests need a credential",
+        answers=((200, wire.Health),),
+        refusals=(),
     ),
     ("GET", "/workflow"): Operation(
         "the graph file", answers=((200, dict[str, Any]),), refusals=(401, 403)

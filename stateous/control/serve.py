@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
@@ -110,6 +111,15 @@ def check_url(url: str) -> None:
             f"--db takes a URL such as {DEFAULT_DB} or postgresql://USER@HOST:5432/NAME, "
             f"not {url!r}"
         ) from None
+
+
+def without_password(url: str) -> str:
+    """The database's URL as a message may show it: without the password it may hold."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    hosts = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}@{hosts}"))
 
 
 def bind(address: Address) -> socket.socket:
@@ -214,7 +224,8 @@ class ControlPlane:
             streams = Streams(self.store, self.limits.streams)
             published = Published(self.store, streams)
             self.engine = Engine(self.graph, published, lease=self.lease, waits=self.waits)
-            self.access = Access(self.store, enabled=not self.no_auth)
+            exposed = not self.address.is_loopback or bool(self.allowed_hosts)
+            self.access = Access(self.store, enabled=not self.no_auth, exposed=exposed)
             self._check_open_to_others()
             check_structure(self.store, self.graph)
             self.hold = Hold(self.store, self.lock)
@@ -227,16 +238,24 @@ class ControlPlane:
         renewed = renew_leases(self.engine)
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
-        self.clock = Clock(self.engine, self.hold, self._lose, also=self.access.refresh)
+        self.clock = Clock(self.engine, self.hold, self._lose, also=self._recheck)
+
+    def _recheck(self) -> None:
+        """At each beat: read the credentials again, and end the streams they no longer let
+        read."""
+        self.access.refresh()
+        assert self.streams is not None
+        self.streams.recheck(self.access.keeps)
 
     def _check_open_to_others(self) -> None:
-        """Refuse to let other computers in without a credential to ask them for."""
+        """Refuse to let other computers in while the database asks no credential of them."""
         if self.address.is_loopback or self.no_auth or self.access.required:
             return
         raise ServeError(
             f"listening on {self.address.host}:{self.address.port} lets other computers in, "
-            "and the database holds no credential to ask them for; add one first "
-            f"(stateous auth add NAME --role operator --db {self.db}), or serve with --no-auth"
+            "and authentication is off in the database; add a credential first "
+            f"(stateous auth add NAME --role operator --db {without_password(self.db)}), "
+            "or serve with --no-auth"
         )
 
     def _close_opened(self) -> None:
@@ -354,6 +373,7 @@ class ControlPlane:
     def _start_serving(self) -> None:
         if isinstance(self.store, LoopWrites):
             self.server.share_writes(self.store)
+        self.access.refresh()
         self.clock.start()
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
 

@@ -8,7 +8,10 @@ sockets. It wakes when a write commits (`Published`, after the commit, as
 `waits.Waking` wakes the claims), at most every `GATHER` seconds reads the ledger
 once for every stream that is caught up, only up to the
 store's horizon (`store/positions.py`: no entry still uncommitted below it), and
-sends each stream the entries it asked for. Each event's id is the entry's global
+sends each stream the entries it asked for. Each beat of the clock asks again
+whether each stream's caller may still read (`recheck`): a stream whose credential
+was revoked, or one opened without a credential before authentication was turned
+on, ends at the thread's next round. Each event's id is the entry's global
 position, so a client that reconnects with `Last-Event-ID` gets every entry after
 it once. A comment every `HEARTBEAT` seconds keeps proxies from closing an idle
 stream, and `close` ends every stream when the control plane stops. Nothing here
@@ -69,14 +72,18 @@ def event(pos: int, entry: Entry) -> bytes:
 class Watcher:
     """One open stream: the token it follows (None: all), and the position after which it
     wants entries: the last it has had while it catches up; once current, it has had
-    every entry up to the cursor, and `last` is no longer moved."""
+    every entry up to the cursor, and `last` is no longer moved. `caller` names the
+    credential it was opened with (None: none)."""
 
-    __slots__ = ("last", "left", "outlet", "token")
+    __slots__ = ("caller", "last", "left", "outlet", "token")
 
-    def __init__(self, token: str | None, last: int, outlet: Outlet) -> None:
+    def __init__(
+        self, token: str | None, last: int, outlet: Outlet, caller: str | None = None
+    ) -> None:
         self.token = token
         self.last = last
         self.outlet = outlet
+        self.caller = caller
         self.left = False
 
 
@@ -86,12 +93,18 @@ class Handover:
     other WSGI server the stream ends at once."""
 
     def __init__(
-        self, streams: Streams, token: str | None, last: int, adopt: Callable[[], Outlet] | None
+        self,
+        streams: Streams,
+        token: str | None,
+        last: int,
+        adopt: Callable[[], Outlet] | None,
+        caller: str | None = None,
     ) -> None:
         self.streams = streams
         self.token = token
         self.last = last
         self.adopt = adopt
+        self.caller = caller
         self.placed = True
 
     def __iter__(self) -> Iterator[bytes]:
@@ -102,7 +115,7 @@ class Handover:
                 self.close()
                 raise
             self.placed = False
-            self.streams.join(Watcher(self.token, self.last, outlet))
+            self.streams.join(Watcher(self.token, self.last, outlet, self.caller))
         return iter(())
 
     def close(self) -> None:
@@ -139,14 +152,20 @@ class Streams:
         self._cursor = 0
         #: Started with the first stream, so an app that serves none has no thread for them.
         self._thread: threading.Thread | None = None
+        #: Whether a stream's caller may still read, given by the clock for the next round.
+        self._keeps: Callable[[str | None], bool] | None = None
 
     # the request threads' side
 
     def open(
-        self, token: str | None, last: int | None, adopt: Callable[[], Outlet] | None
+        self,
+        token: str | None,
+        last: int | None,
+        adopt: Callable[[], Outlet] | None,
+        caller: str | None = None,
     ) -> Handover:
         """Take a place for a stream of `token` (None: all) after position `last` (None:
-        a token's first entry, or the next entry of all)."""
+        a token's first entry, or the next entry of all), for the credential `caller`."""
         with self._lock:
             if self._closed:
                 raise NotServing("the control plane is stopping")
@@ -158,7 +177,7 @@ class Streams:
             self._places += 1
         if last is None:
             last = 0 if token is not None else self.store.horizon()
-        return Handover(self, token, last, adopt)
+        return Handover(self, token, last, adopt, caller)
 
     def leave(self) -> None:
         with self._lock:
@@ -177,6 +196,12 @@ class Streams:
                     target=self._run, args=(self._poller,), name="stateous-streams", daemon=True
                 )
                 self._thread.start()
+        self.wake()
+
+    def recheck(self, keeps: Callable[[str | None], bool]) -> None:
+        """End, at the thread's next round, every stream whose caller `keeps` refuses."""
+        with self._lock:
+            self._keeps = keeps
         self.wake()
 
     def committed(self) -> None:
@@ -217,10 +242,13 @@ class Streams:
                     break
                 self._woken = False
                 joining, self._joining = self._joining, []
+                keeps, self._keeps = self._keeps, None
             for watcher in joining:
                 self._by_outlet[watcher.outlet] = watcher
                 poller.add(watcher.outlet)
             self._admit(joining)
+            if keeps is not None:
+                self._end_refused(keeps)
             try:
                 self._round()
             except Exception as ex:  # the database could not be read now: again soon
@@ -237,6 +265,14 @@ class Streams:
             poller.remove(watcher.outlet)
             watcher.outlet.end()
         poller.close()
+
+    def _end_refused(self, keeps: Callable[[str | None], bool]) -> None:
+        """Mark the streams whose caller may no longer read as left, before any more is sent."""
+        for watcher in self._watchers():
+            if not watcher.left and not keeps(watcher.caller):
+                why = f"{watcher.caller!r} is revoked" if watcher.caller else "auth is now on"
+                log.info("a stream ends: the credential %s", why)
+                watcher.left = self._leaving = True
 
     def _watchers(self) -> Iterator[Watcher]:
         for group in self._current.values():

@@ -115,12 +115,14 @@ class Stats(msgspec.Struct):
 class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
     """What `GET /health` answers: the served workflow and its checksum, the lease of its
     grants in seconds (so that the dashboard can tell a supervisor silent for a whole lease
-    as gone), and a warning when the control plane runs without authentication beyond this
-    computer."""
+    as gone), whether requests need a credential (`auth`: `on`, `off`, or `no_credential`
+    when it is on and every credential is revoked), and a warning when no credential
+    protects a control plane reached beyond this computer."""
 
     workflow: str
     checksum: str
     lease: int | None = None
+    auth: Literal["on", "off", "no_credential"] | None = None
     warning: str | None = None
 
 

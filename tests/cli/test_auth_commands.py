@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import http.client
+import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, orders, write_graph
@@ -89,6 +92,26 @@ def test_list_and_revoke_on_no_database_say_so_and_make_no_file(tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
+def answer(port: int, path: str, secret: str | None = None) -> tuple[int, dict[str, Any]]:
+    """The status and JSON body of a GET."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        headers = {} if secret is None else {"Authorization": f"Bearer {secret}"}
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def settle(check: Callable[[], bool], what: str, seconds: float = 5.0) -> None:
+    """Wait until `check` holds; fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
 def test_a_revoke_counts_at_once_on_a_running_serve(tmp_path: Path, launcher: Launcher) -> None:
     db = tmp_path / "cp.db"
     _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
@@ -99,17 +122,102 @@ def test_a_revoke_counts_at_once_on_a_running_serve(tmp_path: Path, launcher: La
     assert ask(port, "/tokens") == 401
     assert ask(port, "/health") == 200
 
-    assert auth(tmp_path, "revoke", "ops-1", db=db)[0] == 0
+    assert auth(tmp_path, "revoke", "ops-1", "--force", db=db)[0] == 0
 
     assert ask(port, "/tokens", secret) == 401
-    # with no credential left, the clock turns authentication off again within a second
-    deadline = time.monotonic() + 5
-    while ask(port, "/tokens") != 200:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
     _, listed, _ = auth(tmp_path, "list", db=db)
     assert "revoked" in listed and "last used 20" in listed
     assert served.stop() == 0
+
+
+def test_revoking_the_last_credential_leaves_authentication_on_and_says_how_to_recover(
+    tmp_path: Path, launcher: Launcher
+) -> None:
+    db = tmp_path / "cp.db"
+    auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    served = launcher.serve(orders_graph(tmp_path), db)
+    code, _, err = auth(tmp_path, "revoke", "ops-1", "--force", db=db)
+    assert code == 0
+    assert "every request but /health is refused" in err
+
+    # more than a beat of the clock later, no request passes without a credential
+    time.sleep(2.5)
+    status, body = answer(served.port, "/tokens")
+    assert (status, body["code"]) == (401, "unauthorized")
+    assert "stateous auth add NAME --role operator" in body["error"]
+    health = body_of_health(served.port)
+    assert (health["workflow"], health["auth"]) == ("orders", "no_credential")
+    _, out, _ = auth(tmp_path, "add", "ops-2", "--role", "operator", db=db)
+    assert ask(served.port, "/tokens", out.strip()) == 200
+    settle(lambda: body_of_health(served.port)["auth"] == "on", "/health says auth is on")
+    assert served.stop() == 0
+
+
+def body_of_health(port: int) -> dict[str, Any]:
+    status, body = answer(port, "/health")
+    assert status == 200
+    return body
+
+
+def test_the_last_live_operator_is_revoked_only_with_force(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    auth(tmp_path, "add", "box-1", "--role", "supervisor", db=db)
+    assert auth(tmp_path, "revoke", "box-1", db=db)[:2] == (0, "revoked box-1\n")
+
+    code, out, err = auth(tmp_path, "revoke", "ops-1", db=db)
+    assert (code, out) == (1, "")
+    assert err.splitlines() == [
+        "error: 'ops-1' is the last live operator credential: without it no one may steer "
+        "tokens; add another first (stateous auth add NAME --role operator), or revoke it "
+        "with --force"
+    ]
+    assert "revoked" not in auth(tmp_path, "list", db=db)[1].splitlines()[1]
+
+    auth(tmp_path, "add", "ops-2", "--role", "operator", db=db)
+    assert auth(tmp_path, "revoke", "ops-1", db=db)[0] == 0
+    assert auth(tmp_path, "revoke", "ops-2", db=db)[0] == 1
+    assert auth(tmp_path, "revoke", "ops-2", "--force", db=db)[0] == 0
+
+
+def test_disable_and_enable_turn_authentication_off_and_on_under_a_running_serve(
+    tmp_path: Path, launcher: Launcher
+) -> None:
+    db = tmp_path / "cp.db"
+    _, out, _ = auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    served = launcher.serve(orders_graph(tmp_path), db)
+    assert ask(served.port, "/tokens") == 401
+
+    code, said, _ = auth(tmp_path, "disable", db=db)
+    assert code == 0
+    assert said.startswith("authentication is off:")
+    settle(lambda: ask(served.port, "/tokens") == 200, "authentication goes off")
+    assert body_of_health(served.port)["auth"] == "off"
+    # a secret given is still checked, and counts
+    assert ask(served.port, "/tokens", out.strip()) == 200
+
+    code, said, _ = auth(tmp_path, "enable", db=db)
+    assert (code, said.split(":")[0]) == (0, "authentication is on")
+    settle(lambda: ask(served.port, "/tokens") == 401, "authentication goes on")
+    served.stop()
+    logged = "\n".join(served.lines)
+    assert "authentication was turned off in the database" in logged
+    assert "authentication was turned on in the database" in logged
+    assert "stq_" not in logged
+
+
+def test_enable_and_disable_need_a_database_and_say_what_they_did_once(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    code, _, err = auth(tmp_path, "enable", db=db)
+    assert (code, err.splitlines()) == (1, [f"error: there is no database at {db}"])
+    auth(tmp_path, "add", "ops-1", "--role", "operator", db=db)
+    assert auth(tmp_path, "enable", db=db)[1] == "authentication is on: it already was\n"
+    auth(tmp_path, "revoke", "ops-1", "--force", db=db)
+    code, said, _ = auth(tmp_path, "disable", db=db)
+    assert said == (
+        "authentication is off: whoever reaches the control plane may call every route\n"
+    )
+    assert auth(tmp_path, "disable", db=db)[1] == "authentication is off: it already was\n"
 
 
 def test_a_credential_added_beside_a_running_serve_turns_authentication_on(

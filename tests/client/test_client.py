@@ -126,7 +126,12 @@ def test_report_ends_a_waiting_task_with_an_event(client: Client, served: Served
 def test_workflow_and_health_describe_the_served_graph(client: Client, tmp_path: Path) -> None:
     graph = write_graph(tmp_path / "again.json", orders())
     health = client.health()
-    assert health == {"workflow": "orders", "checksum": checksum(graph), "lease": 120}
+    assert health == {
+        "workflow": "orders",
+        "checksum": checksum(graph),
+        "lease": 120,
+        "auth": "off",
+    }
     served = client.workflow()
     assert served["workflow"] == "orders"
     assert list(served["states"]) == ["draft", "review"]

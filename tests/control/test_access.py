@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -374,3 +376,70 @@ def test_a_cors_preflight_is_refused(plane: Plane) -> None:
     status, headers, answer = plane.served.request("OPTIONS", "/tokens", headers=preflight)
     assert (status, answer["code"]) == (403, "forbidden")
     assert not any(name.startswith("access-control-") for name in headers)
+
+
+# authentication once every credential is revoked
+
+
+def test_with_every_credential_revoked_every_route_but_the_open_ones_says_how_to_recover(
+    backend: Backend,
+) -> None:
+    engine = build_engine(backend)
+    add_credential(engine.store, "ops", Role.OPERATOR)
+    revoke_credential(engine.store, "ops", force=True)
+    guard = Guard(Access(engine.store), served_hosts("127.0.0.1", []))
+    with serving(engine, guard=guard) as served:
+        for route, (path, body) in REQUESTS.items():
+            status, _, answer = served.request(route[0], path, body)
+            if route in OPEN:
+                assert status == 200, route
+                continue
+            assert (status, answer["code"]) == (401, "unauthorized"), (route, answer)
+            assert "stateous auth add NAME --role operator" in answer["error"]
+        status, _, health = served.request("GET", "/health")
+        assert health["auth"] == "no_credential" and "warning" not in health
+
+
+def test_health_warns_when_no_credential_protects_a_plane_reached_beyond_loopback(
+    backend: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    engine = build_engine(backend)
+    caplog.set_level(logging.WARNING, "stateous.control.access")
+    access = Access(engine.store, exposed=True)
+    access.refresh()  # as serve does when it starts
+    hosts = served_hosts("127.0.0.1", ["proxy.example"])
+    with serving(engine, guard=Guard(access, hosts)) as served:
+        health = served.request("GET", "/health")[2]
+        assert health["auth"] == "off"
+        assert health["warning"].startswith("no credential protects this control plane")
+        add_credential(engine.store, "ops", Role.OPERATOR)
+        access.refresh()
+        health = served.request("GET", "/health")[2]
+        assert (health["auth"], "warning" in health) == ("on", False)
+        revoke_credential(engine.store, "ops", force=True)
+        access.refresh()
+        access.refresh()
+        health = served.request("GET", "/health")[2]
+        assert health["auth"] == "no_credential"
+        assert health["warning"].startswith("no credential protects this control plane")
+    said = [
+        record.getMessage()
+        for record in caplog.records
+        if record.name == "stateous.control.access" and record.levelno == logging.WARNING
+    ]
+    assert len(said) == 2, said
+    assert all(line.startswith("no credential protects this control plane") for line in said)
+
+
+def test_a_claim_that_waits_while_its_credential_is_revoked_takes_no_task(plane: Plane) -> None:
+    claim = {"supervisor": SUPERVISOR, "states": ["draft"], "wait": 10}
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(plane.ask, "POST", "/tasks/claim", claim, who="box")
+        time.sleep(0.5)  # the claim waits for a task
+        revoke_credential(plane.served.engine.store, "box")
+        started(plane)
+        status, answer = waiting.result(timeout=15)
+
+    assert (status, answer["code"]) == (401, "unauthorized")
+    tasks = plane.ask("GET", "/tasks", who="ops")[1]
+    assert [(task["token"], task["status"]) for task in tasks] == [("ORDER-1", "queued")]

@@ -11,8 +11,11 @@ from typing import Any
 import apsw
 import pytest
 
+from stateous.control.access import Access, add_credential, revoke_credential, served_hosts
+from stateous.control.api import Guard
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
-from tests.control.conftest import write_graph
+from stateous.model.vocabulary import Role
+from tests.control.conftest import serving, write_graph
 from tests.control.support import Backend, connected, orders, plane_for
 
 
@@ -50,6 +53,8 @@ UNDO_0005 = (
 )
 #: What takes a database of the latest version back to before 0007.
 UNDO_0007 = ("DROP INDEX ledger_pos", "ALTER TABLE ledger DROP COLUMN pos")
+#: What takes a database of the latest version back to before 0009.
+UNDO_0009 = ("DROP TABLE settings",)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -64,6 +69,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -101,6 +107,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -120,7 +127,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
         upgraded.store.close()
 
 
-OURS = "claims, control_plane, counts, credentials, ledger, memory, tasks, timers, tokens"
+OURS = "claims, control_plane, counts, credentials, ledger, memory, settings, tasks, timers, tokens"
 
 
 @pytest.mark.parametrize(
@@ -186,6 +193,7 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_error_line_and_rol
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
     run_sql(
         backend,
+        *UNDO_0009,
         *BEFORE_COUNTS,
         "DROP TABLE credentials",
         "UPDATE stateous_version SET version_num = '0001'",
@@ -251,3 +259,26 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
             run_sql(backend, "UPDATE tokens SET status = 'lost' WHERE token = 'P'")
     finally:
         upgraded.store.close()
+
+
+@pytest.mark.parametrize("held", ["revoked", "none"])
+def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_on(
+    backend: Backend, held: str
+) -> None:
+    old = plane_for(orders(), backend)
+    if held == "revoked":
+        add_credential(old.store, "ops", Role.OPERATOR)
+        revoke_credential(old.store, "ops", force=True)
+    old.store.close()
+    run_sql(backend, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
+
+    upgraded = plane_for(orders(), backend)
+    guard = Guard(Access(upgraded.store), served_hosts("127.0.0.1", []))
+    with serving(upgraded.engine, guard=guard) as served:
+        status, _, answer = served.request("GET", "/tokens")
+        health = served.request("GET", "/health")[2]
+    assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
+    if held == "revoked":
+        assert (status, answer["code"], health["auth"]) == (401, "unauthorized", "no_credential")
+    else:
+        assert (status, health["auth"]) == (200, "off")

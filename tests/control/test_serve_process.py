@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from stateous.model.graph_file import checksum
+from tests.conftest import run_stateous
 from tests.control.raw import big_token_body, closed_by_server, pipelining_without_reading
 from tests.control.serving import (
     Launcher,
@@ -122,7 +123,12 @@ def test_serve_answers_health_and_stops_cleanly_on_a_signal(
     ready = time.monotonic() - served.started
     print(f"\n/health answered 200 {ready:.3f} s after the process started")
     assert status == 200
-    assert health == {"workflow": "orders", "checksum": checksum(served_graph), "lease": 120}
+    assert health == {
+        "workflow": "orders",
+        "checksum": checksum(served_graph),
+        "lease": 120,
+        "auth": "off",
+    }
     with read_only(db) as connection:
         holder = connection.execute("SELECT serving FROM control_plane").fetchone()[0]
     assert f":{served.process.pid}:" in holder
@@ -471,6 +477,29 @@ def test_listening_on_every_address_with_no_auth_warns_at_start_and_on_health(
     health = served.ok("GET", "/health")
     assert health["workflow"] == "orders"
     assert health["warning"].startswith("authentication is off")
+    assert served.stop() == 0
+
+
+def test_behind_a_proxy_without_a_credential_serve_warns_at_start_and_on_health(
+    launcher: Launcher, graph: Path, db: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, db, "--allowed-host", "cp.example")
+
+    [logged] = served.before
+    assert "no credential protects this control plane" in logged
+    assert "stateous auth add NAME --role operator" in logged
+    health = served.ok("GET", "/health")
+    assert health["auth"] == "off"
+    assert health["warning"].startswith("no credential protects this control plane")
+    added = run_stateous(
+        "auth", "add", "ops-1", "--role", "operator", "--db", f"sqlite:///{db}", cwd=tmp_path
+    )
+    deadline = time.monotonic() + 5
+    while "warning" in (health := served.ok("GET", "/health")):
+        assert time.monotonic() < deadline, health
+        time.sleep(0.1)
+    assert health["auth"] == "on"
+    assert added.stdout.strip() not in "\n".join(served.lines)
     assert served.stop() == 0
 
 

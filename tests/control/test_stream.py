@@ -22,7 +22,7 @@ from stateous.cli.history import history_lines
 from stateous.client import Client
 from stateous.client.errors import ClientError
 from stateous.client.watch import events
-from tests.conftest import ROOT
+from tests.conftest import ROOT, run_stateous
 from tests.control.conftest import write_graph
 from tests.control.serving import Launcher, Served, command, environment
 from tests.control.support import Backend, connected
@@ -37,10 +37,16 @@ class Reader:
     """One open stream on a connection of its own; its events arrive in a queue."""
 
     def __init__(
-        self, served: Served, path: str = "/stream", last: int | str | None = None
+        self,
+        served: Served,
+        path: str = "/stream",
+        last: int | str | None = None,
+        secret: str | None = None,
     ) -> None:
         self.connection = served.connect(timeout=30)
         headers = {} if last is None else {"Last-Event-ID": str(last)}
+        if secret is not None:
+            headers["Authorization"] = f"Bearer {secret}"
         self.connection.request("GET", path, headers=headers)
         # The answer ends with the connection, so the response takes its socket over.
         self.socket = self.connection.sock
@@ -67,6 +73,14 @@ class Reader:
             assert event is not None, f"the stream ended after {taken}"
             taken.append(event)
         return taken
+
+    def ended_within(self, seconds: float) -> list[Event]:
+        """The events that came before the stream ended; fail if it is open after `seconds`."""
+        came = []
+        deadline = time.monotonic() + seconds
+        while (event := self.events.get(timeout=max(0.0, deadline - time.monotonic()))) is not None:
+            came.append(event)
+        return came
 
     def refusal(self) -> tuple[int, dict[str, Any]]:
         return self.response.status, msgspec.json.decode(self.response.read())
@@ -352,3 +366,71 @@ def test_a_stream_after_another_answer_on_its_connection_and_one_over_http_1_0(
     assert b"id: 1\nevent: started\n" in stream
     assert plain.startswith(b"HTTP/1.0 200 OK") and b"Transfer-Encoding" not in plain
     assert b"\r\n\r\nid: 1\nevent: started\ndata: " in plain
+
+
+# streams and credentials
+
+
+def auth(backend: Backend, *args: str) -> str:
+    """Run `stateous auth ARGS` on the backend's database; answer its output."""
+    done = run_stateous("auth", *args, "--db", backend.db, cwd=backend.folder)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def start_as(served: Served, secret: str, token: str) -> None:
+    body = {"token": token, "context": {"title": "t"}}
+    status, _ = served.request("POST", "/tokens", body, {"Authorization": f"Bearer {secret}"})
+    assert status == 201
+
+
+def test_a_stream_ends_within_a_beat_once_its_credential_is_revoked(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    ops = auth(backend, "add", "ops-1", "--role", "operator")
+    watcher = auth(backend, "add", "screen", "--role", "operator")
+    served = serve(launcher, graph, backend)
+    reader = Reader(served, secret=watcher)
+    start_as(served, ops, "BEFORE")
+    assert reader.take(4)[0][1]["token"] == "BEFORE"
+
+    auth(backend, "revoke", "screen")
+    revoked = time.monotonic()
+    started: dict[str, float] = {}
+    came: list[Event] = []
+    while True:
+        token = f"AFTER-{len(started)}"
+        start_as(served, ops, token)
+        started[token] = time.monotonic() - revoked
+        taken = [reader.events.get() for _ in range(reader.events.qsize())]
+        came += [event for event in taken if event is not None]
+        if None in taken:
+            break
+        assert time.monotonic() - revoked < 2.5, "the stream is still open"
+        time.sleep(0.1)
+
+    # entries of at most a beat of the clock after the revocation came, none later
+    assert all(started.get(entry["token"], 0.0) < 1.5 for _, entry in came), came
+    start_as(served, ops, "LATER")
+    assert reader.events.empty()
+    status, answer = Reader(served, secret=watcher).refusal()
+    assert (status, answer["code"]) == (401, "unauthorized")
+    reader.close()
+
+
+def test_a_stream_opened_without_a_credential_ends_once_authentication_turns_on(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    served = serve(launcher, graph, backend)
+    reader = Reader(served)
+    start(served, "OPEN")
+    reader.take(4)
+
+    ops = auth(backend, "add", "ops-1", "--role", "operator")
+    began = time.monotonic()
+    reader.ended_within(3)
+
+    assert time.monotonic() - began < 2.5
+    start_as(served, ops, "CLOSED")
+    assert reader.events.empty()
+    reader.close()

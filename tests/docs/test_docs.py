@@ -491,6 +491,44 @@ def test_every_route_is_in_the_http_reference() -> None:
     assert not missing, f"docs/reference/http.md does not name: {missing}"
 
 
+#: A row of the role table of docs/reference/http.md: the route, then one cell per caller.
+ROLE_ROW = re.compile(r"^\| `(GET|POST|PUT) (\S+)` \|(.*)\|$")
+
+
+def _may(rule, role: str) -> str:
+    """What the role table says of `role` on a route of `rule` (None: open to all)."""
+    from stateous.control.access import Role
+
+    if rule is None or role == "off":
+        return "yes"
+    if role == "none":
+        return "no"
+    if Role(role) in rule.roles:
+        return "yes"
+    if role == "webhook" and rule.webhook == "event":
+        return "its events"
+    if role == "webhook" and rule.webhook == "start":
+        return "with `--may-start`"
+    return "no"
+
+
+def test_the_role_table_says_what_the_route_table_allows_each_caller() -> None:
+    from stateous.control.access import RULES
+
+    callers = ("operator", "supervisor", "webhook", "none", "off")
+    table = {}
+    for line in read("http.md").splitlines():
+        found = ROLE_ROW.match(line)
+        if found:
+            cells = tuple(cell.strip() for cell in found[3].split("|"))
+            table[(found[1], found[2].replace("{id}", "{token}"))] = cells
+    expected = {
+        (method, template.replace("{task}", "{token}")): tuple(_may(rule, c) for c in callers)
+        for (method, template), rule in RULES.items()
+    }
+    assert table == expected
+
+
 def _routes(app) -> list[tuple[str, str]]:
     found = []
     for node in _nodes(app._router._roots):

@@ -194,8 +194,11 @@ def auth(url: str, folder: Path, *args: str) -> CompletedProcess[str]:
 def test_credentials_on_postgres_are_asked_for_and_a_revoke_counts_at_once(
     launcher: Launcher, graph: Path, url: str, tmp_path: Path
 ) -> None:
-    code, lines, _ = launcher.refused(graph, None, "--db", url, listen="0.0.0.0:0")
+    # trust authentication takes any password: the refusal shows none of it
+    with_password = url.replace("postgres@", "postgres:pw-not-to-show@", 1)
+    code, lines, _ = launcher.refused(graph, None, "--db", with_password, listen="0.0.0.0:0")
     assert code == 1 and lines[0].startswith("error: listening on 0.0.0.0:0 lets other computers")
+    assert "--db postgresql://postgres@" in lines[0] and "pw-not-to-show" not in "".join(lines)
 
     added = auth(url, tmp_path, "add", "ops-1", "--role", "operator")
     assert added.returncode == 0, added.stderr
@@ -205,7 +208,10 @@ def test_credentials_on_postgres_are_asked_for_and_a_revoke_counts_at_once(
     assert served.request("GET", "/tokens")[0] == 401
     assert served.request("GET", "/tokens", headers=operator)[0] == 200
 
-    assert auth(url, tmp_path, "revoke", "ops-1").returncode == 0
+    assert auth(url, tmp_path, "revoke", "ops-1").returncode == 1  # the last operator
+    assert auth(url, tmp_path, "revoke", "ops-1", "--force").returncode == 0
     status, answer = served.request("GET", "/tokens", headers=operator)
     assert (status, answer["code"]) == (401, "unauthorized")
+    time.sleep(1.5)  # a beat of the clock: authentication stays on with none live
+    assert served.request("GET", "/tokens")[0] == 401
     assert served.stop() == 0

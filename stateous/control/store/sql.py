@@ -60,6 +60,9 @@ from stateous.control.store.rows import (
 )
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
+#: The row of `settings` that says whether authentication is on.
+AUTH = "auth"
+
 
 class SqlTx(ListingSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
@@ -562,9 +565,6 @@ class SqlTx(ListingSql, ABC):
         rows = self.execute(f"SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY name")
         return [credential_row(row) for row in rows]
 
-    def any_credential(self) -> bool:
-        return bool(self.execute("SELECT 1 FROM credentials WHERE revoked_at IS NULL LIMIT 1"))
-
     def put_credential(self, row: CredentialRow) -> None:
         self.change(
             f"INSERT INTO credentials ({CREDENTIAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -582,3 +582,15 @@ class SqlTx(ListingSql, ABC):
 
     def touch_credential(self, name: str) -> None:
         self.change("UPDATE credentials SET last_used = ? WHERE name = ?", (self.stamp, name))
+
+    def auth_on(self) -> bool:
+        """Whether authentication is on: set by the first credential added, until disabled."""
+        row = self.one("SELECT value FROM settings WHERE name = ?", (AUTH,))
+        return row is not None and row[0] == "on"
+
+    def set_auth(self, on: bool) -> None:
+        self.change(
+            "INSERT INTO settings (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (AUTH, "on" if on else "off"),
+        )

@@ -128,6 +128,13 @@ CREATE TABLE credentials (
     revoked_at TEXT COLLATE "C"
 );
 
+-- The control plane's settings (0009), one row each: `auth` is `on` from the first
+-- credential added until `stateous auth disable`.
+CREATE TABLE settings (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
 -- The counts behind the metrics (0006): since the database was made (slot -1), and a
 -- ring of the last sixty minutes; one shard per writer that runs at once. The live
 -- tokens and tasks by status and state are counts too, that go up and down.
