@@ -445,7 +445,7 @@ def test_a_join_guard_may_read_the_result_that_ended_each_child() -> None:
 
 def test_a_join_guard_cannot_read_a_result_field_that_no_ending_event_has() -> None:
     assert problems(build_matrix("branches.all(result.passed == true)")) == [
-        "'joined' from 'builds': the guard \"branches.all(result.passed == true)\" reads "
+        "'joined' from 'builds': the guard 'branches.all(result.passed == true)' reads "
         "result.passed, which no payload of the events that end the children has "
         "('built' of 'linux', 'built' of 'mac')"
     ]
@@ -453,7 +453,7 @@ def test_a_join_guard_cannot_read_a_result_field_that_no_ending_event_has() -> N
 
 def test_a_join_guard_cannot_read_a_result_field_when_no_ending_event_has_a_model() -> None:
     assert problems(build_matrix("branches.all(result.ok == true)", ends=None)) == [
-        "'joined' from 'builds': the guard \"branches.all(result.ok == true)\" reads "
+        "'joined' from 'builds': the guard 'branches.all(result.ok == true)' reads "
         "result.ok, but no event that ends the children has a payload model "
         "('built' of 'linux', 'built' of 'mac')"
     ]
