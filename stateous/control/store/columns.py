@@ -107,9 +107,7 @@ def entry_row(row: tuple[Any, ...]) -> Entry:
     return Entry(token, seq, from_column(at), kind, key, decode(data))
 
 
-TOKEN_COLUMNS = (
-    "token, state, status, visit, context, entered_at, parent, workflow, visits, result"
-)
+TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workflow, visits, result"
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
 TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
