@@ -43,14 +43,28 @@ def payload_schema(workflow: Workflow, event: str | None, models: Models) -> dic
     return models.schemas.get(declared.payload.__name__)
 
 
-def endings(workflow: Workflow, state: str, models: Models) -> list[tuple[str, Any]]:
-    """The events that can end a child of the parallel `state`, each named with its child,
-    and the schema of its payload: what a branch's `result` may be."""
+#: What a branch's field holds: the payload of the events that end its child (`result`),
+#: or of those that bring it into a state (`payload`); with the words that name them.
+_BRANCH_SOURCES = {
+    "result": (True, "ends the children", "end the children"),
+    "payload": (False, "brings a child into a state", "bring a child into a state"),
+}
+
+
+def child_events(
+    workflow: Workflow, state: str, models: Models, *, ending: bool
+) -> list[tuple[str, Any]]:
+    """The events of the children of the parallel `state` whose transitions go to END
+    (`ending`) or to a state, each named with its child, with the schema of its payload."""
     spec = workflow.states.get(state)
     found: list[tuple[str, Any]] = []
     for child in spec.parallel if spec is not None else ():
-        ending = [item.event_name for item in child.transitions if item.target_name == END_NAME]
-        for event in dict.fromkeys(name for name in ending if name is not None):
+        names = [
+            item.event_name
+            for item in child.transitions
+            if (item.target_name == END_NAME) == ending and item.event_name is not None
+        ]
+        for event in dict.fromkeys(names):
             found.append((f"{event!r} of {child.name!r}", payload_schema(child, event, models)))
     return found
 
@@ -75,7 +89,7 @@ class Group:
         self.label = f"from START{where}" if event is None else f"{event!r} from {source!r}{where}"
         self.context = models.schemas.get(workflow.context.__name__) if workflow.context else None
         self.payload = payload_schema(workflow, event, models)
-        self.endings = endings(workflow, source, models) if event == "joined" else []
+        self.models = models
 
     def check(self) -> Iterator[str]:
         """Yield every problem of the group."""
@@ -144,7 +158,7 @@ class Group:
                 )
         if self.event == "joined":
             for branch_ref in guard.branch_refs:
-                yield from self._check_result(text, branch_ref)
+                yield from self._check_branch_field(text, branch_ref)
 
     def _check_field(
         self, text: str, ref: CtxRef | PayloadRef, schema: dict[str, Any] | None, owner: str
@@ -154,21 +168,25 @@ class Group:
         elif field_schema(schema, ref.path) is None:
             yield f"{self.label}: the guard {text} reads {ref.label}, which {owner} does not have"
 
-    def _check_result(self, text: str, ref: BranchRef) -> Iterator[str]:
-        """A field of `result` must be in the payload of some event that ends a child."""
-        if ref.path[0] != "result" or len(ref.path) == 1:
+    def _check_branch_field(self, text: str, ref: BranchRef) -> Iterator[str]:
+        """A field of a branch's `result` or `payload` must be in the payload model of some
+        event that can fill it, as a field of the event's own payload must."""
+        source = _BRANCH_SOURCES.get(ref.path[0])
+        if source is None or len(ref.path) == 1:
             return
-        listed = ", ".join(label for label, _ in self.endings)
-        schemas = [schema for _, schema in self.endings if schema is not None]
+        ending, one, many = source
+        events = child_events(self.workflow, self.source, self.models, ending=ending)
+        listed = f" ({', '.join(label for label, _ in events)})" if events else ""
+        schemas = [schema for _, schema in events if schema is not None]
         if not schemas:
             yield (
-                f"{self.label}: the guard {text} reads {ref.label}, but no event that ends "
-                f"the children has a payload model ({listed})"
+                f"{self.label}: the guard {text} reads {ref.label}, but no event that {one} "
+                f"has a payload model{listed}"
             )
         elif all(field_schema(schema, ref.path[1:]) is None for schema in schemas):
             yield (
                 f"{self.label}: the guard {text} reads {ref.label}, which no payload of the "
-                f"events that end the children has ({listed})"
+                f"events that {many} has{listed}"
             )
 
     def _domain(self, ref: object) -> Domain:

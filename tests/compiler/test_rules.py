@@ -465,3 +465,33 @@ def test_result_is_read_only_inside_branches() -> None:
         "has a syntax error at column 1: 'result' can be read only inside "
         "branches.all(...) or branches.any(...)"
     )
+
+
+def test_a_join_guard_cannot_read_a_branch_payload_field_that_no_entering_event_has() -> None:
+    """The builds enter `building` from START, with no event: a branch's payload is always
+    null, and `payload.ok` (meant as `result.ok`) would never hold."""
+    assert problems(build_matrix("branches.all(payload.ok == true)")) == [
+        "'joined' from 'builds': the guard 'branches.all(payload.ok == true)' reads "
+        "payload.ok, but no event that brings a child into a state has a payload model"
+    ]
+
+
+def held_reviews(guard: str) -> Workflow:
+    """A review that may be held with a `Built` payload before it is approved."""
+    flow, parts = reviews_flow()
+    security = parts["security"]
+    held = security.state("held")
+    security.transition(security.states["check"], held, on=security.event("hold", payload=Built))
+    security.transition(held, END, on=security.events["approved"])
+    flow.transition(parts["reviews"], END, on="joined", when=guard)
+    flow.transition(parts["reviews"], parts["coding"], on="joined", otherwise=True)
+    return flow
+
+
+def test_a_join_guard_reads_a_branch_payload_field_of_an_event_that_enters_a_state() -> None:
+    compile_workflow(held_reviews("branches.all(payload.ok == true)"))
+    assert problems(held_reviews("branches.all(payload.okay == true)")) == [
+        "'joined' from 'reviews': the guard 'branches.all(payload.okay == true)' reads "
+        "payload.okay, which no payload of the events that bring a child into a state has "
+        "('hold' of 'security-review')"
+    ]
