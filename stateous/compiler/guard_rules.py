@@ -14,6 +14,7 @@ from stateous.compiler.fields import Domain, domain_of, field_schema
 from stateous.compiler.overlap import Overlap, Unprovable, check_pair
 from stateous.compiler.schemas import Models
 from stateous.model.guards import (
+    BranchRef,
     CountRef,
     CtxRef,
     Guard,
@@ -21,7 +22,7 @@ from stateous.model.guards import (
     PayloadRef,
     parse,
 )
-from stateous.model.names import BUILTIN_EVENTS, START_NAME
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
 from stateous.model.workflow import Transition, Workflow
 
 #: What the event `joined` carries: one entry per child that ended.
@@ -30,6 +31,42 @@ JOINED_PAYLOAD = {
     "properties": {"branches": {"type": "array", "items": {"type": "object"}}},
     "required": ["branches"],
 }
+
+
+def payload_schema(workflow: Workflow, event: str | None, models: Models) -> dict[str, Any] | None:
+    """The JSON Schema of what `event` carries in `workflow`; None when it has no model."""
+    if event == "joined":
+        return JOINED_PAYLOAD
+    declared = workflow.events.get(event or "")
+    if declared is None or declared.payload is None:
+        return None
+    return models.schemas.get(declared.payload.__name__)
+
+
+#: What a branch's field holds: the payload of the events that end its child (`result`),
+#: or of those that bring it into a state (`payload`); with the words that name them.
+_BRANCH_SOURCES = {
+    "result": (True, "ends the children", "end the children"),
+    "payload": (False, "brings a child into a state", "bring a child into a state"),
+}
+
+
+def child_events(
+    workflow: Workflow, state: str, models: Models, *, ending: bool
+) -> list[tuple[str, Any]]:
+    """The events of the children of the parallel `state` whose transitions go to END
+    (`ending`) or to a state, each named with its child, with the schema of its payload."""
+    spec = workflow.states.get(state)
+    found: list[tuple[str, Any]] = []
+    for child in spec.parallel if spec is not None else ():
+        names = [
+            item.event_name
+            for item in child.transitions
+            if (item.target_name == END_NAME) == ending and item.event_name is not None
+        ]
+        for event in dict.fromkeys(names):
+            found.append((f"{event!r} of {child.name!r}", payload_schema(child, event, models)))
+    return found
 
 
 class Group:
@@ -51,15 +88,8 @@ class Group:
         where = "" if workflow is top else f" of workflow {workflow.name!r}"
         self.label = f"from START{where}" if event is None else f"{event!r} from {source!r}{where}"
         self.context = models.schemas.get(workflow.context.__name__) if workflow.context else None
-        self.payload = self._payload_schema(models)
-
-    def _payload_schema(self, models: Models) -> dict[str, Any] | None:
-        if self.event == "joined":
-            return JOINED_PAYLOAD
-        declared = self.workflow.events.get(self.event or "")
-        if declared is None or declared.payload is None:
-            return None
-        return models.schemas.get(declared.payload.__name__)
+        self.payload = payload_schema(workflow, event, models)
+        self.models = models
 
     def check(self) -> Iterator[str]:
         """Yield every problem of the group."""
@@ -126,6 +156,9 @@ class Group:
                 yield from self._check_field(
                     text, ref, self.payload, f"the payload of {self.event!r}"
                 )
+        if self.event == "joined":
+            for branch_ref in guard.branch_refs:
+                yield from self._check_branch_field(text, branch_ref)
 
     def _check_field(
         self, text: str, ref: CtxRef | PayloadRef, schema: dict[str, Any] | None, owner: str
@@ -134,6 +167,27 @@ class Group:
             yield f"{self.label}: the guard {text} reads {ref.label}, but {owner} has no model"
         elif field_schema(schema, ref.path) is None:
             yield f"{self.label}: the guard {text} reads {ref.label}, which {owner} does not have"
+
+    def _check_branch_field(self, text: str, ref: BranchRef) -> Iterator[str]:
+        """A field of a branch's `result` or `payload` must be in the payload model of some
+        event that can fill it, as a field of the event's own payload must."""
+        source = _BRANCH_SOURCES.get(ref.path[0])
+        if source is None or len(ref.path) == 1:
+            return
+        ending, one, many = source
+        events = child_events(self.workflow, self.source, self.models, ending=ending)
+        listed = f" ({', '.join(label for label, _ in events)})" if events else ""
+        schemas = [schema for _, schema in events if schema is not None]
+        if not schemas:
+            yield (
+                f"{self.label}: the guard {text} reads {ref.label}, but no event that {one} "
+                f"has a payload model{listed}"
+            )
+        elif all(field_schema(schema, ref.path[1:]) is None for schema in schemas):
+            yield (
+                f"{self.label}: the guard {text} reads {ref.label}, which no payload of the "
+                f"events that {many} has{listed}"
+            )
 
     def _domain(self, ref: object) -> Domain:
         if isinstance(ref, CountRef):

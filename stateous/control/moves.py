@@ -265,6 +265,7 @@ class Moves:
         )
         self.leave(tx, token, event, reported=arrival.task is not None)
         if choice.target == END_NAME:
+            token.result = arrival.payload
             self.end(tx, token, TokenStatus.COMPLETED, {})
         else:
             self.enter(tx, token, choice.target)
@@ -468,7 +469,8 @@ class Moves:
         self.route(tx, parent, Arrival("joined", payload), Unrouted.FAIL)
 
     def branch(self, tx: Tx, child: TokenRow) -> dict[str, Any]:
-        """Describe an ended child for `joined`, with the payload that brought it to its state."""
+        """Describe an ended child for `joined`: the payload that brought it to its state, and
+        the result, the payload of the event that completed it (None for a failed child)."""
         accepted: Any = None
         payload: Any = None
         for entry in tx.history(child.token):
@@ -482,4 +484,5 @@ class Moves:
             "status": child.status,
             "final": child.state,
             "payload": payload,
+            "result": child.result,
         }

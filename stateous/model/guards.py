@@ -22,6 +22,8 @@ _MAX_NUMBER = 300  # so that every number converts to a finite float
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 _CONSTANTS = {"true": True, "false": False, "null": None}
 _BRANCH_FIELDS = ("workflow", "token", "status", "final")
+#: The field of a branch that is read whole or as result.a.b: what ended the child.
+_RESULT = "result"
 _CHARACTER_HINTS = {
     "!": "'!' is not an operator; write 'not', or '!=' to compare",
     "&": "'&' is not an operator; write 'and'",
@@ -147,6 +149,8 @@ class Guard:
     refs: tuple[Ref, ...]
     uses_branches: bool
     counted: tuple[str, ...]
+    #: The fields of branches read inside branches.all/any(...), each once.
+    branch_refs: tuple[BranchRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +183,7 @@ def parse(text: str) -> Guard:
         refs=tuple(parser.refs),
         uses_branches=parser.uses_branches,
         counted=tuple(parser.counted),
+        branch_refs=tuple(parser.branch_refs),
     )
 
 
@@ -257,6 +262,7 @@ class _Parser:
         self.position = 0
         self.in_branches = False
         self.refs: list[Ref] = []
+        self.branch_refs: list[BranchRef] = []
         self.counted: list[str] = []
         self.uses_branches = False
 
@@ -369,12 +375,16 @@ class _Parser:
         }.get(token.text)
         if reader is not None:
             return reader()
-        if token.text in _BRANCH_FIELDS:
+        if token.text in _BRANCH_FIELDS or token.text == _RESULT:
             return self.branch_field()
         raise GuardSyntaxError(_unknown_name(token.text), token.column)
 
     def remember(self, ref: Ref) -> Ref:
-        if not isinstance(ref, BranchRef) and ref not in self.refs:
+        """List what the guard reads, each once: the branches' fields apart from the rest."""
+        if isinstance(ref, BranchRef):
+            if ref not in self.branch_refs:
+                self.branch_refs.append(ref)
+        elif ref not in self.refs:
             self.refs.append(ref)
         return ref
 
@@ -405,7 +415,7 @@ class _Parser:
         start = self.advance()
         path = self.dotted_names("payload")
         if self.in_branches:
-            return BranchRef(("payload", *path), start.column)
+            return self.remember(BranchRef(("payload", *path), start.column))
         return self.remember(PayloadRef(path, start.column))
 
     def dotted_names(self, owner: str) -> tuple[str, ...]:
@@ -460,7 +470,10 @@ class _Parser:
                 f"{token.text!r} can be read only inside branches.all(...) or branches.any(...)",
                 token.column,
             )
-        return BranchRef((token.text,), token.column)
+        path: tuple[str, ...] = (token.text,)
+        if token.text == _RESULT and self.token.is_op("."):
+            path += self.dotted_names(_RESULT)
+        return self.remember(BranchRef(path, token.column))
 
     def list_literal(self) -> list[Any]:
         opening = self.advance()

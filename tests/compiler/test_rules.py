@@ -411,3 +411,87 @@ def test_all_problems_are_listed_at_once() -> None:
     flow.state("shipping")
     flow.transition(parts["review"], END, on=parts["reviewed"], when="payload.approved = 1")
     assert len(problems(flow)) == 2
+
+
+class Built(msgspec.Struct):
+    ok: bool
+    log: str = ""
+
+
+def build_matrix(guard: str, ends: type | None = Built) -> Workflow:
+    """Two builds that end on `built` (with the payload model `ends`), joined by `guard`."""
+    builds = []
+    for name in ("linux", "mac"):
+        child = Workflow(name, context=Review)
+        building = child.state("building")
+        child.transition(START, building)
+        child.transition(building, END, on=child.event("built", payload=ends))
+        builds.append(child)
+    flow = Workflow("matrix", context=Ticket)
+    matrix = flow.state("builds", parallel=builds, inputs=["repo", "branch"])
+    fixing = flow.state("fixing")
+    flow.transition(START, matrix)
+    flow.transition(matrix, END, on="joined", when=guard)
+    flow.transition(matrix, fixing, on="joined", otherwise=True)
+    flow.transition(fixing, END, on=flow.event("fixed"))
+    return flow
+
+
+def test_a_join_guard_may_read_the_result_that_ended_each_child() -> None:
+    graph = compile_workflow(build_matrix("branches.all(result.ok == true)"))
+    assert graph.transitions[1].when == "branches.all(result.ok == true)"
+    compile_workflow(build_matrix("branches.any(result == null)"))
+
+
+def test_a_join_guard_cannot_read_a_result_field_that_no_ending_event_has() -> None:
+    assert problems(build_matrix("branches.all(result.passed == true)")) == [
+        "'joined' from 'builds': the guard 'branches.all(result.passed == true)' reads "
+        "result.passed, which no payload of the events that end the children has "
+        "('built' of 'linux', 'built' of 'mac')"
+    ]
+
+
+def test_a_join_guard_cannot_read_a_result_field_when_no_ending_event_has_a_model() -> None:
+    assert problems(build_matrix("branches.all(result.ok == true)", ends=None)) == [
+        "'joined' from 'builds': the guard 'branches.all(result.ok == true)' reads "
+        "result.ok, but no event that ends the children has a payload model "
+        "('built' of 'linux', 'built' of 'mac')"
+    ]
+
+
+def test_result_is_read_only_inside_branches() -> None:
+    [problem] = problems(build_matrix("result.ok == true"))
+    assert problem.endswith(
+        "has a syntax error at column 1: 'result' can be read only inside "
+        "branches.all(...) or branches.any(...)"
+    )
+
+
+def test_a_join_guard_cannot_read_a_branch_payload_field_that_no_entering_event_has() -> None:
+    """The builds enter `building` from START, with no event: a branch's payload is always
+    null, and `payload.ok` (meant as `result.ok`) would never hold."""
+    assert problems(build_matrix("branches.all(payload.ok == true)")) == [
+        "'joined' from 'builds': the guard 'branches.all(payload.ok == true)' reads "
+        "payload.ok, but no event that brings a child into a state has a payload model"
+    ]
+
+
+def held_reviews(guard: str) -> Workflow:
+    """A review that may be held with a `Built` payload before it is approved."""
+    flow, parts = reviews_flow()
+    security = parts["security"]
+    held = security.state("held")
+    security.transition(security.states["check"], held, on=security.event("hold", payload=Built))
+    security.transition(held, END, on=security.events["approved"])
+    flow.transition(parts["reviews"], END, on="joined", when=guard)
+    flow.transition(parts["reviews"], parts["coding"], on="joined", otherwise=True)
+    return flow
+
+
+def test_a_join_guard_reads_a_branch_payload_field_of_an_event_that_enters_a_state() -> None:
+    compile_workflow(held_reviews("branches.all(payload.ok == true)"))
+    assert problems(held_reviews("branches.all(payload.okay == true)")) == [
+        "'joined' from 'reviews': the guard 'branches.all(payload.okay == true)' reads "
+        "payload.okay, which no payload of the events that bring a child into a state has "
+        "('hold' of 'security-review')"
+    ]

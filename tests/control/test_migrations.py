@@ -17,6 +17,7 @@ from stateous.control.store.migrations import LATEST, VERSIONS, statements
 from stateous.model.vocabulary import Role
 from tests.control.conftest import serving, write_graph
 from tests.control.support import Backend, connected, orders, plane_for
+from tests.control.test_parallel import LINUX, MAC, joined_branches, matrix
 
 
 def run_sql(backend: Backend, *statements: str) -> list[tuple[Any, ...]]:
@@ -55,6 +56,8 @@ UNDO_0005 = (
 UNDO_0007 = ("DROP INDEX ledger_pos", "ALTER TABLE ledger DROP COLUMN pos")
 #: What takes a database of the latest version back to before 0009.
 UNDO_0009 = ("DROP TABLE settings",)
+#: What takes a database of the latest version back to before 0010.
+UNDO_0010 = ("ALTER TABLE tokens DROP COLUMN result",)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -69,6 +72,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0010,
         *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
@@ -107,6 +111,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0010,
         *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
@@ -193,6 +198,7 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_error_line_and_rol
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
     run_sql(
         backend,
+        *UNDO_0010,
         *UNDO_0009,
         *BEFORE_COUNTS,
         "DROP TABLE credentials",
@@ -249,7 +255,9 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         assert caplog.messages == [f"upgrading the database's schema from version 0007 to {LATEST}"]
         assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
         for table, rows in kept.items():
-            assert run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid") == rows
+            added = (None,) if table == "tokens" else ()  # `result`, of 0009
+            upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
+            assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
         children = upgraded.store.read(lambda tx: tx.children("P"))
         assert [row.token for row in children] == ["P-b", "P-a"]
@@ -270,7 +278,7 @@ def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_
         add_credential(old.store, "ops", Role.OPERATOR)
         revoke_credential(old.store, "ops", force=True)
     old.store.close()
-    run_sql(backend, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
+    run_sql(backend, *UNDO_0010, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
 
     upgraded = plane_for(orders(), backend)
     guard = Guard(Access(upgraded.store), served_hosts("127.0.0.1", []))
@@ -282,3 +290,22 @@ def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_
         assert (status, answer["code"], health["auth"]) == (401, "unauthorized", "no_credential")
     else:
         assert (status, health["auth"]) == (200, "off")
+
+
+def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
+    backend: Backend,
+) -> None:
+    old = plane_for(matrix(), backend)
+    old.engine.start("M-1", {"repo": "acme/api"})
+    old.engine.fire(LINUX, "built", {"ok": True, "log": "before"})
+    old.store.close()
+    run_sql(backend, *UNDO_0010, "UPDATE stateous_version SET version_num = '0009'")
+
+    upgraded = plane_for(matrix(), backend)
+    try:
+        upgraded.engine.fire(MAC, "built", {"ok": True, "log": "after"})
+        assert upgraded.engine.get("M-1").state == "fixing"
+        results = [branch["result"] for branch in joined_branches(upgraded)]
+        assert results == [None, {"ok": True, "log": "after"}]
+    finally:
+        upgraded.store.close()

@@ -297,3 +297,134 @@ def test_stats_name_the_states_of_children_as_supervisors_claim_them(plane: Plan
         "design-review/triage": {"queued": 1},
     }
     assert set(found.oldest_queued) == {"security-review/triage", "design-review/triage"}
+
+
+# the results of a build matrix
+
+
+class Built(msgspec.Struct):
+    ok: bool
+    log: str
+
+
+def build_workflow(name: str) -> Workflow:
+    """A build on one platform: it ends with `built`, whose payload says how it went."""
+    build = Workflow(name, context=Review)
+    building = build.state("building")
+    build.transition(START, building)
+    build.transition(building, END, on=build.event("built", payload=Built))
+    return build
+
+
+def matrix() -> Workflow:
+    """Two builds side by side; the parent ships only when every build says ok."""
+    flow = Workflow("matrix", context=Ticket)
+    builds = flow.state(
+        "builds",
+        parallel=[build_workflow("linux"), build_workflow("mac")],
+        inputs=["repo", "branch"],
+    )
+    shipping = flow.state("shipping")
+    fixing = flow.state("fixing")
+    flow.transition(START, builds)
+    flow.transition(builds, shipping, on="joined", when="branches.all(result.ok == true)")
+    flow.transition(builds, fixing, on="joined", otherwise=True)
+    flow.transition(shipping, END, on=flow.event("shipped"))
+    flow.transition(fixing, END, on=flow.event("fixed"))
+    return flow
+
+
+LINUX, MAC = "M-1.builds.1.linux", "M-1.builds.1.mac"
+
+
+@pytest.fixture
+def matrix_plane(backend: Backend) -> Iterator[Plane]:
+    served = plane_for(matrix(), backend)
+    served.engine.start("M-1", {"repo": "acme/api"})
+    yield served
+    drift = counts_drift(served.store)
+    served.store.close()
+    assert drift == {}, "the counts drifted from the rows"
+
+
+def build(plane: Plane, child: str, ok: bool) -> None:
+    """Report the child's build task with `built`, as its supervisor would."""
+    grant = plane.engine.claim("box-1", [f"{child.rsplit('.', 1)[1]}/building"])
+    assert grant is not None and grant.token == child
+    body = ReportBody(
+        kind="event",
+        event="built",
+        payload={"ok": ok, "log": f"{child}: {'green' if ok else 'red'}"},
+        supervisor="box-1",
+    )
+    plane.engine.report(grant.task, body)
+
+
+def joined_branches(plane: Plane, token: str = "M-1") -> list[dict]:
+    [accepted] = [
+        data
+        for kind, data in plane.entries(token)
+        if kind == "event_accepted" and data["event"] == "joined"
+    ]
+    return accepted["payload"]["branches"]  # type: ignore[no-any-return]
+
+
+def test_each_branch_carries_the_result_that_ended_its_child(matrix_plane: Plane) -> None:
+    build(matrix_plane, LINUX, True)
+    build(matrix_plane, MAC, True)
+    assert matrix_plane.engine.get("M-1").state == "shipping"
+    assert joined_branches(matrix_plane) == [
+        {
+            "workflow": "linux",
+            "token": LINUX,
+            "status": "completed",
+            "final": "building",
+            "payload": None,
+            "result": {"ok": True, "log": f"{LINUX}: green"},
+        },
+        {
+            "workflow": "mac",
+            "token": MAC,
+            "status": "completed",
+            "final": "building",
+            "payload": None,
+            "result": {"ok": True, "log": f"{MAC}: green"},
+        },
+    ]
+
+
+def test_a_build_that_is_not_ok_routes_the_parent_by_its_result(matrix_plane: Plane) -> None:
+    build(matrix_plane, LINUX, True)
+    build(matrix_plane, MAC, False)
+    assert matrix_plane.engine.get("M-1").state == "fixing"
+    results = [branch["result"] for branch in joined_branches(matrix_plane)]
+    assert results == [
+        {"ok": True, "log": f"{LINUX}: green"},
+        {"ok": False, "log": f"{MAC}: red"},
+    ]
+
+
+def test_a_failed_child_has_no_result(matrix_plane: Plane) -> None:
+    build(matrix_plane, LINUX, True)
+    grant = matrix_plane.engine.claim("box-1", ["mac/building"])
+    assert grant is not None
+    matrix_plane.engine.report(
+        grant.task, ReportBody(kind="failed", error="disk full", supervisor="box-1")
+    )
+    assert matrix_plane.engine.get(MAC).status == "failed"
+    assert matrix_plane.engine.get("M-1").state == "fixing"
+    branches = joined_branches(matrix_plane)
+    assert [(branch["status"], branch["result"]) for branch in branches] == [
+        ("completed", {"ok": True, "log": f"{LINUX}: green"}),
+        ("failed", None),
+    ]
+
+
+def test_a_child_ended_by_a_fired_event_keeps_that_events_payload(matrix_plane: Plane) -> None:
+    matrix_plane.engine.fire(LINUX, "built", {"ok": True, "log": "by hand"})
+    matrix_plane.engine.fire(MAC, "built", {"ok": True, "log": "by hand too"})
+    assert matrix_plane.engine.get("M-1").state == "shipping"
+    assert [branch["result"]["log"] for branch in joined_branches(matrix_plane)] == [
+        "by hand",
+        "by hand too",
+    ]

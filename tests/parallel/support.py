@@ -195,21 +195,27 @@ class Project:
 def make_project(
     root: Path, join: str = "all", timeout: str | None = None, nested: bool = False
 ) -> Project:
-    """Write and compile `flow.py` in `root/sdlc`; make `root/box-1` with init; add routines."""
-    source = root / "sdlc"
+    """The project of the two reviews, with this join, timeout and nesting."""
+    return build_project(root, flow_source(join, timeout, nested), routines_source(nested))
+
+
+def build_project(root: Path, flow: str, routines: str, name: str = "sdlc") -> Project:
+    """Write and compile `flow` in `root/<name>`; make `root/box-1` with init; replace its
+    stubs by `routines`."""
+    source = root / name
     source.mkdir()
-    (source / "flow.py").write_text(flow_source(join, timeout, nested))
-    stateous("compile", "flow.py", "--out", "sdlc.json", cwd=source)
-    graph = source / "sdlc.json"
+    (source / "flow.py").write_text(flow)
+    stateous("compile", "flow.py", "--out", f"{name}.json", cwd=source)
+    graph = source / f"{name}.json"
     folder = root / "box-1"
     made = stateous("init", "supervisor", str(graph), str(folder), cwd=root)
     written = [
         Path(line.split()[1]).name for line in made.stdout.splitlines() if line.startswith("wrote")
     ]
-    for name in written:
-        if name.endswith(".py") and name != "contract.py":
-            (folder / name).unlink()
-    (folder / "routines.py").write_text(routines_source(nested))
+    for stub in written:
+        if stub.endswith(".py") and stub != "contract.py":
+            (folder / stub).unlink()
+    (folder / "routines.py").write_text(routines)
     return Project(graph, folder, written)
 
 

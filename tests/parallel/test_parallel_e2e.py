@@ -164,7 +164,7 @@ def test_two_approving_reviews_take_the_parent_to_merging(
     ]
     [branches] = joined(running)
     assert [sorted(branch) for branch in branches] == [
-        ["final", "payload", "status", "token", "workflow"]
+        ["final", "payload", "result", "status", "token", "workflow"]
     ] * 2
     assert sorted(
         (branch["workflow"], branch["token"], branch["status"], branch["final"])
@@ -200,6 +200,8 @@ def test_a_branch_carries_the_payload_of_the_event_that_brought_the_child_into_i
         "security-review": {"note": "security-review approves"},
         "design-review": {"note": "design-review approves"},
     }
+    # `close`, which ends each review, carries nothing: there is no result
+    assert [branch["result"] for branch in branches] == [None, None]
 
 
 def test_one_rejecting_review_sends_the_parent_back_to_coding(

@@ -55,7 +55,7 @@ def time_or_none(value: str | None) -> float | None:
 
 
 def token_row(row: tuple[Any, ...]) -> TokenRow:
-    token, state, status, visit, context, entered_at, parent, workflow, visits = row[:9]
+    token, state, status, visit, context, entered_at, parent, workflow, visits, result = row[:10]
     return TokenRow(
         token,
         state,
@@ -66,6 +66,7 @@ def token_row(row: tuple[Any, ...]) -> TokenRow:
         parent,
         workflow,
         decode(visits),
+        None if result is None else decode(result),
     )
 
 
@@ -106,7 +107,7 @@ def entry_row(row: tuple[Any, ...]) -> Entry:
     return Entry(token, seq, from_column(at), kind, key, decode(data))
 
 
-TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workflow, visits"
+TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workflow, visits, result"
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
 TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
@@ -115,7 +116,7 @@ TIMER_BY_ID = (
     "FROM timers WHERE id = ?"
 )
 INSERT_TOKEN = (
-    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100

@@ -38,6 +38,9 @@ class TokenRow:
     workflow: str | None = None
     #: How many times the token entered each state; `visit` is the entry of `state`.
     visits: dict[str, int] = field(default_factory=dict)
+    #: The payload of the event whose transition to END completed the token, kept so that
+    #: its parent's join can hand it back; None otherwise.
+    result: Any = None
 
 
 @dataclass(slots=True)

@@ -179,6 +179,7 @@ class SqlTx(ListingSql, ABC):
             row.parent,
             row.workflow,
             json_text(row.visits),
+            None if row.result is None else json_text(row.result),
         )
 
     def insert_token(self, row: TokenRow) -> None:
@@ -194,7 +195,7 @@ class SqlTx(ListingSql, ABC):
         self._rows[row.token] = values
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, moved_at = ? WHERE token = ?",
+            "parent = ?, workflow = ?, visits = ?, result = ?, moved_at = ? WHERE token = ?",
             (*values[1:], self.stamp, row.token),
         )
 

@@ -5,8 +5,9 @@
 -- 0001.sql: JSON, identity columns, the "C" collation on times and ids, and the
 -- explicit `rowid` of `tokens`.
 
--- `visits` counts the entries of the token into each state (0002); it comes last, as
--- 0002 added it.
+-- `visits` counts the entries of the token into each state (0002), and `result` keeps the
+-- payload of the event that completed it (0009); they come last, as their migrations added
+-- them.
 CREATE TABLE tokens (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY,
     token TEXT COLLATE "C" PRIMARY KEY,
@@ -19,7 +20,8 @@ CREATE TABLE tokens (
     parent TEXT COLLATE "C",
     workflow TEXT,
     moved_at TEXT COLLATE "C" NOT NULL,
-    visits JSON NOT NULL DEFAULT '{}'
+    visits JSON NOT NULL DEFAULT '{}',
+    result JSON
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);

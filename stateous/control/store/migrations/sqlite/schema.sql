@@ -7,8 +7,9 @@
 -- OR, not IN: SQLite evaluates an IN list of three words or more through a temporary
 -- table, at every insert and update of the row (0008).
 
--- `visits` counts the entries of the token into each state (0002); it comes last, as
--- 0002 added it.
+-- `visits` counts the entries of the token into each state (0002), and `result` keeps the
+-- payload of the event that completed it (0009); they come last, as their migrations added
+-- them.
 CREATE TABLE tokens (
     token TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -20,7 +21,8 @@ CREATE TABLE tokens (
     parent TEXT,
     workflow TEXT,
     moved_at TEXT NOT NULL,
-    visits TEXT NOT NULL DEFAULT '{}'
+    visits TEXT NOT NULL DEFAULT '{}',
+    result TEXT
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
