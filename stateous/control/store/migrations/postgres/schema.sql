@@ -6,7 +6,7 @@
 -- explicit `rowid` of `tokens`.
 
 -- `visits` counts the entries of the token into each state (0002), and `result` keeps the
--- payload of the event that completed it (0009); they come last, as their migrations added
+-- payload of the event that completed it (0010); they come last, as their migrations added
 -- them.
 CREATE TABLE tokens (
     rowid BIGINT GENERATED ALWAYS AS IDENTITY,
