@@ -188,6 +188,13 @@ def caller(req: falcon.Request) -> str | None:
     return None if who is None else who.name
 
 
+def act_as(req: falcon.Request, supervisor: str | None) -> None:
+    """Refuse a task request that the caller's credential may not make as `supervisor`."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    if who is not None:
+        who.act_as(supervisor)
+
+
 class Methods:
     """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
     whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
@@ -354,7 +361,8 @@ class Token(Resource):
         if key is None:
             # GitHub names each delivery, and a redelivery by the same name.
             key = req.get_header("X-GitHub-Delivery")
-        answer(resp, self.engine.fire(token, event, body.payload, key, by=caller(req)))
+        fired = self.engine.fire(token, event, body.payload, key, by=caller(req))
+        answer(resp, fired)
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
@@ -378,6 +386,7 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
+        act_as(req, body.supervisor)
         # The edge parks a claim that waits out of the request threads (`waiting_room.py`),
         # and serves it again, with its waiter, once it is woken or its wait ends.
         park = req.env.get(PARK)
@@ -411,23 +420,31 @@ class Tasks(Resource):
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.HeartbeatBody)
+        act_as(req, body.supervisor)
         answer(resp, wire.Lost(lost=self.engine.heartbeat(body.supervisor, body.tasks)))
 
     def on_post_report(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.ReportBody)
+        act_as(req, body.supervisor)
         answer(resp, self.engine.report(number, body, by=caller(req)))
 
     def on_post_note(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.NoteBody)
-        self.engine.note(number, body.text, body.attempt, by=caller(req))
+        act_as(req, body.supervisor)
+        self.engine.note(
+            number, body.text, body.attempt, supervisor=body.supervisor, by=caller(req)
+        )
         resp.status = falcon.HTTP_204
 
     def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.MemoryBody)
-        self.engine.memory(number, body.key, body.value, body.attempt, by=caller(req))
+        act_as(req, body.supervisor)
+        self.engine.memory(
+            number, body.key, body.value, body.attempt, supervisor=body.supervisor, by=caller(req)
+        )
         resp.status = falcon.HTTP_204
 
 

@@ -182,6 +182,8 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
 class NoteBody(msgspec.Struct, kw_only=True):
     text: str
     attempt: int | None = None
+    #: The supervisor that holds the task; required of a bound supervisor credential.
+    supervisor: str | None = None
 
 
 class MemoryBody(msgspec.Struct, kw_only=True):
@@ -190,6 +192,8 @@ class MemoryBody(msgspec.Struct, kw_only=True):
     key: str
     value: Any
     attempt: int | None = None
+    #: The supervisor that holds the task; required of a bound supervisor credential.
+    supervisor: str | None = None
 
 
 class TaskView(msgspec.Struct, kw_only=True):

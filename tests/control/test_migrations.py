@@ -50,6 +50,11 @@ UNDO_0005 = (
 )
 #: What takes a database of the latest version back to before 0007.
 UNDO_0007 = ("DROP INDEX ledger_pos", "ALTER TABLE ledger DROP COLUMN pos")
+#: What takes a database of the latest version back to before 0009.
+UNDO_0009 = (
+    "ALTER TABLE credentials DROP COLUMN supervisor",
+    "ALTER TABLE credentials DROP COLUMN supervisor_prefix",
+)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -64,6 +69,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -101,6 +107,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0009,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -240,6 +247,8 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
     try:
         assert caplog.messages == [f"upgrading the database's schema from version 0007 to {LATEST}"]
         assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
+        # A credential kept before 0009 is unbound: no supervisor, no prefix.
+        kept["credentials"] = [(*row, None, 0) for row in kept["credentials"]]
         for table, rows in kept.items():
             assert run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid") == rows
         # The children come back in the order they were made, which their rowids keep.

@@ -125,7 +125,9 @@ CREATE TABLE credentials (
     secret_hash TEXT NOT NULL UNIQUE,
     created_at TEXT COLLATE "C" NOT NULL,
     last_used TEXT COLLATE "C",
-    revoked_at TEXT COLLATE "C"
+    revoked_at TEXT COLLATE "C",
+    supervisor TEXT,
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0
 );
 
 -- The counts behind the metrics (0006): since the database was made (slot -1), and a

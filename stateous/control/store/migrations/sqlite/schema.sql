@@ -127,7 +127,9 @@ CREATE TABLE credentials (
     secret_hash TEXT NOT NULL UNIQUE,
     created_at TEXT NOT NULL,
     last_used TEXT,
-    revoked_at TEXT
+    revoked_at TEXT,
+    supervisor TEXT,
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0
 );
 
 -- The counts behind the metrics (0006): since the database was made (slot -1), and a
