@@ -39,9 +39,11 @@ from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNo
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
 from stateous.control.stream import ADOPT, Streams, last_event_id
+from stateous.control.views import brief_answer
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
 from stateous.model.text import printable
+from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -195,6 +197,15 @@ def act_as(req: falcon.Request, supervisor: str | None) -> None:
         who.act_as(supervisor)
 
 
+def for_caller(
+    req: falcon.Request, token: wire.TokenView | wire.Duplicate
+) -> wire.TokenView | wire.Duplicate | wire.TokenBrief | wire.DuplicateBrief:
+    """The answer to a start or a fire: a webhook may not read a token's context, so it is
+    answered the token without it."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
+
+
 class Methods:
     """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
     whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
@@ -337,7 +348,7 @@ class Tokens(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
         token, created = self.engine.start(body.token, body.context, by=caller(req))
-        answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
+        answer(resp, for_caller(req, token), falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = self.engine.listings.tokens(**query(req, TOKEN_FILTERS))
@@ -362,7 +373,7 @@ class Token(Resource):
             # GitHub names each delivery, and a redelivery by the same name.
             key = req.get_header("X-GitHub-Delivery")
         fired = self.engine.fire(token, event, body.payload, key, by=caller(req))
-        answer(resp, fired)
+        answer(resp, for_caller(req, fired))
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)

@@ -44,6 +44,25 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     parent: str | None = None
 
 
+class TokenBrief(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A token as a webhook is answered it: a `TokenView` without the context, which a
+    webhook may not read."""
+
+    token: str
+    state: str
+    status: str
+    visit: int
+    entered_at: str
+    parent: str | None = None
+
+
+class DuplicateBrief(msgspec.Struct, kw_only=True):
+    """`Duplicate` as a webhook is answered it."""
+
+    duplicate: bool = True
+    token: TokenBrief
+
+
 class Duplicate(msgspec.Struct, kw_only=True):
     """The answer to an event whose idempotency key was used before: nothing changed."""
 

@@ -3,6 +3,7 @@
 A supervisor credential is bound to a supervisor's name (or a prefix of names): claims,
 heartbeats, reports, notes and memory writes under another name are refused, and a task
 that another supervisor holds is refused without naming that supervisor or its attempt.
+A webhook is answered what it needs of a token, never the token's context.
 """
 
 from __future__ import annotations
@@ -209,3 +210,27 @@ def test_an_unbound_credential_of_an_older_database_acts_as_before(fleet: Plane)
     assert fleet.ask("POST", "/tasks/1/note", {"text": "hi"}, who="legacy")[0] == 204
     body = {"supervisor": "anyone", "tasks": [grant["task"]]}
     assert fleet.ask("POST", "/tasks/heartbeat", body, who="legacy") == (200, {"lost": []})
+
+
+def test_a_webhook_is_answered_a_token_without_its_context(fleet: Plane) -> None:
+    body = {"token": "ORDER-1", "context": {"title": "secret plans"}}
+    status, made = fleet.ask("POST", "/tokens", body, who="starter")
+    assert status == 201, made
+    assert "context" not in made
+    assert made["token"] == "ORDER-1" and made["status"] == "active"
+    status, again = fleet.ask("POST", "/tokens", {"token": "ORDER-1"}, who="starter")
+    assert (status, again) == (200, made)
+
+    key = {"Idempotency-Key": "delivery-1"}
+    path = "/tokens/ORDER-1/events/submitted"
+    status, fired = fleet.ask("POST", path, who="starter", headers=key)
+    assert status == 200 and fired["state"] == "review" and "context" not in fired
+    status, repeated = fleet.ask("POST", path, who="starter", headers=key)
+    assert status == 200 and repeated["duplicate"] is True
+    assert set(repeated["token"]) == {"token", "state", "status", "visit", "entered_at"}
+
+    # An operator is answered the whole token, as documented.
+    status, whole = fleet.ask("POST", "/tokens", {"token": "ORDER-1"}, who="ops")
+    assert whole["context"] == {"title": "secret plans", "amount": 0}
+    status, whole = fleet.ask("POST", path, who="ops", headers=key)
+    assert whole["token"]["context"] == {"title": "secret plans", "amount": 0}
