@@ -22,7 +22,7 @@ from stateous.control.defaults import DEFAULT_DB
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
-    from stateous.control.store import Store
+    from stateous.control.store import CredentialRow, Store
 
 
 @contextmanager
@@ -60,6 +60,8 @@ def run_add(args: argparse.Namespace) -> int:
             events=events,
             may_start=args.may_start,
             hmac_key=hmac_key,
+            supervisor=args.supervisor_name,
+            supervisor_prefix=args.supervisor_prefix,
         )
     print(secret)
     if hmac_key is not None:
@@ -70,6 +72,15 @@ def run_add(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def acts_as(row: CredentialRow) -> str:
+    """The supervisors that a supervisor credential may act as, for `auth list`."""
+    if row.supervisor is None:
+        return "acts as any supervisor (unbound: replace it with a bound one)"
+    if row.supervisor_prefix:
+        return f"acts as names starting {row.supervisor!r}"
+    return f"acts as {row.supervisor!r}"
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -88,6 +99,8 @@ def run_list(args: argparse.Namespace) -> int:
             parts.append("may start")
         if row.hmac_key:
             parts.append("signed")
+        if row.role == Role.SUPERVISOR:
+            parts.append(acts_as(row))
         if row.revoked_at is not None:
             parts.append(f"revoked {when(row.revoked_at)} UTC")
         print("  ".join(parts))
@@ -154,8 +167,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--role",
         required=True,
         choices=[role.value for role in Role],
-        help="operator: every route; supervisor: claims, heartbeats, reports, notes, memory; "
-        "webhook: only its events",
+        help="operator: every route; supervisor: claims, heartbeats, reports, notes, memory, "
+        "as its own supervisors only; webhook: only its events",
     )
     add.add_argument(
         "--events", metavar="E1,E2", help="the events that a webhook credential may fire"
@@ -167,6 +180,18 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--hmac",
         action="store_true",
         help="a webhook's deliveries are signed (X-Hub-Signature-256): print an HMAC key too",
+    )
+    bound = add.add_mutually_exclusive_group()
+    bound.add_argument(
+        "--supervisor-name",
+        metavar="NAME",
+        help="a supervisor credential acts only as the supervisor NAME (default: the "
+        "credential's own name)",
+    )
+    bound.add_argument(
+        "--supervisor-prefix",
+        metavar="PREFIX",
+        help="a supervisor credential acts only as supervisors whose names start with PREFIX",
     )
     with_db(add)
     add.set_defaults(run=run_add)

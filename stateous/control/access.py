@@ -8,7 +8,8 @@ but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
 request, so that a revocation counts at once. Each route names the roles that may call it
 (`RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
-delivery over its exact body. A browser cannot be made to call the API from
+delivery over its exact body; a supervisor credential acts only as the supervisors
+it is bound to (`Caller.act_as`). A browser cannot be made to call the API from
 another site: the `Host` must be one this control plane serves, a foreign
 `Origin` is refused, and so is every CORS preflight. Nothing here speaks HTTP:
 the API asks, this module answers or raises the refusal.
@@ -30,10 +31,11 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from stateous.control.checks import NAME_LIMIT as SUPERVISOR_NAME_LIMIT
 from stateous.control.errors import EngineError
 from stateous.control.store import CredentialRow, Store, Tx
 from stateous.model.errors import Failure
-from stateous.model.names import name_problem
+from stateous.model.names import name_problem, plain_text
 from stateous.model.vocabulary import Role
 
 #: How a secret starts, so that one found in a file or a log is recognised.
@@ -176,6 +178,30 @@ class Caller:
     events: frozenset[str]
     may_start: bool
     hmac_key: str | None
+    #: The supervisor a supervisor credential acts as (a prefix of names when
+    #: `supervisor_prefix`); None for any other role, and for a credential kept unbound.
+    supervisor: str | None = None
+    supervisor_prefix: bool = False
+
+    def act_as(self, supervisor: str | None) -> None:
+        """Refuse with `Forbidden` a task request that a bound supervisor credential makes
+        under another supervisor's name, or under none: one box may not act for the fleet."""
+        bound = self.supervisor
+        if self.role != Role.SUPERVISOR or bound is None:
+            return
+        if supervisor is None:
+            raise Forbidden(
+                f"a request of the supervisor credential {self.name!r} names its supervisor "
+                "in `supervisor`"
+            )
+        if supervisor.startswith(bound) if self.supervisor_prefix else supervisor == bound:
+            return
+        allowed = (
+            f"supervisors whose names start with {bound!r}"
+            if self.supervisor_prefix
+            else f"supervisor {bound!r}"
+        )
+        raise Forbidden(f"the credential {self.name!r} acts only as {allowed}, not {supervisor!r}")
 
 
 def caller_of(row: CredentialRow) -> Caller:
@@ -185,6 +211,8 @@ def caller_of(row: CredentialRow) -> Caller:
         events=frozenset(row.events or ()),
         may_start=row.may_start,
         hmac_key=row.hmac_key,
+        supervisor=row.supervisor,
+        supervisor_prefix=row.supervisor_prefix,
     )
 
 
@@ -395,11 +423,16 @@ def add_credential(
     events: list[str] | None = None,
     may_start: bool = False,
     hmac_key: str | None = None,
+    supervisor: str | None = None,
+    supervisor_prefix: str | None = None,
 ) -> str:
-    """Keep a new credential and answer its secret, which is kept nowhere else."""
+    """Keep a new credential and answer its secret, which is kept nowhere else. A supervisor
+    credential acts as `supervisor`, or as every name that starts with `supervisor_prefix`;
+    with neither, as the supervisor of its own name."""
     problem = name_problem(name)
     if problem is not None:
         raise CredentialError(f"a credential's {problem}")
+    bound = binding(role, name, supervisor, supervisor_prefix)
     if role == Role.WEBHOOK and not events:
         raise CredentialError("a webhook credential names the events it may fire: --events")
     if role != Role.WEBHOOK and (events or may_start or hmac_key):
@@ -414,7 +447,15 @@ def add_credential(
             raise CredentialError(f"a credential named {name!r} exists; revoke it or pick another")
         tx.put_credential(
             CredentialRow(
-                name, role, events, may_start, hmac_key, digest(secret), tx.now, None, None
+                name,
+                role,
+                events,
+                may_start,
+                hmac_key,
+                digest(secret),
+                tx.now,
+                supervisor=bound,
+                supervisor_prefix=supervisor_prefix is not None,
             )
         )
         tx.set_auth(True)
@@ -455,3 +496,24 @@ def set_authentication(store: Store, on: bool) -> bool:
         return True
 
     return store.write(operation)
+
+
+def binding(role: Role, name: str, supervisor: str | None, prefix: str | None) -> str | None:
+    """The name or prefix that a new credential is bound to; None for a role that claims no
+    task."""
+    if role != Role.SUPERVISOR:
+        if supervisor is not None or prefix is not None:
+            raise CredentialError(
+                "--supervisor-name and --supervisor-prefix are for supervisor credentials"
+            )
+        return None
+    bound = prefix if prefix is not None else supervisor
+    if bound is None:
+        return name
+    if not plain_text(bound, SUPERVISOR_NAME_LIMIT):
+        raise CredentialError(
+            f"a supervisor's name or prefix has 1 to {SUPERVISOR_NAME_LIMIT} characters and no "
+            "control characters"
+        )
+    return bound
+

@@ -39,9 +39,11 @@ from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNo
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
 from stateous.control.stream import ADOPT, Streams, last_event_id
+from stateous.control.views import brief_answer
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
 from stateous.model.text import printable
+from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -186,6 +188,22 @@ def caller(req: falcon.Request) -> str | None:
     """The name of the credential the request was made with, if any."""
     who: Caller | None = getattr(req.context, "caller", None)
     return None if who is None else who.name
+
+
+def act_as(req: falcon.Request, supervisor: str | None) -> None:
+    """Refuse a task request that the caller's credential may not make as `supervisor`."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    if who is not None:
+        who.act_as(supervisor)
+
+
+def for_caller(
+    req: falcon.Request, token: wire.TokenView | wire.Duplicate
+) -> wire.TokenView | wire.Duplicate | wire.TokenBrief | wire.DuplicateBrief:
+    """The answer to a start or a fire: a webhook may not read a token's context, so it is
+    answered the token without it."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
 
 
 class Methods:
@@ -337,7 +355,7 @@ class Tokens(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
         token, created = self.engine.start(body.token, body.context, by=caller(req))
-        answer(resp, token, falcon.HTTP_201 if created else falcon.HTTP_200)
+        answer(resp, for_caller(req, token), falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         page = self.engine.listings.tokens(**query(req, TOKEN_FILTERS))
@@ -361,7 +379,8 @@ class Token(Resource):
         if key is None:
             # GitHub names each delivery, and a redelivery by the same name.
             key = req.get_header("X-GitHub-Delivery")
-        answer(resp, self.engine.fire(token, event, body.payload, key, by=caller(req)))
+        fired = self.engine.fire(token, event, body.payload, key, by=caller(req))
+        answer(resp, for_caller(req, fired))
 
     def on_post_pause(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
@@ -385,6 +404,7 @@ class Tasks(Resource):
 
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
+        act_as(req, body.supervisor)
         # The edge parks a claim that waits out of the request threads (`waiting_room.py`),
         # and serves it again, with its waiter, once it is woken or its wait ends.
         park = req.env.get(PARK)
@@ -418,23 +438,31 @@ class Tasks(Resource):
 
     def on_post_heartbeat(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.HeartbeatBody)
+        act_as(req, body.supervisor)
         answer(resp, wire.Lost(lost=self.engine.heartbeat(body.supervisor, body.tasks)))
 
     def on_post_report(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.ReportBody)
+        act_as(req, body.supervisor)
         answer(resp, self.engine.report(number, body, by=caller(req)))
 
     def on_post_note(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.NoteBody)
-        self.engine.note(number, body.text, body.attempt, by=caller(req))
+        act_as(req, body.supervisor)
+        self.engine.note(
+            number, body.text, body.attempt, supervisor=body.supervisor, by=caller(req)
+        )
         resp.status = falcon.HTTP_204
 
     def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)
         body = read_shape(req, wire.MemoryBody)
-        self.engine.memory(number, body.key, body.value, body.attempt, by=caller(req))
+        act_as(req, body.supervisor)
+        self.engine.memory(
+            number, body.key, body.value, body.attempt, supervisor=body.supervisor, by=caller(req)
+        )
         resp.status = falcon.HTTP_204
 
 

@@ -422,42 +422,46 @@ class Engine:
     ) -> tuple[TaskRow, TokenRow]:
         """Find a task that the sender still works on, on this attempt.
 
-        A supervisor's report needs its own claim; a report from outside needs a
-        waiting task; a note or a memory write needs a live attempt.
+        A supervisor's report, note or memory write needs its own claim; a report from
+        outside needs a waiting task; a note or a memory write that names no supervisor
+        needs a live attempt. A refusal names only what the sender sent: never the
+        supervisor that holds the task, nor the attempt it is at.
         """
         task = tx.task(ident)
         if task is None:
             raise TaskNotFound(f"no task has the id {ident}")
         if attempt is not None and attempt != task.attempt:
             if attempt < task.attempt:
-                raise AttemptOver(
-                    f"task {ident} is at attempt {task.attempt}, not attempt {attempt}"
-                )
-            raise TaskNotHeld(f"task {ident} is at attempt {task.attempt}, not attempt {attempt}")
+                raise AttemptOver(f"task {ident} has moved on from attempt {attempt}")
+            raise TaskNotHeld(f"task {ident} is not at attempt {attempt}")
         if outside:
-            held = task.status == TaskStatus.WAITING
-        elif supervisor is None:
-            held = task.status in WORKED_ON
-        else:
-            held = task.status == TaskStatus.CLAIMED and task.claimed_by == supervisor
-        if not held:
-            who = (
-                "nobody works on it"
-                if task.status != TaskStatus.CLAIMED
-                else f"{task.claimed_by} has it"
-            )
-            raise TaskNotHeld(f"task {ident} is {task.status}: {who}")
+            if task.status != TaskStatus.WAITING:
+                raise TaskNotHeld(f"task {ident} is not waiting for an outcome from outside")
+        elif supervisor is not None:
+            if task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
+                raise TaskNotHeld(f"task {ident} is not held by supervisor {supervisor!r}")
+        elif task.status not in WORKED_ON:
+            raise TaskNotHeld(f"nobody works on task {ident} now")
         return task, self.token_row(tx, task.token)
 
     def note(
-        self, task: int, text: str, attempt: int | None = None, *, by: str | None = None
+        self,
+        task: int,
+        text: str,
+        attempt: int | None = None,
+        *,
+        supervisor: str | None = None,
+        by: str | None = None,
     ) -> None:
-        """Add one line of a routine's progress to the token's history."""
+        """Add one line of a routine's progress to the token's history; a note that names
+        its `supervisor` lands only on a task that supervisor holds."""
         kept = checks.note_text(text)
         checks.attempt(attempt)
+        if supervisor is not None:
+            checks.supervisor_name(supervisor)
 
         def operation(tx: Tx) -> None:
-            row, token = self._held_task(tx, task, attempt, None)
+            row, token = self._held_task(tx, task, attempt, supervisor)
             tx.record(token.token, Kind.NOTE, {"task": row.id, "text": kept})
 
         self._write(operation, by)
@@ -469,14 +473,18 @@ class Engine:
         value: Any,
         attempt: int | None = None,
         *,
+        supervisor: str | None = None,
         by: str | None = None,
     ) -> None:
-        """Save or delete one key of a routine's memory, at once."""
+        """Save or delete one key of a routine's memory, at once; a write that names its
+        `supervisor` lands only on a task that supervisor holds."""
         checks.memory_key(key)
         checks.attempt(attempt)
+        if supervisor is not None:
+            checks.supervisor_name(supervisor)
 
         def operation(tx: Tx) -> None:
-            row, token = self._held_task(tx, task, attempt, None)
+            row, token = self._held_task(tx, task, attempt, supervisor)
             if value is None:
                 tx.delete_memory(token.token, token.state, key)
                 kind = Kind.MEMORY_DELETED

@@ -90,6 +90,8 @@ DELIVERY = [
     {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string", "minLength": 1}},
 ]
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
+#: The token as an answer shows it: whole, or without its context to a webhook.
+STARTED = (wire.TokenView, wire.TokenBrief)
 WORK = (401, 403, 404, 409, 422)
 #: Every route of the API, by method and path template, as `access.RULES` names them.
 OPERATIONS: dict[tuple[str, str], Operation] = {
@@ -132,7 +134,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         refusals=(401, 403, 422),
     ),
     ("POST", "/tokens"): Operation(
-        "start a token", wire.StartBody, ((201, wire.TokenView), (200, wire.TokenView))
+        "start a token (a webhook is answered the token without its context)",
+        wire.StartBody,
+        ((201, STARTED), (200, STARTED)),
     ),
     ("GET", "/tokens/{token}"): Operation("one token", refusals=(401, 403, 404)),
     ("GET", "/tokens/{token}/history"): Operation(
@@ -146,7 +150,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         refusals=(401, 403, 404, 422),
     ),
     ("POST", "/tokens/{token}/events/{event}"): Operation(
-        "fire an event", wire.FireBody, ((200, (wire.TokenView, wire.Duplicate)),)
+        "fire an event (a webhook is answered the token without its context)",
+        wire.FireBody,
+        ((200, (*STARTED, wire.Duplicate, wire.DuplicateBrief)),),
     ),
     ("POST", "/tokens/{token}/pause"): STEER,
     ("POST", "/tokens/{token}/resume"): STEER,

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from stateous.control.store import Entry, TokenRow, to_iso
 from stateous.model.sentences import Narrator
-from stateous.model.wire import HistoryEntry, TokenView
+from stateous.model.wire import Duplicate, DuplicateBrief, HistoryEntry, TokenBrief, TokenView
 
 
 def view(token: TokenRow) -> TokenView:
@@ -20,6 +20,25 @@ def view(token: TokenRow) -> TokenView:
         entered_at=to_iso(token.entered_at),
         parent=token.parent,
     )
+
+
+def brief(token: TokenView) -> TokenBrief:
+    """Show a token as a webhook is answered it: without its context."""
+    return TokenBrief(
+        token=token.token,
+        state=token.state,
+        status=token.status,
+        visit=token.visit,
+        entered_at=token.entered_at,
+        parent=token.parent,
+    )
+
+
+def brief_answer(answer: TokenView | Duplicate) -> TokenBrief | DuplicateBrief:
+    """The answer to a start or a fire, as a webhook is answered it."""
+    if isinstance(answer, Duplicate):
+        return DuplicateBrief(token=brief(answer.token))
+    return brief(answer)
 
 
 def history_entries(entries: Iterable[Entry]) -> list[HistoryEntry]:

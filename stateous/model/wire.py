@@ -44,6 +44,25 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     parent: str | None = None
 
 
+class TokenBrief(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A token as a webhook is answered it: a `TokenView` without the context, which a
+    webhook may not read."""
+
+    token: str
+    state: str
+    status: str
+    visit: int
+    entered_at: str
+    parent: str | None = None
+
+
+class DuplicateBrief(msgspec.Struct, kw_only=True):
+    """`Duplicate` as a webhook is answered it."""
+
+    duplicate: bool = True
+    token: TokenBrief
+
+
 class Duplicate(msgspec.Struct, kw_only=True):
     """The answer to an event whose idempotency key was used before: nothing changed."""
 
@@ -189,6 +208,8 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
 class NoteBody(msgspec.Struct, kw_only=True):
     text: str
     attempt: int | None = None
+    #: The supervisor that holds the task; required of a bound supervisor credential.
+    supervisor: str | None = None
 
 
 class MemoryBody(msgspec.Struct, kw_only=True):
@@ -197,6 +218,8 @@ class MemoryBody(msgspec.Struct, kw_only=True):
     key: str
     value: Any
     attempt: int | None = None
+    #: The supervisor that holds the task; required of a bound supervisor credential.
+    supervisor: str | None = None
 
 
 class TaskView(msgspec.Struct, kw_only=True):

@@ -198,10 +198,10 @@ class Supervisor:
         label = f"task {message.task} of {message.token}"
         tries = 0
         while True:
-            body = {**message.body, "attempt": message.attempt}
+            # Each message names this supervisor: a credential bound to it may send only so.
+            body = {**message.body, "attempt": message.attempt, "supervisor": self.settings.name}
             try:
                 if message.kind == "report":
-                    body["supervisor"] = self.settings.name
                     await self._call(connection, "POST", f"/tasks/{message.task}/report", body)
                 elif message.kind == "note":
                     await self._call(connection, "POST", f"/tasks/{message.task}/note", body)

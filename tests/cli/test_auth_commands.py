@@ -259,3 +259,44 @@ def test_token_show_names_the_credential_that_made_each_change(
     assert any(line.endswith("  #1  started (by ops-1)") for line in shown), shown
     assert any(line.endswith("submitted in draft (by ci-webhook)") for line in shown), shown
     assert served.stop() == 0
+
+
+def test_a_supervisor_credential_is_bound_to_a_name_or_a_prefix(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    for args in [
+        ("add", "box-7", "--role", "supervisor"),
+        ("add", "box-8", "--role", "supervisor", "--supervisor-name", "build-box-8"),
+        ("add", "pool", "--role", "supervisor", "--supervisor-prefix", "pool-"),
+        ("add", "ops", "--role", "operator"),
+    ]:
+        code, _, err = auth(tmp_path, *args, db=db)
+        assert code == 0, (args, err)
+    code, listed, _ = auth(tmp_path, "list", db=db)
+    lines = {line.split("  ")[0]: line for line in listed.splitlines()}
+    assert "  acts as 'box-7'" in lines["box-7"]
+    assert "  acts as 'build-box-8'" in lines["box-8"]
+    assert "  acts as names starting 'pool-'" in lines["pool"]
+    assert "acts as" not in lines["ops"]
+
+    cases = [
+        (
+            ("add", "hook", "--role", "webhook", "--events", "x", "--supervisor-name", "b"),
+            "error: --supervisor-name and --supervisor-prefix are for supervisor credentials",
+        ),
+        (
+            ("add", "box-9", "--role", "supervisor", "--supervisor-prefix", ""),
+            "error: a supervisor's name or prefix has 1 to 256 characters",
+        ),
+        (
+            ("add", "box-9", "--role", "supervisor", "--supervisor-name", "a\tb"),
+            "error: a supervisor's name or prefix has 1 to 256 characters",
+        ),
+    ]
+    for args, line in cases:
+        code, _, err = auth(tmp_path, *args, db=db)
+        assert code == 1, (args, err)
+        assert err.splitlines()[0].startswith(line), (args, err)
+    both = ("--supervisor-name", "a", "--supervisor-prefix", "b")
+    code, _, err = auth(tmp_path, "add", "box-9", "--role", "supervisor", *both, db=db)
+    assert code == 2 and "not allowed with argument" in err
+    assert "box-9" not in auth(tmp_path, "list", db=db)[1]

@@ -22,7 +22,7 @@ from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
 from tests.control.support import Backend
 
-SUPERVISOR = "box-1"
+SUPERVISOR = "box"
 
 
 @dataclass
@@ -136,9 +136,15 @@ REQUESTS = {
     ("GET", "/supervisors"): ("/supervisors", None),
     ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),
     ("POST", "/tasks/heartbeat"): ("/tasks/heartbeat", {"supervisor": SUPERVISOR, "tasks": []}),
-    ("POST", "/tasks/{task}/report"): ("/tasks/999/report", {"kind": "waiting"}),
-    ("POST", "/tasks/{task}/note"): ("/tasks/999/note", {"text": "hi"}),
-    ("PUT", "/tasks/{task}/memory"): ("/tasks/999/memory", {"key": "k", "value": 1}),
+    ("POST", "/tasks/{task}/report"): (
+        "/tasks/999/report",
+        {"kind": "waiting", "supervisor": SUPERVISOR},
+    ),
+    ("POST", "/tasks/{task}/note"): ("/tasks/999/note", {"text": "hi", "supervisor": SUPERVISOR}),
+    ("PUT", "/tasks/{task}/memory"): (
+        "/tasks/999/memory",
+        {"key": "k", "value": 1, "supervisor": SUPERVISOR},
+    ),
 }
 #: The routes open to every caller: the health check, and the dashboard's files.
 OPEN = {("GET", "/health"), ("GET", "/ui/"), ("GET", "/ui/{file}")}
@@ -241,7 +247,7 @@ def test_a_revoked_credential_is_refused_at_once(plane: Plane) -> None:
     assert plane.ask("GET", "/tokens/ORDER-1", who="box")[0] == 403
     revoke_credential(plane.served.engine.store, "box")
     status, answer = plane.ask(
-        "POST", "/tasks/heartbeat", {"supervisor": "b", "tasks": []}, who="box"
+        "POST", "/tasks/heartbeat", {"supervisor": "box", "tasks": []}, who="box"
     )
     assert (status, answer["code"]) == (401, "unauthorized")
 

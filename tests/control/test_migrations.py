@@ -58,6 +58,11 @@ UNDO_0007 = ("DROP INDEX ledger_pos", "ALTER TABLE ledger DROP COLUMN pos")
 UNDO_0009 = ("DROP TABLE settings",)
 #: What takes a database of the latest version back to before 0010.
 UNDO_0010 = ("ALTER TABLE tokens DROP COLUMN result",)
+#: What takes a database of the latest version back to before 0011.
+UNDO_0011 = (
+    "ALTER TABLE credentials DROP COLUMN supervisor",
+    "ALTER TABLE credentials DROP COLUMN supervisor_prefix",
+)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -72,6 +77,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
+        *UNDO_0011,
         *UNDO_0010,
         *UNDO_0009,
         *UNDO_0007,
@@ -111,6 +117,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0011,
         *UNDO_0010,
         *UNDO_0009,
         *UNDO_0007,
@@ -198,6 +205,7 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_error_line_and_rol
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
     run_sql(
         backend,
+        *UNDO_0011,
         *UNDO_0010,
         *UNDO_0009,
         *BEFORE_COUNTS,
@@ -254,8 +262,10 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
     try:
         assert caplog.messages == [f"upgrading the database's schema from version 0007 to {LATEST}"]
         assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
+        # A credential kept before 0011 is unbound: no supervisor, no prefix.
+        kept["credentials"] = [(*row, None, 0) for row in kept["credentials"]]
         for table, rows in kept.items():
-            added = (None,) if table == "tokens" else ()  # `result`, of 0009
+            added = (None,) if table == "tokens" else ()  # `result`, of 0010
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -278,7 +288,7 @@ def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_
         add_credential(old.store, "ops", Role.OPERATOR)
         revoke_credential(old.store, "ops", force=True)
     old.store.close()
-    run_sql(backend, *UNDO_0010, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
+    run_sql(backend, *UNDO_0011, *UNDO_0010, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
 
     upgraded = plane_for(orders(), backend)
     guard = Guard(Access(upgraded.store), served_hosts("127.0.0.1", []))
@@ -299,7 +309,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.engine.start("M-1", {"repo": "acme/api"})
     old.engine.fire(LINUX, "built", {"ok": True, "log": "before"})
     old.store.close()
-    run_sql(backend, *UNDO_0010, "UPDATE stateous_version SET version_num = '0009'")
+    run_sql(backend, *UNDO_0011, *UNDO_0010, "UPDATE stateous_version SET version_num = '0009'")
 
     upgraded = plane_for(matrix(), backend)
     try:

@@ -453,7 +453,9 @@ def test_messages_of_an_old_outbox_that_the_control_plane_can_never_take_are_dro
         supervisor = supervisors.serving(folder)
 
         wait_until(lambda: plane.seen.notes, "the good note")
-        assert plane.seen.notes == [(9, {"text": "still here", "attempt": 1})]
+        assert plane.seen.notes == [
+            (9, {"text": "still here", "attempt": 1, "supervisor": "box-1"})
+        ]
         dropped = [line for line in supervisor.log if "can never take" in line]
         assert len(dropped) == len(POISONED), supervisor.log
         assert dropped[0] == (

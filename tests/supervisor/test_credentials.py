@@ -155,8 +155,10 @@ def draft(ctx: ItemContext) -> events.submitted:
 """
 
 
-def credential(db: Path, folder: Path, name: str, role: str) -> str:
-    done = run_stateous("auth", "add", name, "--role", role, "--db", f"sqlite:///{db}", cwd=folder)
+def credential(db: Path, folder: Path, name: str, role: str, *options: str) -> str:
+    done = run_stateous(
+        "auth", "add", name, "--role", role, *options, "--db", f"sqlite:///{db}", cwd=folder
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -166,7 +168,7 @@ def test_a_revoked_supervisors_report_stays_in_the_outbox_until_a_good_secret_is
 ) -> None:
     db = tmp_path / "guarded.sqlite"
     ops = credential(db, tmp_path, "ops", "operator")
-    box = credential(db, tmp_path, "box", "supervisor")
+    box = credential(db, tmp_path, "box", "supervisor", "--supervisor-name", "box-1")
     served = launcher.serve(graph, db, "--lease", "1m")
     operator = {"Authorization": f"Bearer {ops}"}
     folder = write_folder(tmp_path / "box-1", served.url, graph, GATED, APPROVE)
@@ -200,7 +202,8 @@ def test_a_revoked_supervisors_report_stays_in_the_outbox_until_a_good_secret_is
         "report stays in the outbox for a start with a good one"
     )
 
-    (folder / "secret").write_text(credential(db, tmp_path, "box-2", "supervisor") + "\n")
+    again_secret = credential(db, tmp_path, "box-2", "supervisor", "--supervisor-prefix", "box-")
+    (folder / "secret").write_text(again_secret + "\n")
     again = supervisors.serving(folder, env={"STATEOUS_TOKEN": ""})
     wait_until(lambda: outbox(folder) == [], "an empty outbox", 15)
     status, token = served.request("GET", "/tokens/ORDER-1", headers=operator)
@@ -245,3 +248,41 @@ def test_a_refusal_that_echoes_the_secret_is_logged_with_the_secret_redacted(
     finally:
         echoing.close()
     assert not [text for text in supervisor.log if "Echoed-Secret" in text]
+
+
+NOTING = """
+@on_state(states.draft)
+def draft(ctx: ItemContext) -> events.submitted:
+    ctx.note("drafted")
+    ctx.memory["seen"] = 1
+    return events.submitted
+"""
+
+
+def test_a_supervisor_names_itself_on_its_notes_and_memory_writes(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "guarded.sqlite"
+    ops = credential(db, tmp_path, "ops", "operator")
+    box = credential(db, tmp_path, "box-1", "supervisor")
+    served = launcher.serve(graph, db)
+    operator = {"Authorization": f"Bearer {ops}"}
+    folder = write_folder(tmp_path / "box-1", served.url, graph, NOTING, APPROVE)
+    (folder / "secret").write_text(box + "\n")
+    add_settings(folder, "token_file: secret")
+    supervisor = supervisors.serving(folder, env={"STATEOUS_TOKEN": ""})
+    body = {"token": "ORDER-1", "context": {"title": "an order"}}
+    assert served.request("POST", "/tokens", body, operator)[0] == 201
+
+    wait_until(
+        lambda: (
+            served.request("GET", "/tokens/ORDER-1", headers=operator)[1]["status"] == "completed"
+        ),
+        "completed",
+        15,
+    )
+    assert supervisor.stop() == 0
+    history = served.request("GET", "/tokens/ORDER-1/history", headers=operator)[1]
+    written = [(entry["kind"], entry["data"].get("text")) for entry in history]
+    assert ("note", "drafted") in written and ("memory_set", None) in written
+    assert not [line for line in supervisor.log if "forbidden" in line]

@@ -234,12 +234,16 @@ DUE_TIMERS = (
 
 
 CREDENTIAL_COLUMNS = (
-    "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at"
+    "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at, "
+    "supervisor, supervisor_prefix"
 )
+#: A bound parameter for each of `CREDENTIAL_COLUMNS`.
+CREDENTIAL_MARKS = ", ".join("?" * (CREDENTIAL_COLUMNS.count(",") + 1))
 
 
 def credential_row(row: tuple[Any, ...]) -> CredentialRow:
-    name, role, events, may_start, hmac_key, secret_hash, created, last_used, revoked = row
+    name, role, events, may_start, hmac_key, secret_hash, created, last_used, revoked = row[:9]
+    supervisor, prefix = row[9:]
     return CredentialRow(
         name,
         role,
@@ -250,6 +254,8 @@ def credential_row(row: tuple[Any, ...]) -> CredentialRow:
         from_column(created),
         time_or_none(last_used),
         time_or_none(revoked),
+        supervisor,
+        bool(prefix),
     )
 
 
@@ -265,4 +271,6 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
         to_column(row.created_at),
         None if row.last_used is None else to_column(row.last_used),
         None if row.revoked_at is None else to_column(row.revoked_at),
+        row.supervisor,
+        int(row.supervisor_prefix),
     )

@@ -117,7 +117,9 @@ class CredentialRow:
     """Who may call the API: a name, a role, and for a webhook the events it may fire.
 
     Only the SHA-256 of the secret is kept; `hmac_key` is the key of a webhook whose
-    deliveries are signed."""
+    deliveries are signed. A supervisor credential acts as the supervisor `supervisor`, or
+    as every name that starts with it when `supervisor_prefix`; None (a credential kept
+    before bindings) acts as any supervisor."""
 
     name: str
     role: str
@@ -128,3 +130,5 @@ class CredentialRow:
     created_at: float
     last_used: float | None = None
     revoked_at: float | None = None
+    supervisor: str | None = None
+    supervisor_prefix: bool = False

@@ -15,6 +15,7 @@ from typing import Any
 
 from stateous.control.store.columns import (
     CREDENTIAL_COLUMNS,
+    CREDENTIAL_MARKS,
     DUE_TIMERS,
     ENTRY_COLUMNS,
     EXPIRED_LEASES,
@@ -568,7 +569,7 @@ class SqlTx(ListingSql, ABC):
 
     def put_credential(self, row: CredentialRow) -> None:
         self.change(
-            f"INSERT INTO credentials ({CREDENTIAL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO credentials ({CREDENTIAL_COLUMNS}) VALUES ({CREDENTIAL_MARKS})",
             credential_values(row),
         )
 

@@ -127,7 +127,9 @@ CREATE TABLE credentials (
     secret_hash TEXT NOT NULL UNIQUE,
     created_at TEXT COLLATE "C" NOT NULL,
     last_used TEXT COLLATE "C",
-    revoked_at TEXT COLLATE "C"
+    revoked_at TEXT COLLATE "C",
+    supervisor TEXT,
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0
 );
 
 -- The control plane's settings (0009), one row each: `auth` is `on` from the first

@@ -129,7 +129,9 @@ CREATE TABLE credentials (
     secret_hash TEXT NOT NULL UNIQUE,
     created_at TEXT NOT NULL,
     last_used TEXT,
-    revoked_at TEXT
+    revoked_at TEXT,
+    supervisor TEXT,
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0
 );
 
 -- The control plane's settings (0009), one row each: `auth` is `on` from the first
