@@ -516,4 +516,3 @@ def binding(role: Role, name: str, supervisor: str | None, prefix: str | None) -
             "control characters"
         )
     return bound
-

@@ -288,7 +288,13 @@ def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_
         add_credential(old.store, "ops", Role.OPERATOR)
         revoke_credential(old.store, "ops", force=True)
     old.store.close()
-    run_sql(backend, *UNDO_0011, *UNDO_0010, *UNDO_0009, "UPDATE stateous_version SET version_num = '0008'")
+    run_sql(
+        backend,
+        *UNDO_0011,
+        *UNDO_0010,
+        *UNDO_0009,
+        "UPDATE stateous_version SET version_num = '0008'",
+    )
 
     upgraded = plane_for(orders(), backend)
     guard = Guard(Access(upgraded.store), served_hosts("127.0.0.1", []))
