@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from stateous.cli.history import utc
+from stateous.model.sentences import utc
 from tests.cli.test_token_commands import sdlc
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served, write_graph
