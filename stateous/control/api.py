@@ -26,6 +26,7 @@ from stateous.control.access import (
     Forbidden,
     Unauthorized,
     allow,
+    check_fetch_site,
     check_host,
     check_origin,
     has_rule,
@@ -66,17 +67,21 @@ Shape = TypeVar("Shape", bound=msgspec.Struct)
 def read_body(req: falcon.Request) -> dict[str, Any]:
     """Return the body as a JSON object (`{}` when empty).
 
-    A body that cannot be read (too large, not JSON, too deep) is a Falcon 400 or
-    413; JSON of another shape than an object is `InvalidBody`.
+    Every POST and PUT says `Content-Type: application/json`, with a body or without: a
+    web page of another site can send a form or a bare body, never that type without
+    asking first (a CORS preflight, which is refused). A body that cannot be read (too
+    large, not JSON, too deep) is a Falcon 400 or 413; JSON of another shape than an
+    object is `InvalidBody`.
     """
+    kind = (req.content_type or "").partition(";")[0].strip()
+    if kind.lower() != JSON:
+        said = f"not {kind!r}" if kind else "even without a body"
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"a {req.method} says Content-Type: {JSON}, {said}"
+        )
     data = raw_body(req)
     if not data:
         return {}
-    kind = req.content_type
-    if kind is not None and kind.partition(";")[0].strip().lower() != JSON:
-        raise falcon.HTTPUnsupportedMediaType(
-            description=f"a body is {JSON}, not {kind.partition(';')[0].strip()!r}"
-        )
     try:
         value = _decode(data)
     except msgspec.DecodeError as ex:
@@ -204,15 +209,21 @@ class Guard:
     """Falcon middleware: the browser's limits on every request, then the caller's credential
     against the rule of the route it reached."""
 
-    def __init__(self, access: Access, hosts: frozenset[str]) -> None:
+    def __init__(
+        self, access: Access, hosts: frozenset[str], origins: frozenset[str] = frozenset()
+    ) -> None:
         self.access = access
         self.hosts = hosts
+        #: The origins of the proxies in front, whose pages may call (`served_origins`).
+        self.origins = origins
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
             raise Forbidden("this control plane answers no web page of another origin")
-        check_host(req.get_header("Host"), self.hosts)
-        check_origin(req.get_header("Origin"), self.hosts)
+        host = req.get_header("Host")
+        check_host(host, self.hosts)
+        check_fetch_site(req.method, req.get_header("Sec-Fetch-Site"))
+        check_origin(req.get_header("Origin"), host, self.origins)
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
