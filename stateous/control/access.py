@@ -340,6 +340,14 @@ def check_host(header: str | None, hosts: frozenset[str]) -> None:
     )
 
 
+def target_host(target: str) -> str | None:
+    """The authority that an absolute-form request target names (`GET http://HOST/path`,
+    as a proxy is asked), which counts as the `Host` does; None for the usual `/path`."""
+    if target.startswith("/"):
+        return None
+    return urlsplit(target).netloc
+
+
 def check_origin(origin: str | None, host: str | None, origins: frozenset[str]) -> None:
     """Refuse a request that a web page of another origin sent (browsers name the page's
     origin): only the control plane's own pages may, at the very address the request went

@@ -33,6 +33,7 @@ from stateous.control.access import (
     methods_of,
     rule_of,
     signed_by,
+    target_host,
 )
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
@@ -193,6 +194,19 @@ def caller(req: falcon.Request) -> str | None:
     return None if who is None else who.name
 
 
+class Paths:
+    """Falcon middleware: a path that holds an encoded slash (`%2F`) is refused. The server
+    decodes it before routing, so `/tokens/A%2Fcancel` would reach `/tokens/A/cancel`; no
+    token id, event or file name holds a slash, so none is lost."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        path = req.env.get("REQUEST_URI", "").partition("?")[0]
+        if "%2f" in path.lower():
+            raise falcon.HTTPBadRequest(
+                description="the path holds an encoded slash (%2F), which no name of the API holds"
+            )
+
+
 class Methods:
     """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
     whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
@@ -222,6 +236,9 @@ class Guard:
             raise Forbidden("this control plane answers no web page of another origin")
         host = req.get_header("Host")
         check_host(host, self.hosts)
+        named = target_host(req.env.get("REQUEST_URI", "/"))
+        if named is not None:
+            check_host(named, self.hosts)
         check_fetch_site(req.method, req.get_header("Sec-Fetch-Site"))
         check_origin(req.get_header("Origin"), host, self.origins)
 
@@ -525,8 +542,9 @@ def create_app(
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     http = metrics.HttpMetrics(engine)
-    # `Methods` before the guard: the guard looks up the rule of a method the path takes.
-    middleware: list[object] = [http, Methods()]
+    # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
+    # method that the path takes.
+    middleware: list[object] = [http, Paths(), Methods()]
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http)

@@ -409,11 +409,30 @@ def test_a_post_or_put_without_a_json_content_type_is_refused_even_without_a_bod
         ("POST", "/tokens"),
         ("PUT", "/tasks/1/memory"),
     ]:
-        [reply], _ = exchange(plane.served.port, request_bytes(method, path, body, bare))
+        [reply], _ = exchange(
+            plane.served.port, request_bytes(method, path, body, bare, typed=False)
+        )
         assert is_refusal(reply, 415, "bad_request"), (method, path, reply)
         assert "application/json" in reply.body["error"]
     assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
     assert plane.ask("GET", "/tokens/NEW-1", who="ops")[0] == 404
+
+
+def test_a_request_target_that_names_a_host_is_held_to_the_host_rule(plane: Plane) -> None:
+    started(plane)
+    port = plane.served.port
+    sent = {"Connection": "close", **auth(plane)}
+    for target, status in [
+        ("http://evil.example/tokens/ORDER-1/cancel", 403),
+        ("http://evil.example:80/tokens/ORDER-1/pause", 403),
+        (f"http://127.0.0.1:{port}/tokens/ORDER-1/pause", 200),
+        ("http://proxy.example/tokens/ORDER-1/resume", 200),
+    ]:
+        [reply], _ = exchange(port, request_bytes("POST", target, {}, sent))
+        assert reply.status == status, (target, reply)
+        if status == 403:
+            assert is_refusal(reply, 403, "forbidden") and "evil.example" in reply.body["error"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
 
 
 def test_a_cors_preflight_is_refused(plane: Plane) -> None:

@@ -705,3 +705,15 @@ def test_allowed_hosts_name_the_origins_of_proxies_and_a_bad_one_stops_serve(
     ]:
         answer = served.request("GET", "/tokens/ORDER-1", None, {"Host": host, "Origin": origin})
         assert answer[0] == status, (host, origin, answer)
+
+
+def test_a_new_sqlite_database_and_its_companions_are_readable_by_their_owner_only(
+    launcher: Launcher, graph: Path, db: Path
+) -> None:
+    served = launcher.serve(graph, db)
+    start_token(served, "ORDER-1")
+    companions = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in companions} == {
+        path.name: "0o600" for path in companions
+    }
+    assert served.stop() == 0
