@@ -40,7 +40,7 @@ from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
-from stateous.control.stream import ADOPT, Streams, last_event_id
+from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
 from stateous.model.text import printable
@@ -484,7 +484,7 @@ class Stream(Resource):
         if token is not None:
             self.engine.get(token)
         resp.content_type = "text/event-stream"
-        resp.set_header("Cache-Control", "no-cache")
+        resp.set_headers(HEADERS)
         if req.method != "HEAD":
             resp.stream = self.streams.open(token, last, req.env.get(ADOPT))
 
