@@ -59,6 +59,7 @@ def workflow() -> Workflow:
 
 
 COMMON = """
+local json = {["Content-Type"] = "application/json"}
 local counter = 0
 local thread_id = 0
 local threads = {}
@@ -76,7 +77,7 @@ START_LUA = (
 function request()
   counter = counter + 1
   local body = '{"token": "S-' .. thread_id .. '-' .. counter .. '", "context": {"title": "x"}}'
-  return wrk.format("POST", "/tokens", {["Content-Type"] = "application/json"}, body)
+  return wrk.format("POST", "/tokens", json, body)
 end
 """
 )
@@ -86,7 +87,7 @@ FIRE_LUA = (
 function request()
   counter = counter + 1
   local token = "F-" .. ((thread_id * 7919 + counter) % 1000)
-  return wrk.format("POST", "/tokens/" .. token .. "/events/remind", nil, "")
+  return wrk.format("POST", "/tokens/" .. token .. "/events/remind", json, "")
 end
 """
 )
@@ -101,10 +102,10 @@ function request()
       .. thread_id .. '"}'
     local path = "/tasks/" .. task .. "/report"
     task = nil
-    return wrk.format("POST", path, nil, body)
+    return wrk.format("POST", path, json, body)
   end
   local body = '{"supervisor": "bench-' .. thread_id .. '", "states": ["draft"]}'
-  return wrk.format("POST", "/tasks/claim", nil, body)
+  return wrk.format("POST", "/tasks/claim", json, body)
 end
 function response(status, headers, body)
   if status == 200 then

@@ -57,11 +57,15 @@ def workflow() -> Workflow:
     return flow
 
 
+#: The header of every POST (the control plane refuses one without it).
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
 def request(port: int, method: str, path: str, body: object = None) -> object:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=ANSWER_TIMEOUT)
     try:
         data = None if body is None else msgspec.json.encode(body)
-        connection.request(method, path, body=data)
+        connection.request(method, path, body=data, headers=JSON_TYPE)
         response = connection.getresponse()
         raw = response.read()
         assert 200 <= response.status < 300, (method, path, response.status, raw[:200])
@@ -168,7 +172,7 @@ class Probe:
 
     def _kept(self, method: str, path: str, body: object = None) -> None:
         data = None if body is None else msgspec.json.encode(body)
-        self.kept.request(method, path, body=data)
+        self.kept.request(method, path, body=data, headers=JSON_TYPE)
         response = self.kept.getresponse()
         response.read()
         assert response.status == 200, response.status

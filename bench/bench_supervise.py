@@ -141,7 +141,7 @@ def start_supervise(work: Path, folder: Path) -> subprocess.Popen[str]:
 
 def call(connection: http.client.HTTPConnection, method: str, path: str, body: Any = None) -> Any:
     data = None if body is None else msgspec.json.encode(body)
-    headers = {"Content-Type": "application/json"} if data is not None else {}
+    headers = {"Content-Type": "application/json"} if method in ("POST", "PUT") else {}
     connection.request(method, path, body=data, headers=headers)
     response = connection.getresponse()
     raw = response.read()

@@ -38,9 +38,23 @@ def whole(option: str, text: str, most: int) -> int:
     raise CommandError(f"{option} takes a whole number from 1 to {most}, not {text!r}")
 
 
+def allowed_hosts(entries: list[str]) -> tuple[str, ...]:
+    """The `--allowed-host` entries, each a host name or an origin, or the CLI's one-line
+    error."""
+    from stateous.control.access import proxy_site
+
+    for entry in entries:
+        try:
+            proxy_site(entry)
+        except ValueError as ex:
+            raise CommandError(f"--allowed-host: {ex}") from None
+    return tuple(entries)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     """Serve a graph file until Ctrl-C or SIGTERM."""
     lease = duration("--lease", args.lease)
+    allowed = allowed_hosts(args.allowed_host)
     from stateous.control.edge import Limits
     from stateous.control.serve import ControlPlane
 
@@ -57,7 +71,7 @@ def run_serve(args: argparse.Namespace) -> int:
         args.listen,
         lease,
         no_auth=args.no_auth,
-        allowed_hosts=tuple(args.allowed_host),
+        allowed_hosts=allowed,
         limits=limits,
         standby=args.standby,
     )
@@ -145,8 +159,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="a host name that requests may name besides this computer's (a proxy's); repeat "
-        "for more",
+        help="a proxy's host name that requests may name besides this computer's: NAME alone "
+        "lets pages of http://NAME and https://NAME call, SCHEME://NAME:PORT that origin only; "
+        "repeat for more",
     )
     serve.add_argument(
         "--standby",

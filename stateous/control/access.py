@@ -10,8 +10,9 @@ request, so that a revocation counts at once. Each route names the roles that ma
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body; a supervisor credential acts only as the supervisors
 it is bound to (`Caller.act_as`). A browser cannot be made to call the API from
-another site: the `Host` must be one this control plane serves, a foreign
-`Origin` is refused, and so is every CORS preflight. Nothing here speaks HTTP:
+another origin: the `Host` must be one this control plane serves, an `Origin`
+other than its own or a proxy's is refused, so is a change that the browser says
+another site sent, and every CORS preflight. Nothing here speaks HTTP:
 the API asks, this module answers or raises the refusal.
 """
 
@@ -356,17 +357,69 @@ def allow(caller: Caller | None, rule: Rule, params: dict[str, str]) -> None:
 
 # the browser's limits
 
+#: The port of each scheme that browsers leave out of an origin.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+#: The methods that only read; any other may change something.
+READS = frozenset({"GET", "HEAD"})
+
+
+def origin_of(scheme: str, host: str, port: int | None) -> str:
+    """An origin written as browsers write it in `Origin`: no default port, brackets around
+    an IPv6 address."""
+    shown = f"[{host}]" if ":" in host else host
+    return (
+        f"{scheme}://{shown}"
+        if port in (None, DEFAULT_PORTS[scheme])
+        else f"{scheme}://{shown}:{port}"
+    )
+
+
+def proxy_site(entry: str) -> tuple[str, frozenset[str]]:
+    """The host name of an `--allowed-host` entry and the origins whose pages may call: a
+    name alone stands for `http://NAME` and `https://NAME` on their default ports, where a
+    proxy serves; `SCHEME://NAME:PORT` for exactly that origin. `ValueError` says why an
+    entry is neither."""
+    text = entry.strip().lower()
+    if "://" not in text:
+        if not text or (any(mark in text for mark in "/:@ ") and not is_address(text)):
+            raise ValueError(
+                f"{entry!r} is neither a host name nor an origin such as https://NAME:PORT"
+            )
+        return text, frozenset(origin_of(scheme, text, None) for scheme in DEFAULT_PORTS)
+    parts = urlsplit(text)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if (
+        parts.scheme not in DEFAULT_PORTS
+        or not parts.hostname
+        or port == -1
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError(f"{entry!r} is not an origin such as https://NAME:PORT")
+    return parts.hostname, frozenset({origin_of(parts.scheme, parts.hostname, port)})
+
 
 def served_hosts(listen_host: str, allowed: Iterable[str]) -> frozenset[str]:
     """The host names a request may name in `Host`: loopback names, the `--listen` host (and
     this computer's names when it listens on every address), and each `--allowed-host`.
     An address written as digits is always taken: a page cannot rebind one."""
-    names = set(LOOPBACK_NAMES) | {name.lower() for name in allowed}
+    names = set(LOOPBACK_NAMES) | {proxy_site(entry)[0] for entry in allowed}
     if listen_host in ("0.0.0.0", "::", ""):
         names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
     else:
         names.add(listen_host.lower())
     return frozenset(names)
+
+
+def served_origins(allowed: Iterable[str]) -> frozenset[str]:
+    """The origins of the proxies in front (`--allowed-host`), whose pages may call; the
+    control plane's own origin is the request's (`check_origin`)."""
+    return frozenset(origin for entry in allowed for origin in proxy_site(entry)[1])
 
 
 def host_name(header: str) -> str:
@@ -397,15 +450,32 @@ def check_host(header: str | None, hosts: frozenset[str]) -> None:
     )
 
 
-def check_origin(origin: str | None, hosts: frozenset[str]) -> None:
-    """Refuse a request that a web page of another site sent (browsers name the page's
-    origin); the control plane's own pages may."""
+def target_host(target: str) -> str | None:
+    """The authority that an absolute-form request target names (`GET http://HOST/path`,
+    as a proxy is asked), which counts as the `Host` does; None for the usual `/path`."""
+    if target.startswith("/"):
+        return None
+    return urlsplit(target).netloc
+
+
+def check_origin(origin: str | None, host: str | None, origins: frozenset[str]) -> None:
+    """Refuse a request that a web page of another origin sent (browsers name the page's
+    origin): only the control plane's own pages may, at the very address the request went
+    to (`http://` and its `Host`), or on an origin of a proxy in front (`origins`). Scheme,
+    host and port all count: a page of another port on the same computer is another site."""
     if origin is None:
         return
-    host = host_name(urlsplit(origin).netloc) if origin != "null" else ""
-    if host and (host in hosts or is_address(host)):
+    said = origin.strip().lower()
+    if said == f"http://{(host or '').strip().lower()}" or said in origins:
         return
     raise Forbidden(f"a web page of {origin!r} may not call this control plane")
+
+
+def check_fetch_site(method: str, site: str | None) -> None:
+    """Refuse a change that a browser says a page of another site asked for
+    (`Sec-Fetch-Site: cross-site`); a link from another site to a page that reads is fine."""
+    if method not in READS and (site or "").strip().lower() == "cross-site":
+        raise Forbidden(f"a web page of another site may not send {method} (Sec-Fetch-Site)")
 
 
 # keeping credentials

@@ -26,19 +26,21 @@ from stateous.control.access import (
     Forbidden,
     Unauthorized,
     allow,
+    check_fetch_site,
     check_host,
     check_origin,
     has_rule,
     methods_of,
     rule_of,
     signed_by,
+    target_host,
 )
 from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.layout import layout
-from stateous.control.stream import ADOPT, Streams, last_event_id
+from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
 from stateous.control.views import brief_answer
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
@@ -68,17 +70,21 @@ Shape = TypeVar("Shape", bound=msgspec.Struct)
 def read_body(req: falcon.Request) -> dict[str, Any]:
     """Return the body as a JSON object (`{}` when empty).
 
-    A body that cannot be read (too large, not JSON, too deep) is a Falcon 400 or
-    413; JSON of another shape than an object is `InvalidBody`.
+    Every POST and PUT says `Content-Type: application/json`, with a body or without: a
+    web page of another site can send a form or a bare body, never that type without
+    asking first (a CORS preflight, which is refused). A body that cannot be read (too
+    large, not JSON, too deep) is a Falcon 400 or 413; JSON of another shape than an
+    object is `InvalidBody`.
     """
+    kind = (req.content_type or "").partition(";")[0].strip()
+    if kind.lower() != JSON:
+        said = f"not {kind!r}" if kind else "even without a body"
+        raise falcon.HTTPUnsupportedMediaType(
+            description=f"a {req.method} says Content-Type: {JSON}, {said}"
+        )
     data = raw_body(req)
     if not data:
         return {}
-    kind = req.content_type
-    if kind is not None and kind.partition(";")[0].strip().lower() != JSON:
-        raise falcon.HTTPUnsupportedMediaType(
-            description=f"a body is {JSON}, not {kind.partition(';')[0].strip()!r}"
-        )
     try:
         value = _decode(data)
     except msgspec.DecodeError as ex:
@@ -206,6 +212,19 @@ def for_caller(
     return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
 
 
+class Paths:
+    """Falcon middleware: a path that holds an encoded slash (`%2F`) is refused. The server
+    decodes it before routing, so `/tokens/A%2Fcancel` would reach `/tokens/A/cancel`; no
+    token id, event or file name holds a slash, so none is lost."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        path = req.env.get("REQUEST_URI", "").partition("?")[0]
+        if "%2f" in path.lower():
+            raise falcon.HTTPBadRequest(
+                description="the path holds an encoded slash (%2F), which no name of the API holds"
+            )
+
+
 class Methods:
     """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
     whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
@@ -222,15 +241,24 @@ class Guard:
     """Falcon middleware: the browser's limits on every request, then the caller's credential
     against the rule of the route it reached."""
 
-    def __init__(self, access: Access, hosts: frozenset[str]) -> None:
+    def __init__(
+        self, access: Access, hosts: frozenset[str], origins: frozenset[str] = frozenset()
+    ) -> None:
         self.access = access
         self.hosts = hosts
+        #: The origins of the proxies in front, whose pages may call (`served_origins`).
+        self.origins = origins
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
             raise Forbidden("this control plane answers no web page of another origin")
-        check_host(req.get_header("Host"), self.hosts)
-        check_origin(req.get_header("Origin"), self.hosts)
+        host = req.get_header("Host")
+        check_host(host, self.hosts)
+        named = target_host(req.env.get("REQUEST_URI", "/"))
+        if named is not None:
+            check_host(named, self.hosts)
+        check_fetch_site(req.method, req.get_header("Sec-Fetch-Site"))
+        check_origin(req.get_header("Origin"), host, self.origins)
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
@@ -491,7 +519,7 @@ class Stream(Resource):
         if token is not None:
             self.engine.get(token)
         resp.content_type = "text/event-stream"
-        resp.set_header("Cache-Control", "no-cache")
+        resp.set_headers(HEADERS)
         if req.method != "HEAD":
             resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
 
@@ -549,8 +577,9 @@ def create_app(
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     http = metrics.HttpMetrics(engine)
-    # `Methods` before the guard: the guard looks up the rule of a method the path takes.
-    middleware: list[object] = [http, Methods()]
+    # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
+    # method that the path takes.
+    middleware: list[object] = [http, Paths(), Methods()]
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http)

@@ -186,6 +186,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
 #: Every answer may also be one of these: an unreadable request, a body too large or not
 #: JSON, a database that cannot take the request now, a control plane that lost it.
 ALWAYS = (400, 413, 415, 503)
+#: What a refusal's status means, where "a refusal" says too little.
+MEANINGS = {
+    403: "a credential that may not call this, a foreign Host or Origin, a change that "
+    "another site sent (Sec-Fetch-Site: cross-site)",
+    415: "a POST or PUT without Content-Type: application/json, also one without a body",
+}
 
 
 def parameters(method: str, template: str) -> list[dict[str, Any]]:
@@ -231,7 +237,8 @@ def document() -> dict[str, Any]:
             responses[str(status)] = answer
         refusal = {"application/json": {"schema": schema_of(wire.ErrorBody)}}
         for status in (*operation.refusals, *ALWAYS):
-            responses.setdefault(str(status), {"description": "a refusal", "content": refusal})
+            meaning = MEANINGS.get(status, "a refusal")
+            responses.setdefault(str(status), {"description": meaning, "content": refusal})
         entry: dict[str, Any] = {
             "summary": operation.summary,
             "parameters": parameters(method, template),

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
-from stateous.control.access import Access, served_hosts
+from stateous.control.access import Access, served_hosts, served_origins
 from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
@@ -278,7 +278,8 @@ class ControlPlane:
 
     def _app(self) -> Any:
         """The WSGI app of the API over this control plane's engine."""
-        guard = Guard(self.access, served_hosts(self.address.host, self.allowed_hosts))
+        hosts = served_hosts(self.address.host, self.allowed_hosts)
+        guard = Guard(self.access, hosts, served_origins(self.allowed_hosts))
         return create_app(self.engine, guard, NO_AUTH if self.no_auth else None, self.streams)
 
     def run(self, companion: Companion | None = None) -> int:

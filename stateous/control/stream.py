@@ -51,6 +51,9 @@ RETRY = 1.0
 ADOPT = "stateous.adopt"
 #: A comment line: ignored by clients, seen by proxies.
 PING = b": keep-alive\n\n"
+#: The headers of a stream's answer: no cache may keep it, and no proxy may hold its
+#: entries back to fill a buffer (`X-Accel-Buffering` is nginx's, also heeded by others).
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 _encode = msgspec.json.Encoder().encode
 

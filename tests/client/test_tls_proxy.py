@@ -14,12 +14,15 @@ sentence.
 from __future__ import annotations
 
 import os
+import queue
 import re
 import shlex
 import shutil
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +34,7 @@ from stateous import Client
 from stateous.client import Unreachable, Unverified
 from tests.client.tls import Certificates, Nginx, make_certificates
 from tests.conftest import run_stateous
-from tests.control.serving import Launcher, Served, environment
+from tests.control.serving import Launcher, Served, command, environment
 from tests.supervisor.support import (
     ORDERS,
     ROUTINE_IMPORTS,
@@ -281,3 +284,59 @@ def test_refresh_of_a_folder_without_settings_says_so_in_one_line(tmp_path: Path
     assert done.stderr.startswith("error: ") and "stateous.yaml" in done.stderr
     assert len(done.stderr.splitlines()) == 1
     assert not (tmp_path / "box-9").exists()
+
+
+#: How soon after its commit a watcher through the proxy must show an entry, in seconds.
+PROMPTLY = 1.0
+
+
+def lines_of(process: subprocess.Popen[str]) -> queue.Queue[tuple[float, str]]:
+    """The lines that `process` prints, each with the moment it came, as they come."""
+    found: queue.Queue[tuple[float, str]] = queue.Queue()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            found.put((time.monotonic(), line.rstrip("\n")))
+
+    threading.Thread(target=read, daemon=True).start()
+    return found
+
+
+def test_token_watch_through_the_nginx_recipe_shows_each_entry_within_a_second(
+    proxied: Proxied, tmp_path: Path
+) -> None:
+    proxied.operate("POST", "/tokens", {"token": "ORDER-1", "context": ITEM})
+    so_far = len(proxied.operate("GET", "/tokens/ORDER-1/history"))
+    secret = ["--token-file", str(proxied.operator_secret)]
+    watch = subprocess.Popen(
+        command("token", "watch", "ORDER-1", "--url", proxied.url, *secret),
+        cwd=tmp_path,
+        env={**environment(), "STATEOUS_CA_FILE": str(proxied.certificates.ca)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        printed = lines_of(watch)
+        for _ in range(so_far + 1):  # the heading, then the history so far
+            printed.get(timeout=15)
+        for action in ("pause", "resume", "cancel"):
+            time.sleep(2)  # a quiet stream between entries, as a proxy's buffer would keep it
+            answer = proxied.operate("POST", f"/tokens/ORDER-1/{action}")
+            committed = time.monotonic()
+            added = len(proxied.operate("GET", "/tokens/ORDER-1/history")) - so_far
+            so_far += added
+            for _ in range(added):
+                try:
+                    came, line = printed.get(timeout=committed + PROMPTLY - time.monotonic())
+                except (queue.Empty, ValueError):
+                    raise AssertionError(f"no line within {PROMPTLY} s of {action}") from None
+                assert came - committed < PROMPTLY, (action, line)
+        assert answer["status"] == "cancelled"
+        assert watch.wait(timeout=15) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+    assert "GET /stream?token=ORDER-1 HTTP/1.1" in proxied.nginx.requests()

@@ -5,7 +5,8 @@ a certificate that it signs for `localhost` and `127.0.0.1`, and a second CA tha
 signed nothing here, for the tests of a wrong CA. `Nginx` writes a config in the
 same folder (pid, logs and temporary files all there), listens with TLS on a free
 port of 127.0.0.1 and 127.0.0.2, and passes every request to a control plane on
-another port over kept-alive HTTP/1.1. Only its certificate names 127.0.0.1, so
+another port as the nginx site of docs/how-to/run-across-computers.md does (its
+proxying lines are taken from there). Only its certificate names 127.0.0.1, so
 127.0.0.2 is a wrong host name for the same server.
 """
 
@@ -126,18 +127,22 @@ http {{
         listen 127.0.0.2:{port} ssl;
         ssl_certificate {certificate};
         ssl_certificate_key {key};
-
-        location / {{
-            proxy_pass http://stateous;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto https;
-        }}
+{recipe}
     }}
 }}
 """
+#: The how-to whose nginx site the proxy serves.
+RECIPE = Path(__file__).parents[2] / "docs" / "how-to" / "run-across-computers.md"
+
+
+def recipe() -> str:
+    """The proxying part of the how-to's nginx site: its `server` block after the TLS
+    settings, so that the tests run the recipe that users copy."""
+    site = RECIPE.read_text().partition("```nginx\n")[2].partition("```")[0]
+    server = site.partition("server {\n")[2].rstrip().removesuffix("}")
+    lines = server.splitlines()
+    last_tls = max(number for number, line in enumerate(lines) if line.lstrip().startswith("ssl_"))
+    return "\n".join("    " + line if line else line for line in lines[last_tls + 1 :])
 
 
 class Nginx:
@@ -157,6 +162,7 @@ class Nginx:
                 port=self.port,
                 certificate=certificates.certificate,
                 key=certificates.key,
+                recipe=recipe(),
             )
         )
         with (folder / "stderr.log").open("wb") as stderr:

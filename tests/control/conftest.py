@@ -87,9 +87,11 @@ def send(
     headers: dict[str, str] | None = None,
     raw: bytes | None = None,
 ) -> Answer:
-    """Send one request on `connection`: `body` is encoded as JSON, `raw` is sent as is."""
+    """Send one request on `connection`: `body` is encoded as JSON, `raw` is sent as is; a
+    POST or PUT says it is JSON, as every client of ours does, unless `headers` say else."""
     data = raw if raw is not None else None if body is None else msgspec.json.encode(body)
-    connection.request(method, path, body=data, headers=headers or {})
+    typed = {"Content-Type": "application/json"} if method in ("POST", "PUT") else {}
+    connection.request(method, path, body=data, headers={**typed, **(headers or {})})
     return read_answer(connection.getresponse())
 
 

@@ -20,6 +20,8 @@ DOCUMENTED_CODES = {
     "not_found",
     "method_not_allowed",
     "bad_request",
+    "unauthorized",
+    "forbidden",
     "invalid_argument",
     "invalid_context",
     "invalid_payload",
@@ -49,11 +51,19 @@ def open_socket(port: int, timeout: float = 5.0) -> socket.socket:
 
 
 def request_bytes(
-    method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    method: str,
+    path: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+    *,
+    typed: bool = True,
 ) -> bytes:
-    """A well-formed HTTP/1.1 request; `body` is encoded as JSON."""
+    """A well-formed HTTP/1.1 request; `body` is encoded as JSON. A POST or PUT says
+    `Content-Type: application/json`, as our clients do, unless not `typed`."""
     data = b"" if body is None else msgspec.json.encode(body)
     lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+    if typed and method in ("POST", "PUT"):
+        lines.append("Content-Type: application/json")
     lines += [f"{name}: {value}" for name, value in (headers or {}).items()]
     if data:
         lines.append(f"Content-Length: {len(data)}")

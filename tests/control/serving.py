@@ -188,7 +188,8 @@ class Served:
         link = self.connect() if connection is None else connection
         try:
             data = None if body is None else msgspec.json.encode(body)
-            sent = {"Content-Type": "application/json"} if data is not None else {}
+            typed = data is not None or method in ("POST", "PUT")
+            sent = {"Content-Type": "application/json"} if typed else {}
             link.request(method, path, body=data, headers={**sent, **(headers or {})})
             response = link.getresponse()
             raw = response.read()

@@ -16,10 +16,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from stateous.control.access import RULES, Access, add_credential, revoke_credential, served_hosts
+from stateous.control.access import (
+    RULES,
+    Access,
+    add_credential,
+    revoke_credential,
+    served_hosts,
+    served_origins,
+)
 from stateous.control.api import Guard, create_app
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
+from tests.control.raw import exchange, is_refusal, request_bytes
 from tests.control.support import Backend
 
 SUPERVISOR = "box"
@@ -67,7 +75,8 @@ def plane(backend: Backend) -> Iterator[Plane]:
         for name, (role, options) in ROLES.items()
     }
     revoke_credential(engine.store, "gone")
-    guard = Guard(Access(engine.store), served_hosts("127.0.0.1", ["proxy.example"]))
+    allowed = ["proxy.example", "https://ops.example:8443"]
+    guard = Guard(Access(engine.store), served_hosts("127.0.0.1", allowed), served_origins(allowed))
     with serving(engine, guard=guard) as served:
         yield Plane(served, secrets)
 
@@ -358,20 +367,96 @@ def auth(plane: Plane) -> dict[str, str]:
         ({"Host": "evil.example"}, False),
         ({"Host": "localhost:8080"}, True),
         ({"Host": "proxy.example"}, True),
+        ({"Host": "ops.example:8443"}, True),
         ({"Host": "10.1.2.3:8080"}, True),
         ({"Origin": "https://evil.example"}, False),
         ({"Origin": "null"}, False),
-        ({"Origin": "http://127.0.0.1:8080"}, True),
+        # The control plane's own pages, by the address the request was sent to.
+        ({"Origin": "http://127.0.0.1:{port}"}, True),
+        ({"Host": "localhost:{port}", "Origin": "http://localhost:{port}"}, True),
+        ({"Host": "10.1.2.3:8080", "Origin": "http://10.1.2.3:8080"}, True),
+        # A page of another port or another address, even one written in digits.
+        ({"Origin": "http://127.0.0.1:8080"}, False),
+        ({"Origin": "https://127.0.0.1:{port}"}, False),
+        ({"Origin": "http://10.1.2.3:{port}"}, False),
+        ({"Origin": "http://localhost:{port}"}, False),
+        # A proxy's names: a name alone on its default ports, an origin exactly.
+        ({"Origin": "https://proxy.example"}, True),
+        ({"Origin": "http://proxy.example"}, True),
+        ({"Origin": "https://proxy.example:8443"}, False),
+        ({"Origin": "https://ops.example:8443"}, True),
+        ({"Origin": "https://ops.example"}, False),
+        ({"Origin": "http://ops.example:8443"}, False),
     ],
 )
 def test_a_foreign_host_or_origin_is_refused(
     plane: Plane, headers: dict[str, str], allowed: bool
 ) -> None:
-    status, answer = plane.ask("GET", "/tokens", headers={**headers, **auth(plane)})
+    sent = {name: value.format(port=plane.served.port) for name, value in headers.items()}
+    status, answer = plane.ask("GET", "/tokens", headers={**sent, **auth(plane)})
     if allowed:
         assert status == 200, answer
     else:
         assert (status, answer["code"]) == (403, "forbidden")
+
+
+def test_a_page_of_another_port_cannot_steer_a_token(plane: Plane) -> None:
+    started(plane)
+    other = {"Origin": "http://127.0.0.1:3000", **auth(plane)}
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/cancel", {}, headers=other)
+    assert (status, answer["code"]) == (403, "forbidden")
+    assert "http://127.0.0.1:3000" in answer["error"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
+
+
+def test_a_change_that_a_browser_sends_from_another_site_is_refused(plane: Plane) -> None:
+    started(plane)
+    cross = {"Sec-Fetch-Site": "cross-site", **auth(plane)}
+    status, answer = plane.ask("POST", "/tokens/ORDER-1/pause", {}, headers=cross)
+    assert (status, answer["code"]) == (403, "forbidden")
+    assert "Sec-Fetch-Site" in answer["error"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
+    # A link from another site to a page that only reads still opens it.
+    assert plane.ask("GET", "/tokens/ORDER-1", headers=cross)[0] == 200
+    same = {"Sec-Fetch-Site": "same-origin", **auth(plane)}
+    assert plane.ask("POST", "/tokens/ORDER-1/pause", {}, headers=same)[0] == 200
+
+
+@pytest.mark.parametrize("body", [None, {"token": "NEW-1", "context": {"title": "t"}}])
+def test_a_post_or_put_without_a_json_content_type_is_refused_even_without_a_body(
+    plane: Plane, body: Any
+) -> None:
+    started(plane)
+    bare = {"Connection": "close", **auth(plane)}
+    for method, path in [
+        ("POST", "/tokens/ORDER-1/cancel"),
+        ("POST", "/tokens"),
+        ("PUT", "/tasks/1/memory"),
+    ]:
+        [reply], _ = exchange(
+            plane.served.port, request_bytes(method, path, body, bare, typed=False)
+        )
+        assert is_refusal(reply, 415, "bad_request"), (method, path, reply)
+        assert "application/json" in reply.body["error"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
+    assert plane.ask("GET", "/tokens/NEW-1", who="ops")[0] == 404
+
+
+def test_a_request_target_that_names_a_host_is_held_to_the_host_rule(plane: Plane) -> None:
+    started(plane)
+    port = plane.served.port
+    sent = {"Connection": "close", **auth(plane)}
+    for target, status in [
+        ("http://evil.example/tokens/ORDER-1/cancel", 403),
+        ("http://evil.example:80/tokens/ORDER-1/pause", 403),
+        (f"http://127.0.0.1:{port}/tokens/ORDER-1/pause", 200),
+        ("http://proxy.example/tokens/ORDER-1/resume", 200),
+    ]:
+        [reply], _ = exchange(port, request_bytes("POST", target, {}, sent))
+        assert reply.status == status, (target, reply)
+        if status == 403:
+            assert is_refusal(reply, 403, "forbidden") and "evil.example" in reply.body["error"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["status"] == "active"
 
 
 def test_a_cors_preflight_is_refused(plane: Plane) -> None:

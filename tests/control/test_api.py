@@ -1150,14 +1150,22 @@ def test_a_body_one_byte_over_one_mib_is_refused_with_413(served: Served) -> Non
     assert served.request("GET", "/tokens/BIG-1")[0] == 404
 
 
+#: The header that every POST and PUT carries.
+JSON_TYPE = {"Content-Type": "application/json"}
+
+
 def test_a_chunked_body_is_read_and_limited_like_any_other(served: Served) -> None:
     connection = served.connect()
     try:
         start_body = [b'{"token": "CHUNK-1", ', b'"context": {"title": "chunked"}}']
-        connection.request("POST", "/tokens", body=iter(start_body), encode_chunked=True)
+        connection.request(
+            "POST", "/tokens", body=iter(start_body), encode_chunked=True, headers=JSON_TYPE
+        )
         assert read_answer(connection.getresponse())[0] == 201
         large = [b'{"token": "CHUNK-2"}', b" " * MAX_BODY]
-        connection.request("POST", "/tokens", body=iter(large), encode_chunked=True)
+        connection.request(
+            "POST", "/tokens", body=iter(large), encode_chunked=True, headers=JSON_TYPE
+        )
         status, _, answer = read_answer(connection.getresponse())
         assert (status, answer["code"]) == (413, "bad_request")
     finally:
@@ -1241,7 +1249,7 @@ def test_an_unexpected_error_answers_500_and_only_the_log_has_the_traceback(
     caplog.set_level(logging.ERROR, logger="stateous.control.api")
     connection = served.connect()
     try:
-        connection.request("POST", "/tokens", body=b'{"token": "ORDER-1"}')
+        connection.request("POST", "/tokens", body=b'{"token": "ORDER-1"}', headers=JSON_TYPE)
         response = connection.getresponse()
         data = response.read()
     finally:

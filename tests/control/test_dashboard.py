@@ -11,6 +11,7 @@ One browser serves the whole module. Debian's `chromium` and `chromium-driver` r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -20,6 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -466,3 +468,68 @@ def test_the_history_shows_the_text_the_api_words_and_the_data_of_an_entry_witho
         shown = wait(browser, lambda driver: texts_of(driver, "#history .sentence"))
         assert shown == [MARKUP, 'a_later_kind: {"x": [1, "é"]}']
         assert browser.find_elements(By.ID, "injected") == []
+
+
+# pages of another site
+
+
+#: A page that cancels a token by a form that posts itself, as a page of any site may.
+FORM_PAGE = """<!doctype html>
+<form method="post" action="{url}/tokens/ORDER-1/cancel"></form>
+<script>document.forms[0].submit();</script>
+"""
+#: A page that starts a token with a `no-cors` fetch of a JSON blob: the browser sends it
+#: without a `Content-Type`, and without asking first.
+FETCH_PAGE = """<!doctype html>
+<script>
+const body = new Blob([JSON.stringify({{token: "EVIL-1", context: {{title: "t"}}}})]);
+fetch("{url}/tokens", {{method: "POST", mode: "no-cors", body}})
+  .finally(() => {{ document.title = "sent"; }});
+</script>
+"""
+
+
+@contextmanager
+def other_site(folder: Path, pages: dict[str, str]) -> Iterator[str]:
+    """Serve `pages` (name to HTML) from another local port, as a dev server or any local
+    web app would; yield its address."""
+    folder.mkdir()
+    for name, html in pages.items():
+        (folder / name).write_text(html)
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(folder))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_a_page_on_another_local_port_can_neither_cancel_nor_start_a_token(
+    browser: WebDriver, plane: Served, tmp_path: Path
+) -> None:
+    start(plane, "ORDER-1")
+    pages = {
+        "form.html": FORM_PAGE.format(url=plane.url),
+        "fetch.html": FETCH_PAGE.format(url=plane.url),
+    }
+    with other_site(tmp_path / "site", pages) as site:
+        browser.get(f"{site}/form.html")
+        wait(browser, lambda driver: driver.current_url.endswith("/tokens/ORDER-1/cancel"))
+        browser.get(f"{site}/fetch.html")
+        wait(browser, lambda driver: driver.title == "sent")
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "active"
+    assert plane.request("GET", "/tokens/EVIL-1")[0] == 404
+    # The control plane's own page, on its own origin, still steers it.
+    browser.get(f"{plane.url}/ui/#/tokens/ORDER-1")
+    wait(browser, lambda driver: driver.find_element(By.ID, "cancel").is_enabled())
+    browser.find_element(By.ID, "cancel").click()
+    confirm(browser)
+    wait(
+        browser,
+        lambda driver: "Done: the token is cancelled" in (text_of(driver, "#action-result") or ""),
+    )
+    assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "cancelled"

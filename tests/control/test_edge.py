@@ -328,3 +328,18 @@ def test_a_client_that_sends_a_large_body_whole_before_reading_still_reads_the_4
     finally:
         connection.close()
     assert (status, answer["code"]) == (413, "bad_request")
+
+
+# Request targets.
+
+
+@pytest.mark.parametrize("slash", ["%2F", "%2f"])
+def test_an_encoded_slash_in_a_path_is_refused_not_routed_as_a_slash(
+    served: Served, slash: str
+) -> None:
+    start(served)
+    target = f"/tokens/ORDER-1{slash}cancel"
+    [reply], _ = exchange(served.port, request_bytes("POST", target, {}, {"Connection": "close"}))
+    assert is_refusal(reply, 400, "bad_request"), reply
+    assert "%2F" in reply.body["error"]
+    assert served.request("GET", "/tokens/ORDER-1")[2]["status"] == "active"

@@ -710,3 +710,39 @@ def test_a_serve_process_keeps_answering_while_clients_pipeline_and_never_read(
     finally:
         for sock in stuck:
             sock.close()
+
+
+def test_allowed_hosts_name_the_origins_of_proxies_and_a_bad_one_stops_serve(
+    launcher: Launcher, graph: Path, db: Path
+) -> None:
+    code, lines, _ = launcher.refused(graph, db, "--allowed-host", "ftp://cp.example.com")
+    assert (code, lines) == (
+        1,
+        [
+            "error: --allowed-host: 'ftp://cp.example.com' is not an origin such as https://NAME:PORT"
+        ],
+    )
+    options = ("--allowed-host", "cp.example.com", "--allowed-host", "https://ops.example:8443")
+    served = launcher.serve(graph, db, *options)
+    start_token(served, "ORDER-1")
+    for host, origin, status in [
+        ("cp.example.com", "https://cp.example.com", 200),
+        ("ops.example:8443", "https://ops.example:8443", 200),
+        ("ops.example:8443", "https://ops.example", 403),
+        (f"127.0.0.1:{served.port}", "http://127.0.0.1:3000", 403),
+        (f"127.0.0.1:{served.port}", f"http://127.0.0.1:{served.port}", 200),
+    ]:
+        answer = served.request("GET", "/tokens/ORDER-1", None, {"Host": host, "Origin": origin})
+        assert answer[0] == status, (host, origin, answer)
+
+
+def test_a_new_sqlite_database_and_its_companions_are_readable_by_their_owner_only(
+    launcher: Launcher, graph: Path, db: Path
+) -> None:
+    served = launcher.serve(graph, db)
+    start_token(served, "ORDER-1")
+    companions = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+    assert {path.name: oct(path.stat().st_mode & 0o777) for path in companions} == {
+        path.name: "0o600" for path in companions
+    }
+    assert served.stop() == 0

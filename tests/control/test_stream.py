@@ -363,6 +363,7 @@ def test_a_stream_after_another_answer_on_its_connection_and_one_over_http_1_0(
     health, _, stream = answers.partition(b"HTTP/1.1 200 OK\r\nCache-Control")
     assert health.startswith(b"HTTP/1.1 200 OK") and b'"workflow":"orders"' in health
     assert b"Transfer-Encoding: chunked\r\n" in stream and b"Connection: close\r\n" in stream
+    assert b"X-Accel-Buffering: no\r\n" in stream
     assert b"id: 1\nevent: started\n" in stream
     assert plain.startswith(b"HTTP/1.0 200 OK") and b"Transfer-Encoding" not in plain
     assert b"\r\n\r\nid: 1\nevent: started\ndata: " in plain

@@ -62,7 +62,8 @@ async function api(path, { method = "GET", body, headers = {} } = {}) {
   const sent = { ...headers };
   const secret = sessionStorage.getItem(SECRET_KEY);
   if (secret) sent.Authorization = `Bearer ${secret}`;
-  if (body !== undefined) sent["Content-Type"] = "application/json";
+  // Every change says it is JSON, with a body or without: the API refuses it otherwise.
+  if (method === "POST" || method === "PUT") sent["Content-Type"] = "application/json";
   const response = await fetch(url, {
     method, headers: sent, body: body === undefined ? undefined : JSON.stringify(body),
     cache: "no-store", credentials: "omit", redirect: "error",

@@ -9,6 +9,7 @@ once after a kill -9.
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -41,6 +42,12 @@ class Lock(Protocol):
     def release(self) -> None: ...
 
 
+def private(path: str, flags: int) -> int:
+    """Open `path` as `open` would, but make a new file readable by its owner only (0600):
+    the database holds the webhooks' HMAC keys as they are."""
+    return os.open(path, flags, 0o600)
+
+
 class FileLock:
     """An exclusive OS lock on the database file itself, given up when the process ends.
 
@@ -55,7 +62,7 @@ class FileLock:
 
     def take(self) -> None:
         try:
-            handle = open(self.path, "ab")  # noqa: SIM115 - held open for the life of the process
+            handle = open(self.path, "ab", opener=private)  # noqa: SIM115 - held open for the life of the process
         except OSError as ex:
             raise HoldRefused(f"cannot open the database {self.path}: {ex.strerror}") from None
         try:

@@ -32,6 +32,7 @@ from stateous.control.histogram import WriterTimes
 from stateous.control.store.checkpoints import CHECKPOINT_PAGES, Checkpointer
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import Counter
+from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.queued import QueuedTx
@@ -41,6 +42,14 @@ log = logging.getLogger("stateous.control.store")
 BUSY_MILLISECONDS = 30_000
 #: The most operations that one commit takes together.
 BATCH = 64
+
+
+def make_private(path: str) -> None:
+    """Make a new database file readable by its owner only (0600) before SQLite opens it;
+    SQLite gives its `-wal` and `-shm` files the database's mode. A file that exists keeps
+    its mode."""
+    if path != ":memory:" and not path.startswith("file:"):
+        open(path, "ab", opener=private).close()
 
 
 def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
@@ -108,6 +117,7 @@ class SqliteStore:
         self.path = str(path)
         self.clock = clock
         self.busy = busy
+        make_private(self.path)
         self._writer = connect(self.path, busy)
         # Each operation of a write runs in a savepoint, whose journal of the pages it
         # changes SQLite otherwise moves to a temporary file past 64 KiB: a fire changes
