@@ -186,12 +186,17 @@ def writer_families(engine: Engine) -> list[Family]:
     return [commits, batches]
 
 
+#: The most supervisors that `stateous_supervisor_last_seen_seconds` names (the first by
+#: name): heartbeats under made-up names must not make a scrape grow without bound.
+SEEN_SERIES = 1000
+
+
 def fleet_families(engine: Engine) -> list[Family]:
     """When each supervisor seen in the last day was last heard from, and the build: the
-    supervisors are bounded as `GET /supervisors` bounds them, so series do not pile up."""
+    supervisors are those of the last day, at most `SEEN_SERIES`, so series do not pile up."""
 
     def seen(tx: Any) -> list[SupervisorRow]:
-        return tx.supervisors_seen(to_column(tx.now - SEEN_FOR))
+        return tx.supervisors_seen(to_column(tx.now - SEEN_FOR), SEEN_SERIES)
 
     last_seen = Family(
         "stateous_supervisor_last_seen_seconds",
