@@ -59,7 +59,8 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from stateous.control.api import FAILED, MAX_BODY
+from stateous.control.api import FAILED
+from stateous.control.bodies import MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,

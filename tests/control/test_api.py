@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from stateous.control import clock, errors
-from stateous.control.api import MAX_BODY, MAX_DEPTH
+from stateous.control.bodies import MAX_BODY, MAX_DEPTH
 from stateous.control.engine import Engine
 from tests.control.conftest import Served, read_answer
 
