@@ -147,17 +147,28 @@ def _coded(refusal: Refused) -> bool:
     return True
 
 
+#: Why a request of a stopping supervisor was not sent.
+CUT = "the request was cut by the stop"
+
+
 class BoundedConnection(Connection):
     """A connection to the control plane whose answers are bounded and checked."""
 
     #: Set by `abort`: no request is sent again on this connection.
     cut = False
+    #: The connection opened last, which `abort` cuts: it is kept before `cut` is read
+    #: again, so a stop that comes while it connects is seen by one side or the other.
+    _opened: http.client.HTTPConnection | None = None
 
     def _open(self) -> http.client.HTTPConnection:
         if self.cut:
-            raise Unreachable("the request was cut by the stop")
+            raise Unreachable(CUT)
         connection = super()._open()
         connection.response_class = _Answer
+        self._opened = connection
+        if self.cut:
+            connection.close()
+            raise Unreachable(CUT)
         return connection
 
     def _bounded(self, method: str, path: str, body: Any) -> tuple[int, Any]:
@@ -188,7 +199,7 @@ class BoundedConnection(Connection):
         """Cut the request in flight, from another thread: a claim that waits ends at once
         (`Unreachable`), and its answer is not read."""
         self.cut = True
-        link = self._connection
+        link = self._opened
         if link is not None and link.sock is not None:
             with contextlib.suppress(OSError):
                 link.sock.shutdown(socket.SHUT_RDWR)
