@@ -16,6 +16,11 @@ leave open:
 - a client that leaves more than `UNREAD_LIMIT` bytes of answers unread gets no request
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
+- answers waiting to be sent stay in memory, never in a temporary file, and are bounded:
+  a connection whose client reads nothing for `STALL` seconds loses it when it holds more
+  than `CONNECTION_HELD` bytes unsent, or while all connections hold more than
+  `TOTAL_HELD` (`Server.bound_held`); a client that keeps reading gets an answer of any
+  size;
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
@@ -84,6 +89,18 @@ LINGER = 2.0
 SWEEP = 1
 #: Never make a request thread wait for a client to read: waiting is what parking is for.
 NO_WATERMARK = 2**62
+#: Never spill an answer to a temporary file: that only moves unread bytes to disk, where
+#: no bound sees them; the bounds below keep what stays in memory small.
+NO_SPILL = 2**62
+#: The most bytes of answers that one connection may hold unsent while its client reads
+#: nothing (an answer may be larger: what counts is what waits on a client that stopped).
+CONNECTION_HELD = 8 * 1024 * 1024
+#: The most bytes of answers that all connections together may hold unsent while their
+#: clients read nothing.
+TOTAL_HELD = 64 * 1024 * 1024
+#: How long a client may take no byte of its answers before it counts as not reading, in
+#: seconds: a client that reads takes some at every round trip.
+STALL = 1.0
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -118,6 +135,7 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
         max_request_body_size=MAX_BODY + 1,
         outbuf_high_watermark=NO_WATERMARK,
+        outbuf_overflow=NO_SPILL,
         # select() cannot watch a descriptor past 1023; poll() can.
         asyncore_use_poll=True,
         ident="stateous",
@@ -396,6 +414,17 @@ class Channel(HTTPChannel):
         """Close the connection at once, dropping what it holds."""
         super().handle_close()
 
+    def stalled(self, now: float) -> bool:
+        """Whether this connection holds answers that its client has taken no byte of for
+        `STALL` seconds (waitress marks each send, and the end of each answer, as activity);
+        one that a request thread serves, or that lingers to close, is never counted."""
+        return (
+            bool(self.total_outbufs_len)
+            and not self.serving
+            and not self.lingering_until
+            and now - self.last_activity > STALL
+        )
+
     def overdue(self, now: float) -> bool:
         """Whether this connection holds the server past its time; no request thread works
         for it in any of these cases, so closing it from the loop is safe."""
@@ -527,6 +556,37 @@ class Server(TcpWSGIServer):
         for channel in list(self.active_channels.values()):
             if channel.overdue(now):
                 channel.close_now()
+        self.bound_held(now)
+
+    def bound_held(self, now: float) -> None:
+        """Close the connections whose clients stopped reading and that hold too much: each
+        holding more than `CONNECTION_HELD`, then, largest first, as many as it takes to bring
+        what all connections hold under `TOTAL_HELD`."""
+        holding = [
+            channel for channel in self.active_channels.values() if channel.total_outbufs_len
+        ]
+        total = sum(channel.total_outbufs_len for channel in holding)
+        stalled = sorted(
+            (channel for channel in holding if channel.stalled(now)),
+            key=lambda channel: channel.total_outbufs_len,
+            reverse=True,
+        )
+        for channel in stalled:
+            held = channel.total_outbufs_len
+            if held <= CONNECTION_HELD and total <= TOTAL_HELD:
+                break
+            log.warning(
+                "closed a connection from %s: it left %d bytes of answers unread for %g s, "
+                "with %d held in all (the most: %d a connection, %d in all)",
+                channel.addr[0],
+                held,
+                STALL,
+                total,
+                CONNECTION_HELD,
+                TOTAL_HELD,
+            )
+            total -= held
+            channel.close_now()
 
 
 class Printable(logging.Filter):
