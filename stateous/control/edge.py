@@ -16,11 +16,8 @@ leave open:
 - a client that leaves more than `UNREAD_LIMIT` bytes of answers unread gets no request
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
-- answers waiting to be sent stay in memory, never in a temporary file, and are bounded:
-  a connection whose client reads nothing for `STALL` seconds loses it when it holds more
-  than `CONNECTION_HELD` bytes unsent, or while all connections hold more than
-  `TOTAL_HELD` (`Server.bound_held`); a client that keeps reading gets an answer of any
-  size;
+- answers waiting to be sent stay in memory, never in a temporary file; a connection
+  whose client stopped reading is closed when it holds too much (`held`);
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
@@ -71,6 +68,7 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.held import STALL, close_over_bounds
 from stateous.control.outlet import Outlet
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
@@ -89,18 +87,8 @@ LINGER = 2.0
 SWEEP = 1
 #: Never make a request thread wait for a client to read: waiting is what parking is for.
 NO_WATERMARK = 2**62
-#: Never spill an answer to a temporary file: that only moves unread bytes to disk, where
-#: no bound sees them; the bounds below keep what stays in memory small.
+#: Never spill unsent answers to a temporary file, out of sight of the bounds (`held`).
 NO_SPILL = 2**62
-#: The most bytes of answers that one connection may hold unsent while its client reads
-#: nothing (an answer may be larger: what counts is what waits on a client that stopped).
-CONNECTION_HELD = 8 * 1024 * 1024
-#: The most bytes of answers that all connections together may hold unsent while their
-#: clients read nothing.
-TOTAL_HELD = 64 * 1024 * 1024
-#: How long a client may take no byte of its answers before it counts as not reading, in
-#: seconds: a client that reads takes some at every round trip.
-STALL = 1.0
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -556,37 +544,7 @@ class Server(TcpWSGIServer):
         for channel in list(self.active_channels.values()):
             if channel.overdue(now):
                 channel.close_now()
-        self.bound_held(now)
-
-    def bound_held(self, now: float) -> None:
-        """Close the connections whose clients stopped reading and that hold too much: each
-        holding more than `CONNECTION_HELD`, then, largest first, as many as it takes to bring
-        what all connections hold under `TOTAL_HELD`."""
-        holding = [
-            channel for channel in self.active_channels.values() if channel.total_outbufs_len
-        ]
-        total = sum(channel.total_outbufs_len for channel in holding)
-        stalled = sorted(
-            (channel for channel in holding if channel.stalled(now)),
-            key=lambda channel: channel.total_outbufs_len,
-            reverse=True,
-        )
-        for channel in stalled:
-            held = channel.total_outbufs_len
-            if held <= CONNECTION_HELD and total <= TOTAL_HELD:
-                break
-            log.warning(
-                "closed a connection from %s: it left %d bytes of answers unread for %g s, "
-                "with %d held in all (the most: %d a connection, %d in all)",
-                channel.addr[0],
-                held,
-                STALL,
-                total,
-                CONNECTION_HELD,
-                TOTAL_HELD,
-            )
-            total -= held
-            channel.close_now()
+        close_over_bounds(self.active_channels.values(), now)
 
 
 class Printable(logging.Filter):
