@@ -16,6 +16,8 @@ leave open:
 - a client that leaves more than `UNREAD_LIMIT` bytes of answers unread gets no request
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
+- answers waiting to be sent stay in memory, never in a temporary file; a connection
+  whose client stopped reading is closed when it holds too much (`held`);
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
@@ -67,6 +69,7 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.held import STALL, close_over_bounds
 from stateous.control.outlet import Outlet
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
@@ -85,6 +88,8 @@ LINGER = 2.0
 SWEEP = 1
 #: Never make a request thread wait for a client to read: waiting is what parking is for.
 NO_WATERMARK = 2**62
+#: Never spill unsent answers to a temporary file, out of sight of the bounds (`held`).
+NO_SPILL = 2**62
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -119,6 +124,7 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
         max_request_body_size=MAX_BODY + 1,
         outbuf_high_watermark=NO_WATERMARK,
+        outbuf_overflow=NO_SPILL,
         # select() cannot watch a descriptor past 1023; poll() can.
         asyncore_use_poll=True,
         ident="stateous",
@@ -397,6 +403,17 @@ class Channel(HTTPChannel):
         """Close the connection at once, dropping what it holds."""
         super().handle_close()
 
+    def stalled(self, now: float) -> bool:
+        """Whether this connection holds answers that its client has taken no byte of for
+        `STALL` seconds (waitress marks each send, and the end of each answer, as activity);
+        one that a request thread serves, or that lingers to close, is never counted."""
+        return (
+            bool(self.total_outbufs_len)
+            and not self.serving
+            and not self.lingering_until
+            and now - self.last_activity > STALL
+        )
+
     def overdue(self, now: float) -> bool:
         """Whether this connection holds the server past its time; no request thread works
         for it in any of these cases, so closing it from the loop is safe."""
@@ -528,6 +545,7 @@ class Server(TcpWSGIServer):
         for channel in list(self.active_channels.values()):
             if channel.overdue(now):
                 channel.close_now()
+        close_over_bounds(self.active_channels.values(), now)
 
 
 class Printable(logging.Filter):

@@ -1,0 +1,74 @@
+"""The bounds on answers that clients leave unread: what the HTTP edge may hold for them.
+
+The edge (`edge.Server`) keeps every answer waiting to be sent in memory, never in a
+temporary file, so these bounds see all of it. They count only what waits on a client that
+stopped reading: one that keeps reading gets an answer of any size, as fast as it reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+#: The most bytes of answers that one connection may hold unsent while its client reads
+#: nothing (an answer may be larger: what counts is what waits on a client that stopped).
+CONNECTION_HELD = 8 * 1024 * 1024
+#: The most bytes of answers that all connections together may hold unsent while their
+#: clients read nothing.
+TOTAL_HELD = 64 * 1024 * 1024
+#: How long a client may take no byte of its answers before it counts as not reading, in
+#: seconds: a client that reads takes some at every round trip.
+STALL = 1.0
+
+log = logging.getLogger("stateous.control.edge")
+
+
+class Holder(Protocol):
+    """A connection of the edge, as the bounds see it."""
+
+    total_outbufs_len: int
+    addr: Any
+
+    def stalled(self, now: float) -> bool: ...
+    def close_now(self) -> None: ...
+
+
+def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
+    """The connections to close: of those whose clients stopped reading, each holding more
+    than `CONNECTION_HELD`, then, largest first, as many as it takes to bring what all
+    connections hold under `TOTAL_HELD`."""
+    holding = [connection for connection in connections if connection.total_outbufs_len]
+    total = sum(connection.total_outbufs_len for connection in holding)
+    stalled = sorted(
+        (connection for connection in holding if connection.stalled(now)),
+        key=lambda connection: connection.total_outbufs_len,
+        reverse=True,
+    )
+    chosen = []
+    for connection in stalled:
+        held = connection.total_outbufs_len
+        if held <= CONNECTION_HELD and total <= TOTAL_HELD:
+            break
+        chosen.append(connection)
+        total -= held
+    return chosen
+
+
+def close_over_bounds(connections: Iterable[Holder], now: float) -> None:
+    """Close the connections past the bounds, with a log line each (its client's address
+    and byte counts: nothing from a request)."""
+    connections = list(connections)
+    total = sum(connection.total_outbufs_len for connection in connections)
+    for connection in over_bounds(connections, now):
+        log.warning(
+            "closed a connection from %s: it left %d bytes of answers unread for %g s, "
+            "with %d held in all (the most: %d a connection, %d in all)",
+            connection.addr[0],
+            connection.total_outbufs_len,
+            STALL,
+            total,
+            CONNECTION_HELD,
+            TOTAL_HELD,
+        )
+        connection.close_now()
