@@ -37,9 +37,10 @@ from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
+from stateous.control.hooks import PING
 from stateous.control.layout import layout
 from stateous.control.stream import ADOPT, Streams, last_event_id
-from stateous.control.views import brief_answer
+from stateous.control.views import brief_answer, delivered
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
 from stateous.model.text import printable
@@ -240,8 +241,12 @@ class Guard:
             return
         signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
         authorization = req.get_header("Authorization")
-        if authorization is None and signature is not None and rule.webhook == "event":
-            who = self.access.identify_signed(raw_body(req), signature, params.get("event", ""))
+        if rule.webhook == "hook":
+            # Only the named webhook's key is tried, with or without authentication: its
+            # settings are on its credential.
+            who = self.access.identify_hook(params["name"], raw_body(req), signature)
+        elif authorization is None and signature is not None and rule.webhook is not None:
+            who = self.access.identify_signed(raw_body(req), signature, rule, params)
             if who is None and self.access.enabled:
                 raise Unauthorized("the delivery's signature matches no webhook's key")
         else:
@@ -337,16 +342,19 @@ class OpenApi(Resource):
 class Figures(Resource):
     """`/stats` and `/metrics`: how the control plane fares, as JSON and for Prometheus."""
 
-    def __init__(self, engine: Engine, http: metrics.HttpMetrics) -> None:
+    def __init__(
+        self, engine: Engine, http: metrics.HttpMetrics, deliveries: metrics.Deliveries
+    ) -> None:
         super().__init__(engine)
         self.http = http
+        self.deliveries = deliveries
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         answer(resp, stats.stats(self.engine))
 
     def on_get_metrics(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = MEDIA_TYPE
-        resp.text = metrics.exposition(self.engine, self.http)
+        resp.text = metrics.exposition(self.engine, self.http, self.deliveries)
 
 
 class Tokens(Resource):
@@ -393,6 +401,42 @@ class Token(Resource):
     def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
         answer(resp, self.engine.cancel(token, by=caller(req)))
+
+
+class Hooks(Resource):
+    """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
+    guard checked it). `ping` changes nothing; a kind the webhook does not take is counted
+    and kept nowhere; any other starts or moves the token the webhook's mapping names."""
+
+    def __init__(self, engine: Engine, deliveries: metrics.Deliveries) -> None:
+        super().__init__(engine)
+        self.deliveries = deliveries
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        who: Caller | None = getattr(req.context, "caller", None)
+        if who is None or who.hook is None:
+            raise Unauthorized(f"no GitHub webhook named {name!r} signed this delivery")
+        hook, body = who.hook, read_body(req)
+        kind = req.get_header("X-GitHub-Event") or ""
+        if kind == PING:
+            answer(resp, wire.Pong())
+            return
+        event = hook.event_for(kind)
+        if event is None:
+            self.deliveries.ignore(name, kind)
+            said = f"the webhook {name!r} does not take {kind!r} deliveries: ignored, kept nowhere"
+            answer(resp, wire.Ignored(ignored=kind, webhook=name, reason=said), falcon.HTTP_202)
+            return
+        token, started = self.engine.deliver(
+            hook.token(body),
+            event,
+            payload=lambda: hook.payload(body),
+            context=(lambda: hook.context(body)) if who.may_start else None,
+            key=req.get_header("X-GitHub-Delivery"),
+            by=name,
+        )
+        shown = delivered(token, kind, event, started)
+        answer(resp, shown, falcon.HTTP_201 if started else falcon.HTTP_200)
 
 
 class Tasks(Resource):
@@ -548,12 +592,12 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    http = metrics.HttpMetrics(engine)
+    http, deliveries = metrics.HttpMetrics(engine), metrics.Deliveries()
     # `Methods` before the guard: the guard looks up the rule of a method the path takes.
     middleware: list[object] = [http, Methods()]
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
-    figures = Figures(engine, http)
+    figures = Figures(engine, http, deliveries)
     app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
     app.add_route("/stats", figures)
     app.add_route("/metrics", figures, suffix="metrics")
@@ -572,6 +616,7 @@ def create_app(
     app.add_route("/ui/", dashboard)
     app.add_route("/ui/{file}", dashboard, suffix="file")
     app.add_route("/stream", Stream(engine, streams))
+    app.add_route("/hooks/{name}", Hooks(engine, deliveries))
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

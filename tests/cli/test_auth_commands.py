@@ -323,6 +323,7 @@ def test_a_github_webhook_keeps_its_mapping_and_list_shows_it(tmp_path: Path) ->
     assert "hmac key" not in line and "stq_" not in line
 
     hook = ("add", "gh-2", "--role", "webhook")
+    start_from = ("--start-context-from", "repository")
     cases = [
         (
             (*hook, "--github-events", "push", "--token-from", "=site"),
@@ -345,8 +346,7 @@ def test_a_github_webhook_keeps_its_mapping_and_list_shows_it(tmp_path: Path) ->
             "error: --github-events: 'Push!' is not a GitHub event kind",
         ),
         (
-            (*hook, "--hmac", "--github-events", "push", "--token-from", "=site")
-            + ("--start-context-from", "repository"),
+            (*hook, "--hmac", "--github-events", "push", "--token-from", "=site", *start_from),
             "error: --start-context-from is for a webhook that may start tokens: --may-start",
         ),
     ]
