@@ -344,6 +344,8 @@ class Access:
             f"the delivery is not signed (X-Hub-Signature-256) by the key of a GitHub "
             f"webhook named {name!r}"
         )
+        if self.required and not self._live:
+            raise Unauthorized(NONE_LIVE)
         if signature is None or not SIGNATURE.match(signature.strip()):
             raise refused
         row = next((row for row in self._signing() if row.name == name and row.github), None)

@@ -10,8 +10,6 @@ patterns and models are the engine's; it never touches a store or a driver.
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlencode
 
@@ -39,11 +37,17 @@ from stateous.control.errors import EngineError, InvalidBody, NotServing, TaskNo
 from stateous.control.exposition import MEDIA_TYPE
 from stateous.control.hooks import PING
 from stateous.control.layout import layout
+from stateous.control.refusals import (
+    engine_refused,
+    failed,
+    falcon_refused,
+    holds_nul,
+    within_depth,
+)
 from stateous.control.stream import ADOPT, Streams, last_event_id
 from stateous.control.views import brief_answer, delivered
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
-from stateous.model.text import printable
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
@@ -56,10 +60,7 @@ MAX_BODY = 1024 * 1024
 MAX_DEPTH = 64
 TOO_DEEP = f"the body nests more than {MAX_DEPTH} levels"
 JSON = "application/json"
-#: The sentence of an unexpected failure; only the log tells more.
-FAILED = "the request failed on the control plane; its log tells why"
 
-_log = logging.getLogger("stateous.control.api")
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
@@ -113,32 +114,6 @@ def raw_body(req: falcon.Request) -> bytes:
     data = req.bounded_stream.read() if length else b""
     req.context.raw = data
     return data
-
-
-def _containers(value: Any) -> Iterator[tuple[dict[str, Any] | list[Any], int]]:
-    """Every object and array of decoded JSON, with its depth (the value's own is 1),
-    walked without recursion."""
-    pending = [(value, 1)]
-    while pending:
-        node, depth = pending.pop()
-        yield node, depth
-        for child in node.values() if type(node) is dict else node:
-            if type(child) is dict or type(child) is list:
-                pending.append((child, depth + 1))
-
-
-def within_depth(value: Any, limit: int) -> bool:
-    """Tell whether decoded JSON nests at most `limit` levels."""
-    return all(depth <= limit for _, depth in _containers(value))
-
-
-def holds_nul(value: Any) -> bool:
-    """Tell whether a text of decoded JSON, a name or a value, holds a NUL character."""
-    return any(
-        type(text) is str and "\x00" in text
-        for node, _ in _containers(value)
-        for text in ([*node, *node.values()] if type(node) is dict else node)
-    )
 
 
 def read_shape(req: falcon.Request, shape: type[Shape]) -> Shape:
@@ -538,50 +513,6 @@ class Stream(Resource):
         resp.set_header("Cache-Control", "no-cache")
         if req.method != "HEAD":
             resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
-
-
-def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
-    """Write a refusal: `{"error", "code"}` with its status."""
-    resp.status = falcon.code_to_http_status(status)
-    resp.data = _encode(wire.ErrorBody(error=sentence, code=code))
-
-
-def engine_refused(
-    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
-) -> None:
-    """Answer an engine refusal with its own status and code."""
-    refuse(resp, ex.status, str(ex), ex.code)
-
-
-#: The code of a refusal that Falcon itself raises, by its status; others are `bad_request`.
-FALCON_CODES = {404: "not_found", 405: "method_not_allowed"}
-
-
-def falcon_refused(
-    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict[str, Any]
-) -> None:
-    """Answer a refusal of the HTTP edge: an unknown path or method, an unreadable body."""
-    status = ex.status_code
-    if ex.description:
-        sentence = ex.description
-    elif status == 404:
-        sentence = f"the API has no path {req.path!r}"
-    elif status == 405:
-        sentence = f"the path {req.path!r} does not take {req.method}"
-    else:
-        sentence = f"the request cannot be read: {ex.title}"
-    if ex.headers:
-        resp.set_headers(ex.headers)
-    code = FALCON_CODES.get(status, "bad_request" if status < 500 else "unexpected")
-    refuse(resp, status, sentence, code)
-
-
-def failed(
-    req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
-) -> None:
-    """Answer any other exception with a fixed sentence; only the log gets the traceback."""
-    _log.exception("%s %s failed", req.method, printable(req.path), exc_info=ex)
-    refuse(resp, 500, FAILED, "unexpected")
 
 
 def create_app(

@@ -59,7 +59,7 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from stateous.control.api import FAILED, MAX_BODY
+from stateous.control.api import MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
@@ -67,6 +67,7 @@ from stateous.control.defaults import (
     DEFAULT_THREADS,
 )
 from stateous.control.outlet import Outlet
+from stateous.control.refusals import FAILED
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter

@@ -227,10 +227,9 @@ class Engine:
         key: str | None,
         by: str | None,
     ) -> tuple[TokenView | Duplicate, bool]:
-        """A webhook's delivery, in one transaction: fire `event` on the token with the
-        payload that `payload` takes from it, or start the token when it does not exist and
-        `context` (None: the webhook may not start) gives its context. Answer whether it
-        started; the delivery's key makes a redelivery of either a duplicate."""
+        """A webhook's delivery, in one transaction: fire `event` with the payload that
+        `payload` takes, or start the token when none exists with the context that `context`
+        takes (None: the webhook may not start); a redelivery of either is a duplicate."""
         checks.token_id(token)
         checks.idempotency_key(key)
 

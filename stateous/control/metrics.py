@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from stateous._version import __version__
 from stateous.control import stats
-from stateous.control.exposition import Family, render
 from stateous.control.checks import LIST_LIMIT
+from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.listings import SEEN_FOR
 from stateous.control.store import Counter, SupervisorRow, to_column
