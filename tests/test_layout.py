@@ -110,9 +110,11 @@ def test_the_rules_catch_forbidden_imports() -> None:
 DRIVERS = {"apsw", "psycopg"}
 WEB = {"falcon", "waitress"}
 STORE = "stateous.control.store"
+#: `bodies` and `refusals` are the API's own reading of bodies and answering of refusals.
 WEB_MODULES = {
     "stateous.control.api",
     "stateous.control.bodies",
+    "stateous.control.refusals",
     "stateous.control.edge",
     "stateous.control.serve",
 }

@@ -22,6 +22,7 @@ from stateous.control.defaults import DEFAULT_DB
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
+    from stateous.control.hooks import Hook
     from stateous.control.store import CredentialRow, Store
 
 
@@ -47,9 +48,33 @@ def when(moment: float | None) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def kinds_of(text: str) -> dict[str, str]:
+    """`--github-events push=pushed,pull_request`: each GitHub kind and the event it fires
+    (the kind's own name when none is given)."""
+    pairs = (item.strip().partition("=") for item in text.split(","))
+    return {kind.strip(): (event.strip() or kind.strip()) for kind, _, event in pairs}
+
+
+def hook_of(args: argparse.Namespace) -> Hook | None:
+    """The GitHub webhook's mapping that the options give; None without --github-events."""
+    from stateous.control.hooks import Hook
+
+    mapped = (args.token_from, args.payload_from, args.start_context_from)
+    if args.github_events is None:
+        if any(option is not None for option in mapped):
+            raise CommandError(
+                "--token-from, --payload-from and --start-context-from need --github-events"
+            )
+        return None
+    if args.token_from is None:
+        raise CommandError("a GitHub webhook names the token of a delivery: --token-from")
+    return Hook(kinds_of(args.github_events), *mapped)
+
+
 def run_add(args: argparse.Namespace) -> int:
     from stateous.control.access import add_credential, new_secret
 
+    hook = hook_of(args)
     events = [event.strip() for event in args.events.split(",")] if args.events else None
     hmac_key = new_secret() if args.hmac else None
     with database(args.db, make=True) as store:
@@ -62,6 +87,7 @@ def run_add(args: argparse.Namespace) -> int:
             hmac_key=hmac_key,
             supervisor=args.supervisor_name,
             supervisor_prefix=args.supervisor_prefix,
+            hook=hook,
         )
     print(secret)
     if hmac_key is not None:
@@ -83,7 +109,20 @@ def acts_as(row: CredentialRow) -> str:
     return f"acts as {row.supervisor!r}"
 
 
+def github_parts(hook: Hook) -> list[str]:
+    """What `auth list` shows of a GitHub webhook's mapping."""
+    kinds = ",".join(f"{kind}={event}" for kind, event in hook.kinds.items())
+    parts = [f"github {kinds}", f"token from {hook.token_from}"]
+    if hook.payload_from is not None:
+        parts.append(f"payload from {hook.payload_from}")
+    if hook.start_context_from is not None:
+        parts.append(f"start context from {hook.start_context_from}")
+    return parts
+
+
 def run_list(args: argparse.Namespace) -> int:
+    from stateous.control.hooks import hook_of as hook_of_row
+
     with database(args.db) as store:
         rows = store.read(lambda tx: tx.credentials())
     for row in rows:
@@ -99,6 +138,8 @@ def run_list(args: argparse.Namespace) -> int:
             parts.append("may start")
         if row.hmac_key:
             parts.append("signed")
+        if (hook := hook_of_row(row.github)) is not None:
+            parts.extend(github_parts(hook))
         if row.role == Role.SUPERVISOR:
             parts.append(acts_as(row))
         if row.revoked_at is not None:
@@ -180,6 +221,31 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--hmac",
         action="store_true",
         help="a webhook's deliveries are signed (X-Hub-Signature-256): print an HMAC key too",
+    )
+    add.add_argument(
+        "--github-events",
+        metavar="KIND=EVENT,...",
+        help="a webhook credential takes GitHub's deliveries on POST /hooks/NAME: each "
+        "X-GitHub-Event kind it takes and the event it fires (push=pushed; push alone fires "
+        "push); other kinds are ignored. Needs --hmac and --token-from",
+    )
+    add.add_argument(
+        "--token-from",
+        metavar="PATH",
+        help="the token of a GitHub delivery: a dotted path into its body "
+        "(pull_request.head.ref), or =ID for one fixed token",
+    )
+    add.add_argument(
+        "--payload-from",
+        metavar="PATH",
+        help="the object of a GitHub delivery given as the event's payload (default: the "
+        "whole body)",
+    )
+    add.add_argument(
+        "--start-context-from",
+        metavar="PATH",
+        help="the object of a GitHub delivery given as the context of a token it starts "
+        "(with --may-start; default: none)",
     )
     bound = add.add_mutually_exclusive_group()
     bound.add_argument(

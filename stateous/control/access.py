@@ -8,7 +8,9 @@ but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
 request, so that a revocation counts at once. Each route names the roles that may call it
 (`RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
-delivery over its exact body; a supervisor credential acts only as the supervisors
+delivery over its exact body, and a signed delivery without `Authorization` names its
+webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only); a
+supervisor credential acts only as the supervisors
 it is bound to (`Caller.act_as`). A browser cannot be made to call the API from
 another origin: the `Host` must be one this control plane serves, an `Origin`
 other than its own or a proxy's is refused, so is a change that the browser says
@@ -34,6 +36,7 @@ from urllib.parse import urlsplit
 
 from stateous.control.checks import NAME_LIMIT as SUPERVISOR_NAME_LIMIT
 from stateous.control.errors import EngineError
+from stateous.control.hooks import Hook, hook_of, hook_problem, kept
 from stateous.control.store import CredentialRow, Store, Tx
 from stateous.model.errors import Failure
 from stateous.model.names import name_problem, plain_text
@@ -78,7 +81,8 @@ class Rule:
 
     roles: frozenset[Role]
     #: `"event"`: a webhook may fire its own events here; `"start"`: a webhook made with
-    #: `--may-start` may start tokens here.
+    #: `--may-start` may start tokens here; `"hook"`: only the GitHub webhook that the path
+    #: names, identified by its signature, may deliver here.
     webhook: str | None = None
 
 
@@ -112,6 +116,7 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tasks/{task}/report"): WORK,
     ("POST", "/tasks/{task}/note"): WORK,
     ("PUT", "/tasks/{task}/memory"): WORK,
+    ("POST", "/hooks/{name}"): Rule(frozenset(), webhook="hook"),
 }
 
 
@@ -183,6 +188,8 @@ class Caller:
     #: `supervisor_prefix`); None for any other role, and for a credential kept unbound.
     supervisor: str | None = None
     supervisor_prefix: bool = False
+    #: How a GitHub webhook's deliveries to `POST /hooks/{name}` start and fire.
+    hook: Hook | None = None
 
     def act_as(self, supervisor: str | None) -> None:
         """Refuse with `Forbidden` a task request that a bound supervisor credential makes
@@ -214,6 +221,7 @@ def caller_of(row: CredentialRow) -> Caller:
         hmac_key=row.hmac_key,
         supervisor=row.supervisor,
         supervisor_prefix=row.supervisor_prefix,
+        hook=hook_of(row.github),
     )
 
 
@@ -310,27 +318,47 @@ class Access:
         self._touch(row)
         return caller_of(row)
 
-    def identify_signed(self, body: bytes, signature: str, event: str) -> Caller | None:
-        """The webhook whose HMAC key signed `body`, for a delivery of `event` that carries
-        no `Authorization` (as GitHub's do); None when no key matches.
+    def identify_signed(
+        self, body: bytes, signature: str, rule: Rule, params: dict[str, str]
+    ) -> Caller | None:
+        """The webhook whose HMAC key signed `body`, for a delivery that carries no
+        `Authorization` (as GitHub's do) to a route of `rule`; None when no key matches.
 
-        Only the keys of the live webhooks that may fire `event` are tried, and none for a
-        signature that is not `sha256=` and 64 hex digits: a stranger's delivery costs at
-        most one HMAC of the body per webhook of that event, not one per webhook.
+        Only the keys of the live webhooks that the rule lets call this route (fire the event
+        of the path, or start) are tried, and none for a signature that is not `sha256=` and
+        64 hex digits: a stranger's delivery costs at most one HMAC of the body per webhook
+        that may call the route, not one per webhook.
         """
         if not SIGNATURE.match(signature.strip()):
             return None
-        rows = self.store.read(lambda tx: tx.credentials())
-        for row in rows:
-            if (
-                row.revoked_at is None
-                and row.hmac_key
-                and event in (row.events or ())
-                and signed_by(row.hmac_key, body, signature)
-            ):
+        for row in self._signing():
+            caller = caller_of(row)
+            if permits(caller, rule, params) and signed_by(row.hmac_key or "", body, signature):
                 self._touch(row)
-                return caller_of(row)
+                return caller
         return None
+
+    def identify_hook(self, name: str, body: bytes, signature: str | None) -> Caller:
+        """The GitHub webhook `name`, when its key signed `body`: only that key is tried.
+        `Unauthorized` otherwise, with one sentence whether or not such a webhook exists."""
+        refused = Unauthorized(
+            f"the delivery is not signed (X-Hub-Signature-256) by the key of a GitHub "
+            f"webhook named {name!r}"
+        )
+        if self.required and not self._live:
+            raise Unauthorized(NONE_LIVE)
+        if signature is None or not SIGNATURE.match(signature.strip()):
+            raise refused
+        row = next((row for row in self._signing() if row.name == name and row.github), None)
+        if row is None or not signed_by(row.hmac_key or "", body, signature):
+            raise refused
+        self._touch(row)
+        return caller_of(row)
+
+    def _signing(self) -> list[CredentialRow]:
+        """The live webhooks that sign their deliveries."""
+        rows = self.store.read(lambda tx: tx.credentials())
+        return [row for row in rows if row.revoked_at is None and row.hmac_key]
 
     def _touch(self, row: CredentialRow) -> None:
         """Write when a credential was last used, once a minute at most."""
@@ -342,16 +370,26 @@ class Access:
         self.store.write(lambda tx: tx.touch_credential(row.name))
 
 
+def permits(caller: Caller, rule: Rule, params: dict[str, str]) -> bool:
+    """Whether the caller's role, or what its webhook was made for, lets it call a route of
+    `rule` with these path parameters."""
+    if caller.role in rule.roles:
+        return True
+    if caller.role != Role.WEBHOOK:
+        return False
+    if rule.webhook == "event":
+        return params.get("event") in caller.events
+    if rule.webhook == "start":
+        return caller.may_start
+    return rule.webhook == "hook" and caller.hook is not None and caller.name == params.get("name")
+
+
 def allow(caller: Caller | None, rule: Rule, params: dict[str, str]) -> None:
-    """Refuse with `Forbidden` when the caller's role may not call a route of `rule`."""
-    if caller is None or caller.role in rule.roles:
+    """Refuse with `Forbidden` when the caller may not call a route of `rule`."""
+    if caller is None or permits(caller, rule, params):
         return
     if caller.role == Role.WEBHOOK and rule.webhook == "event":
-        if params.get("event") in caller.events:
-            return
         raise Forbidden(f"the credential {caller.name!r} may not fire {params.get('event')!r}")
-    if caller.role == Role.WEBHOOK and rule.webhook == "start" and caller.may_start:
-        return
     raise Forbidden(f"the credential {caller.name!r} ({caller.role}) may not do this")
 
 
@@ -495,18 +533,28 @@ def add_credential(
     hmac_key: str | None = None,
     supervisor: str | None = None,
     supervisor_prefix: str | None = None,
+    hook: Hook | None = None,
 ) -> str:
     """Keep a new credential and answer its secret, which is kept nowhere else. A supervisor
     credential acts as `supervisor`, or as every name that starts with `supervisor_prefix`;
-    with neither, as the supervisor of its own name."""
+    with neither, as the supervisor of its own name. The events a GitHub webhook's `hook`
+    fires count among its `events`."""
     problem = name_problem(name)
     if problem is not None:
         raise CredentialError(f"a credential's {problem}")
     bound = binding(role, name, supervisor, supervisor_prefix)
+    if hook is not None:
+        events = sorted({*(events or ()), *hook.kinds.values()})
     if role == Role.WEBHOOK and not events:
         raise CredentialError("a webhook credential names the events it may fire: --events")
     if role != Role.WEBHOOK and (events or may_start or hmac_key):
-        raise CredentialError("--events, --may-start and --hmac are for webhook credentials")
+        raise CredentialError(
+            "--events, --may-start, --hmac and --github-events are for webhook credentials"
+        )
+    if hook is not None and (problem := hook_problem(hook, may_start)) is not None:
+        raise CredentialError(problem)
+    if hook is not None and hmac_key is None:
+        raise CredentialError("a GitHub webhook's deliveries are signed: --hmac")
     for event in events or []:
         if (problem := name_problem(event)) is not None:
             raise CredentialError(f"an event's {problem}")
@@ -526,6 +574,7 @@ def add_credential(
                 tx.now,
                 supervisor=bound,
                 supervisor_prefix=supervisor_prefix is not None,
+                github=kept(hook),
             )
         )
         tx.set_auth(True)

@@ -10,7 +10,6 @@ patterns and models are the engine's; it never touches a store or a driver.
 from __future__ import annotations
 
 import functools
-import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
@@ -39,22 +38,20 @@ from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
+from stateous.control.hooks import PING
 from stateous.control.layout import layout
+from stateous.control.refusals import engine_refused, failed, falcon_refused
 from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
-from stateous.control.views import brief_answer
+from stateous.control.views import brief_answer, delivered
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
-from stateous.model.text import printable
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
     from stateous.control.listings import Page
 
-#: The sentence of an unexpected failure; only the log tells more.
-FAILED = "the request failed on the control plane; its log tells why"
 
-_log = logging.getLogger("stateous.control.api")
 _encode = msgspec.json.Encoder().encode
 
 
@@ -172,8 +169,12 @@ class Guard:
             return
         signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
         authorization = req.get_header("Authorization")
-        if authorization is None and signature is not None and rule.webhook == "event":
-            who = self.access.identify_signed(raw_body(req), signature, params.get("event", ""))
+        if rule.webhook == "hook":
+            # Only the named webhook's key is tried, with or without authentication: its
+            # settings are on its credential.
+            who = self.access.identify_hook(params["name"], raw_body(req), signature)
+        elif authorization is None and signature is not None and rule.webhook is not None:
+            who = self.access.identify_signed(raw_body(req), signature, rule, params)
             if who is None and self.access.enabled:
                 raise Unauthorized("the delivery's signature matches no webhook's key")
         else:
@@ -269,16 +270,19 @@ class OpenApi(Resource):
 class Figures(Resource):
     """`/stats` and `/metrics`: how the control plane fares, as JSON and for Prometheus."""
 
-    def __init__(self, engine: Engine, http: metrics.HttpMetrics) -> None:
+    def __init__(
+        self, engine: Engine, http: metrics.HttpMetrics, deliveries: metrics.Deliveries
+    ) -> None:
         super().__init__(engine)
         self.http = http
+        self.deliveries = deliveries
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         answer(resp, stats.stats(self.engine))
 
     def on_get_metrics(self, req: falcon.Request, resp: falcon.Response) -> None:
         resp.content_type = MEDIA_TYPE
-        resp.text = metrics.exposition(self.engine, self.http)
+        resp.text = metrics.exposition(self.engine, self.http, self.deliveries)
 
 
 class Tokens(Resource):
@@ -325,6 +329,42 @@ class Token(Resource):
     def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
         answer(resp, self.engine.cancel(token, by=caller(req)))
+
+
+class Hooks(Resource):
+    """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
+    guard checked it). `ping` changes nothing; a kind the webhook does not take is counted
+    and kept nowhere; any other starts or moves the token the webhook's mapping names."""
+
+    def __init__(self, engine: Engine, deliveries: metrics.Deliveries) -> None:
+        super().__init__(engine)
+        self.deliveries = deliveries
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        who: Caller | None = getattr(req.context, "caller", None)
+        if who is None or who.hook is None:
+            raise Unauthorized(f"no GitHub webhook named {name!r} signed this delivery")
+        hook, body = who.hook, read_body(req)
+        kind = req.get_header("X-GitHub-Event") or ""
+        if kind == PING:
+            answer(resp, wire.Pong())
+            return
+        event = hook.event_for(kind)
+        if event is None:
+            self.deliveries.ignore(name, kind)
+            said = f"the webhook {name!r} does not take {kind!r} deliveries: ignored, kept nowhere"
+            answer(resp, wire.Ignored(ignored=kind, webhook=name, reason=said), falcon.HTTP_202)
+            return
+        token, started = self.engine.deliver(
+            hook.token(body),
+            event,
+            payload=lambda: hook.payload(body),
+            context=(lambda: hook.context(body)) if who.may_start else None,
+            key=req.get_header("X-GitHub-Delivery"),
+            by=name,
+        )
+        shown = delivered(token, kind, event, started)
+        answer(resp, shown, falcon.HTTP_201 if started else falcon.HTTP_200)
 
 
 class Tasks(Resource):
@@ -428,50 +468,6 @@ class Stream(Resource):
             resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
 
 
-def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
-    """Write a refusal: `{"error", "code"}` with its status."""
-    resp.status = falcon.code_to_http_status(status)
-    resp.data = _encode(wire.ErrorBody(error=sentence, code=code))
-
-
-def engine_refused(
-    req: falcon.Request, resp: falcon.Response, ex: EngineError, params: dict[str, Any]
-) -> None:
-    """Answer an engine refusal with its own status and code."""
-    refuse(resp, ex.status, str(ex), ex.code)
-
-
-#: The code of a refusal that Falcon itself raises, by its status; others are `bad_request`.
-FALCON_CODES = {404: "not_found", 405: "method_not_allowed"}
-
-
-def falcon_refused(
-    req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict[str, Any]
-) -> None:
-    """Answer a refusal of the HTTP edge: an unknown path or method, an unreadable body."""
-    status = ex.status_code
-    if ex.description:
-        sentence = ex.description
-    elif status == 404:
-        sentence = f"the API has no path {req.path!r}"
-    elif status == 405:
-        sentence = f"the path {req.path!r} does not take {req.method}"
-    else:
-        sentence = f"the request cannot be read: {ex.title}"
-    if ex.headers:
-        resp.set_headers(ex.headers)
-    code = FALCON_CODES.get(status, "bad_request" if status < 500 else "unexpected")
-    refuse(resp, status, sentence, code)
-
-
-def failed(
-    req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
-) -> None:
-    """Answer any other exception with a fixed sentence; only the log gets the traceback."""
-    _log.exception("%s %s failed", req.method, printable(req.path), exc_info=ex)
-    refuse(resp, 500, FAILED, "unexpected")
-
-
 def create_app(
     engine: Engine,
     guard: Guard | None = None,
@@ -480,13 +476,13 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    http = metrics.HttpMetrics(engine)
+    http, deliveries = metrics.HttpMetrics(engine), metrics.Deliveries()
     # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
     # method that the path takes.
     middleware: list[object] = [http, Paths(), Methods()]
     app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
-    figures = Figures(engine, http)
+    figures = Figures(engine, http, deliveries)
     app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
     app.add_route("/stats", figures)
     app.add_route("/metrics", figures, suffix="metrics")
@@ -505,6 +501,7 @@ def create_app(
     app.add_route("/ui/", dashboard)
     app.add_route("/ui/{file}", dashboard, suffix="file")
     app.add_route("/stream", Stream(engine, streams))
+    app.add_route("/hooks/{name}", Hooks(engine, deliveries))
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

@@ -61,7 +61,6 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from stateous.control.api import FAILED
 from stateous.control.bodies import MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
@@ -71,6 +70,7 @@ from stateous.control.defaults import (
 )
 from stateous.control.held import STALL, close_over_bounds
 from stateous.control.outlet import Outlet
+from stateous.control.refusals import FAILED
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter

@@ -139,29 +139,42 @@ class Engine:
         checks.token_id(token)
 
         def operation(tx: Tx) -> tuple[TokenView, bool]:
-            existing = tx.token_any_case(token)
-            if existing is not None and existing.token == token:
-                return view(existing), False
+            existing = self._existing(tx, token)
             if existing is not None:
-                raise InvalidTokenId(
-                    f"{token!r} differs only in case from the token {existing.token!r}"
-                )
-            checked = checks.context(self.graph.top, context)
-            flow = self.graph.top
-            choice = self.moves.first_choice(flow, checked)
-            if choice is None:
-                raise InvalidContext("no transition from START holds for this context")
-            if isinstance(choice, Route):
-                too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
-                if too_long is not None:
-                    raise InvalidTokenId(too_long)
-            row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
-            tx.insert_token(row)
-            tx.record(token, Kind.STARTED, {"context": checked})
-            self.moves.first_move(tx, row)
-            return view(row), True
+                return view(existing), False
+            return self._start(tx, token, context), True
 
         return self._write(operation, by)
+
+    @staticmethod
+    def _existing(tx: Tx, token: str) -> TokenRow | None:
+        """The token of this id, if any; one whose id differs only in case is refused."""
+        existing = tx.token_any_case(token)
+        if existing is not None and existing.token != token:
+            raise InvalidTokenId(
+                f"{token!r} differs only in case from the token {existing.token!r}"
+            )
+        return existing
+
+    def _start(
+        self, tx: Tx, token: str, context: dict[str, Any] | None, key: str | None = None
+    ) -> TokenView:
+        """Start a token that does not exist; its `started` entry keeps the idempotency key
+        of the delivery that started it, so that a redelivery is a duplicate."""
+        checked = checks.context(self.graph.top, context)
+        flow = self.graph.top
+        choice = self.moves.first_choice(flow, checked)
+        if choice is None:
+            raise InvalidContext("no transition from START holds for this context")
+        if isinstance(choice, Route):
+            too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
+            if too_long is not None:
+                raise InvalidTokenId(too_long)
+        row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
+        tx.insert_token(row)
+        tx.record(token, Kind.STARTED, {"context": checked}, key)
+        self.moves.first_move(tx, row)
+        return view(row)
 
     def fire(
         self,
@@ -178,24 +191,57 @@ class Engine:
             raise InvalidPayload("a payload must be a JSON object")
 
         def operation(tx: Tx) -> TokenView | Duplicate:
-            row = self.token_row(tx, token)
-            if not checks.keepable(event):
-                raise EventNotAllowed(f"{event!r} is no event: an event's name holds no NUL")
-            if key is not None and tx.key_used(token, key):
-                return Duplicate(token=view(row))
-            if row.status not in LIVE_TOKEN:
-                reason = f"token {token!r} is {row.status}; it takes no events"
-                tx.record(token, Kind.EVENT_REJECTED, {"event": event, "reason": reason})
-                raise KeepAndRaise(TokenNotActive(reason))
-            flow = self.moves.flow(row)
-            if event in BUILTIN_EVENTS:
-                reason = f"{event!r} is an event of Stateous itself; it cannot be fired"
-                self.moves.refuse(tx, row, event, reason)
-            if not flow.has_event(event):
-                self.moves.refuse(tx, row, event, f"workflow {flow.name!r} has no event {event!r}")
-            checked = checks.payload(flow, event, payload)
-            self.moves.route(tx, row, Arrival(event, checked, key=key), Unrouted.REFUSE)
-            return view(row)
+            return self._fire(tx, self.token_row(tx, token), event, payload, key)
+
+        return self._write(operation, by)
+
+    def _fire(
+        self, tx: Tx, row: TokenRow, event: str, payload: dict[str, Any] | None, key: str | None
+    ) -> TokenView | Duplicate:
+        token = row.token
+        if not checks.keepable(event):
+            raise EventNotAllowed(f"{event!r} is no event: an event's name holds no NUL")
+        if key is not None and tx.key_used(token, key):
+            return Duplicate(token=view(row))
+        if row.status not in LIVE_TOKEN:
+            reason = f"token {token!r} is {row.status}; it takes no events"
+            tx.record(token, Kind.EVENT_REJECTED, {"event": event, "reason": reason})
+            raise KeepAndRaise(TokenNotActive(reason))
+        flow = self.moves.flow(row)
+        if event in BUILTIN_EVENTS:
+            reason = f"{event!r} is an event of Stateous itself; it cannot be fired"
+            self.moves.refuse(tx, row, event, reason)
+        if not flow.has_event(event):
+            self.moves.refuse(tx, row, event, f"workflow {flow.name!r} has no event {event!r}")
+        checked = checks.payload(flow, event, payload)
+        self.moves.route(tx, row, Arrival(event, checked, key=key), Unrouted.REFUSE)
+        return view(row)
+
+    def deliver(
+        self,
+        token: str,
+        event: str,
+        *,
+        payload: Callable[[], dict[str, Any]],
+        context: Callable[[], dict[str, Any] | None] | None,
+        key: str | None,
+        by: str | None,
+    ) -> tuple[TokenView | Duplicate, bool]:
+        """A webhook's delivery, in one transaction: fire `event` with the payload that
+        `payload` takes, or start the token when none exists with the context that `context`
+        takes (None: the webhook may not start); a redelivery of either is a duplicate."""
+        checks.token_id(token)
+        checks.idempotency_key(key)
+
+        def operation(tx: Tx) -> tuple[TokenView | Duplicate, bool]:
+            existing = self._existing(tx, token)
+            if existing is not None:
+                return self._fire(tx, existing, event, payload(), key), False
+            if context is None:
+                raise TokenNotFound(
+                    f"no token has the id {token!r}, and this webhook may not start one"
+                )
+            return self._start(tx, token, context(), key), True
 
         return self._write(operation, by)
 

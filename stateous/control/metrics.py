@@ -7,9 +7,11 @@ survive a restart and agree with the history. The HTTP edge, in memory: every
 request by route template (never the raw path, whose ids would make a series
 each), method and status, with a histogram of the time it took. The store's
 writer, in memory: the time of each commit and how many operations it took.
-The in-memory figures start again at zero with the process, as Prometheus
-expects of counters and histograms. For a fleet: when each supervisor of the last
-day was last heard from (a claim or a heartbeat), as a Unix time, and the build.
+The GitHub deliveries that a webhook does not take, in memory: they are kept in
+no token, so they are counted here. The in-memory figures start again at zero
+with the process, as Prometheus expects of counters and histograms. For a
+fleet: when each supervisor of the last day was last heard from (a claim or a
+heartbeat), as a Unix time, and the build.
 """
 
 from __future__ import annotations
@@ -116,6 +118,32 @@ class HttpMetrics:
         return [requests, latency]
 
 
+class Deliveries:
+    """The GitHub deliveries that their webhook ignored (a kind it does not take), by
+    webhook and kind: only signed deliveries are counted, and a kind is a short word, so the
+    series stay few."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.ignored: dict[tuple[str, str], int] = {}
+
+    def ignore(self, webhook: str, kind: str) -> None:
+        with self._lock:
+            self.ignored[(webhook, kind)] = self.ignored.get((webhook, kind), 0) + 1
+
+    def families(self) -> list[Family]:
+        ignored = Family(
+            "stateous_webhook_deliveries_ignored_total",
+            "counter",
+            "GitHub deliveries of a kind that their webhook does not take, by webhook and kind.",
+        )
+        with self._lock:
+            counted = sorted(self.ignored.items())
+        for (webhook, kind), n in counted:
+            ignored.add(n, webhook=webhook, kind=kind)
+        return [ignored]
+
+
 def gauge_families(shot: stats.Snapshot, states: list[str]) -> list[Family]:
     """The gauges read from the database; every state of `states` has its task counts,
     zero or not, so that a query finds the series before the first task."""
@@ -213,7 +241,7 @@ def fleet_families(engine: Engine) -> list[Family]:
     return [last_seen, build]
 
 
-def exposition(engine: Engine, http: HttpMetrics) -> str:
+def exposition(engine: Engine, http: HttpMetrics, deliveries: Deliveries) -> str:
     """The text of `GET /metrics`."""
     shot = stats.read(engine)
     return render(
@@ -221,6 +249,7 @@ def exposition(engine: Engine, http: HttpMetrics) -> str:
             *gauge_families(shot, stats.task_states(engine.graph)),
             *counter_families(shot),
             *http.families(),
+            *deliveries.families(),
             *writer_families(engine),
             *fleet_families(engine),
         ]

@@ -30,7 +30,8 @@ class Operation:
     """One route's method: what it is for, its body, its answers by status."""
 
     summary: str
-    body: type[msgspec.Struct] | None = None
+    #: The body's shape: a `wire` Struct, `dict[str, Any]` for any object, None for none.
+    body: Any = None
     #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
     answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
     refusals: tuple[int, ...] = (401, 403, 404, 409, 422)
@@ -88,6 +89,13 @@ DELIVERY = [
     {"name": "X-Hub-Signature-256", "in": "header", "schema": SIGNATURE},
     {"name": "X-Stateous-Signature", "in": "header", "schema": SIGNATURE},
     {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string", "minLength": 1}},
+]
+#: A GitHub delivery to `POST /hooks/{name}`: signed by that webhook's key, of a kind.
+HOOK = [
+    {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
+    {"name": "X-Hub-Signature-256", "in": "header", "required": True, "schema": SIGNATURE},
+    {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}},
+    DELIVERY[2],
 ]
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
 #: The token as an answer shows it: whole, or without its context to a webhook.
@@ -182,6 +190,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("PUT", "/tasks/{task}/memory"): Operation(
         "save one key of the memory", wire.MemoryBody, ((204, None),), WORK
     ),
+    ("POST", "/hooks/{name}"): Operation(
+        "a GitHub delivery: start or move the token its webhook maps it to (201 started), "
+        "pong to a ping, ignore a kind the webhook does not take (202)",
+        dict[str, Any],
+        ((200, (wire.Delivered, wire.Pong)), (201, wire.Delivered), (202, wire.Ignored)),
+    ),
 }
 #: Every answer may also be one of these: an unreadable request, a body too large or not
 #: JSON, a database that cannot take the request now, a control plane that lost it.
@@ -207,6 +221,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
     found.extend(LISTINGS.get((method, template), []))
     if (method, template) == ("GET", "/stream"):
         found.extend(STREAM)
+    if (method, template) == ("POST", "/hooks/{name}"):
+        found.extend(HOOK)
     return found
 
 

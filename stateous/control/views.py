@@ -6,7 +6,14 @@ from collections.abc import Iterable
 
 from stateous.control.store import Entry, TokenRow, to_iso
 from stateous.model.sentences import Narrator
-from stateous.model.wire import Duplicate, DuplicateBrief, HistoryEntry, TokenBrief, TokenView
+from stateous.model.wire import (
+    Delivered,
+    Duplicate,
+    DuplicateBrief,
+    HistoryEntry,
+    TokenBrief,
+    TokenView,
+)
 
 
 def view(token: TokenRow) -> TokenView:
@@ -39,6 +46,23 @@ def brief_answer(answer: TokenView | Duplicate) -> TokenBrief | DuplicateBrief:
     if isinstance(answer, Duplicate):
         return DuplicateBrief(token=brief(answer.token))
     return brief(answer)
+
+
+def delivered(answer: TokenView | Duplicate, kind: str, event: str, started: bool) -> Delivered:
+    """The answer to a GitHub delivery that started a token, fired its event, or repeated
+    one already applied; never the context."""
+    duplicate = isinstance(answer, Duplicate)
+    token = answer.token if isinstance(answer, Duplicate) else answer
+    return Delivered(
+        token=token.token,
+        state=token.state,
+        status=token.status,
+        kind=kind,
+        event=None if started else event,
+        started=started,
+        fired=not started and not duplicate,
+        duplicate=duplicate,
+    )
 
 
 def history_entries(entries: Iterable[Entry]) -> list[HistoryEntry]:

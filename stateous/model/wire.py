@@ -70,6 +70,35 @@ class Duplicate(msgspec.Struct, kw_only=True):
     token: TokenView
 
 
+class Delivered(msgspec.Struct, kw_only=True):
+    """The answer to a GitHub delivery on `POST /hooks/{name}` that a token took: the token
+    without its context (a webhook reads none), and what the delivery did to it."""
+
+    token: str
+    state: str
+    status: str
+    #: The delivery's `X-GitHub-Event`, and the workflow event it maps to; None on a start.
+    kind: str
+    event: str | None
+    started: bool = False
+    fired: bool = False
+    duplicate: bool = False
+
+
+class Pong(msgspec.Struct, kw_only=True):
+    """The answer to GitHub's `ping` delivery, sent when a hook is made: nothing changed."""
+
+    pong: bool = True
+
+
+class Ignored(msgspec.Struct, kw_only=True):
+    """The answer to a delivery of a kind that its webhook does not take: nothing is kept."""
+
+    ignored: str
+    webhook: str
+    reason: str
+
+
 class HistoryEntry(msgspec.Struct, kw_only=True):
     """One row of a token's ledger, with its sentence as `stateous token show` says it
     (`text`, beside the fields of Stateous 0.2.2, which has none)."""

@@ -300,3 +300,58 @@ def test_a_supervisor_credential_is_bound_to_a_name_or_a_prefix(tmp_path: Path) 
     code, _, err = auth(tmp_path, "add", "box-9", "--role", "supervisor", *both, db=db)
     assert code == 2 and "not allowed with argument" in err
     assert "box-9" not in auth(tmp_path, "list", db=db)[1]
+
+
+def test_a_github_webhook_keeps_its_mapping_and_list_shows_it(tmp_path: Path) -> None:
+    db = tmp_path / "cp.db"
+    code, out, err = auth(
+        tmp_path,
+        *("add", "gh", "--role", "webhook", "--hmac", "--may-start"),
+        *("--github-events", "push=pushed,pull_request=pr_changed,release"),
+        *("--token-from", "pull_request.head.ref", "--payload-from", "pull_request"),
+        *("--start-context-from", "pull_request"),
+        db=db,
+    )
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("hmac key: stq_")
+    code, listed, _ = auth(tmp_path, "list", db=db)
+    [line] = listed.splitlines()
+    assert "  events pr_changed,pushed,release  " in line
+    assert "  github push=pushed,pull_request=pr_changed,release=release  " in line
+    assert "  token from pull_request.head.ref  payload from pull_request  " in line
+    assert "  start context from pull_request" in line
+    assert "hmac key" not in line and "stq_" not in line
+
+    hook = ("add", "gh-2", "--role", "webhook")
+    start_from = ("--start-context-from", "repository")
+    cases = [
+        (
+            (*hook, "--github-events", "push", "--token-from", "=site"),
+            "error: a GitHub webhook's deliveries are signed: --hmac",
+        ),
+        (
+            (*hook, "--hmac", "--github-events", "push"),
+            "error: a GitHub webhook names the token of a delivery: --token-from",
+        ),
+        (
+            (*hook, "--events", "x", "--token-from", "=site"),
+            "error: --token-from, --payload-from and --start-context-from need --github-events",
+        ),
+        (
+            (*hook, "--hmac", "--github-events", "push", "--token-from", "a..b"),
+            "error: --token-from 'a..b' is neither a dotted path",
+        ),
+        (
+            (*hook, "--hmac", "--github-events", "Push!", "--token-from", "=site"),
+            "error: --github-events: 'Push!' is not a GitHub event kind",
+        ),
+        (
+            (*hook, "--hmac", "--github-events", "push", "--token-from", "=site", *start_from),
+            "error: --start-context-from is for a webhook that may start tokens: --may-start",
+        ),
+    ]
+    for args, line in cases:
+        code, _, err = auth(tmp_path, *args, db=db)
+        assert code == 1, (args, err)
+        assert err.splitlines()[0].startswith(line), (args, err)
+    assert "gh-2" not in auth(tmp_path, "list", db=db)[1]

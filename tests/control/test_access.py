@@ -19,6 +19,7 @@ import pytest
 from stateous.control.access import (
     RULES,
     Access,
+    Hook,
     add_credential,
     revoke_credential,
     served_hosts,
@@ -63,6 +64,10 @@ ROLES = {
     "hook": (Role.WEBHOOK, {"events": ["submitted"]}),
     "starter": (Role.WEBHOOK, {"events": ["submitted"], "may_start": True}),
     "signed": (Role.WEBHOOK, {"events": ["submitted"], "hmac_key": "stq_the-signing-key"}),
+    "github": (
+        Role.WEBHOOK,
+        {"hmac_key": "stq_the-hook-key", "hook": Hook({"push": "submitted"}, "=ORDER-1")},
+    ),
     "gone": (Role.OPERATOR, {}),
 }
 
@@ -154,12 +159,15 @@ REQUESTS = {
         "/tasks/999/memory",
         {"key": "k", "value": 1, "supervisor": SUPERVISOR},
     ),
+    ("POST", "/hooks/{name}"): ("/hooks/github", {"zen": "hi"}),
 }
+#: The routes that a signature alone opens: no role's `Authorization` is enough.
+SIGNED_ONLY = {("POST", "/hooks/{name}")}
 #: The routes open to every caller: the health check, and the dashboard's files.
 OPEN = {("GET", "/health"), ("GET", "/ui/"), ("GET", "/ui/{file}")}
 #: Who may call each route, by the route table's rules: every other caller is refused.
 MAY = {
-    "ops": set(RULES),
+    "ops": set(RULES) - SIGNED_ONLY,
     "box": {
         *OPEN,
         ("GET", "/workflow"),
@@ -190,6 +198,8 @@ def test_each_route_asks_the_rule_of_the_route_table(plane: Plane) -> None:
             status, answer = plane.ask(method, path, body, who=who)
             if route in allowed:
                 assert status not in (401, 403), (who, route, answer)
+            elif route in SIGNED_ONLY:
+                assert (status, answer["code"]) == (401, "unauthorized"), (who, route, answer)
             else:
                 assert (status, answer["code"]) == (403, "forbidden"), (who, route, answer)
         status, answer = plane.ask(method, path, body)
@@ -200,6 +210,8 @@ def test_each_route_asks_the_rule_of_the_route_table(plane: Plane) -> None:
         head = plane.served.request("HEAD", path) if method == "GET" else None
         if head is not None and route not in OPEN:
             assert head[0] == 401
+    ping = {"X-GitHub-Event": "ping", **signed_headers(b"{}", "stq_the-hook-key")}
+    assert plane.ask("POST", "/hooks/github", headers=ping, raw=b"{}") == (200, {"pong": True})
 
 
 def test_head_on_a_path_that_takes_no_get_is_refused_with_405(plane: Plane) -> None:
@@ -279,6 +291,10 @@ def test_the_ledger_names_the_credential_of_each_change_from_outside(plane: Plan
 
 def signature(body: bytes, key: str = "stq_the-signing-key") -> str:
     return "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+
+
+def signed_headers(body: bytes, key: str) -> dict[str, str]:
+    return {"X-Hub-Signature-256": signature(body, key), "Content-Type": "application/json"}
 
 
 def test_a_signed_delivery_applies_once_across_a_redelivery(plane: Plane) -> None:

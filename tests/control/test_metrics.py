@@ -22,7 +22,7 @@ from stateous.control.store.sqlite import SqliteStore
 from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving, write_graph
 from tests.control.support import Backend, Clock, connected, counts_drift
-from tests.control.test_migrations import UNDO_0009, UNDO_0010, UNDO_0011
+from tests.control.test_migrations import BACK_TO_0008
 
 SUPERVISOR = "box-1"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -323,9 +323,7 @@ def test_a_database_made_before_the_counts_takes_its_counts_from_its_rows_and_le
     engine.store.close()
     with connected(backend) as run:
         for statement in (
-            *UNDO_0011,
-            *UNDO_0010,
-            *UNDO_0009,
+            *BACK_TO_0008,
             "DROP INDEX ledger_pos",
             "ALTER TABLE ledger DROP COLUMN pos",
             "DROP TABLE counts",

@@ -63,6 +63,10 @@ UNDO_0011 = (
     "ALTER TABLE credentials DROP COLUMN supervisor",
     "ALTER TABLE credentials DROP COLUMN supervisor_prefix",
 )
+#: What takes a database of the latest version back to before 0012.
+UNDO_0012 = ("ALTER TABLE credentials DROP COLUMN github",)
+#: What takes a database of the latest version back to 0008, the newest step first.
+BACK_TO_0008 = (*UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -77,9 +81,7 @@ def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: B
     # credentials, no counts, and none of the listings' indexes and times of 0005.
     run_sql(
         backend,
-        *UNDO_0011,
-        *UNDO_0010,
-        *UNDO_0009,
+        *BACK_TO_0008,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -117,9 +119,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
     old.store.close()
     run_sql(
         backend,
-        *UNDO_0011,
-        *UNDO_0010,
-        *UNDO_0009,
+        *BACK_TO_0008,
         *UNDO_0007,
         *BEFORE_COUNTS,
         *UNDO_0005,
@@ -205,9 +205,7 @@ def test_an_upgrade_that_the_database_stops_is_refused_in_one_error_line_and_rol
     # Version 0002's tables, recorded as 0001: the upgrade meets a column that exists.
     run_sql(
         backend,
-        *UNDO_0011,
-        *UNDO_0010,
-        *UNDO_0009,
+        *BACK_TO_0008,
         *BEFORE_COUNTS,
         "DROP TABLE credentials",
         "UPDATE stateous_version SET version_num = '0001'",
@@ -263,7 +261,8 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         assert caplog.messages == [f"upgrading the database's schema from version 0007 to {LATEST}"]
         assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
         # A credential kept before 0011 is unbound: no supervisor, no prefix.
-        kept["credentials"] = [(*row, None, 0) for row in kept["credentials"]]
+        # Nor is it a GitHub webhook (0012).
+        kept["credentials"] = [(*row, None, 0, None) for row in kept["credentials"]]
         for table, rows in kept.items():
             added = (None,) if table == "tokens" else ()  # `result`, of 0010
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
@@ -290,9 +289,7 @@ def test_a_database_of_version_0008_that_held_a_credential_keeps_authentication_
     old.store.close()
     run_sql(
         backend,
-        *UNDO_0011,
-        *UNDO_0010,
-        *UNDO_0009,
+        *BACK_TO_0008,
         "UPDATE stateous_version SET version_num = '0008'",
     )
 
@@ -315,7 +312,13 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.engine.start("M-1", {"repo": "acme/api"})
     old.engine.fire(LINUX, "built", {"ok": True, "log": "before"})
     old.store.close()
-    run_sql(backend, *UNDO_0011, *UNDO_0010, "UPDATE stateous_version SET version_num = '0009'")
+    run_sql(
+        backend,
+        *UNDO_0012,
+        *UNDO_0011,
+        *UNDO_0010,
+        "UPDATE stateous_version SET version_num = '0009'",
+    )
 
     upgraded = plane_for(matrix(), backend)
     try:
@@ -323,5 +326,22 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
         assert upgraded.engine.get("M-1").state == "fixing"
         results = [branch["result"] for branch in joined_branches(upgraded)]
         assert results == [None, {"ok": True, "log": "after"}]
+    finally:
+        upgraded.store.close()
+
+
+def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: Backend) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("A", {"title": "x"})
+    add_credential(old.store, "ci", Role.WEBHOOK, events=["submitted"], hmac_key="stq_key")
+    old.store.close()
+    run_sql(backend, *UNDO_0012, "UPDATE stateous_version SET version_num = '0011'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        assert run_sql(backend, "SELECT version_num FROM stateous_version") == [(LATEST,)]
+        [row] = upgraded.store.read(lambda tx: tx.credentials())
+        assert (row.name, row.events, row.github) == ("ci", ["submitted"], None)
+        assert upgraded.engine.fire("A", "submitted", by="ci").state == "review"
     finally:
         upgraded.store.close()

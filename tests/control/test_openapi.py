@@ -55,6 +55,13 @@ def test_an_event_names_the_headers_of_a_signed_delivery() -> None:
     }
 
 
+def test_a_github_hook_names_the_headers_of_github_and_its_answers() -> None:
+    hook = openapi.document()["paths"]["/hooks/{name}"]["post"]
+    headers = {param["name"] for param in hook["parameters"] if param["in"] == "header"}
+    assert headers == {"X-Hub-Signature-256", "X-GitHub-Event", "X-GitHub-Delivery"}
+    assert {"200", "201", "202", "401", "404", "409", "422"} <= set(hook["responses"])
+
+
 #: Requests that fit the document and requests that break it, from a fixed seed.
 FUZZ = SchemathesisConfig.from_dict(
     {"generation": {"mode": "all", "max-examples": 100, "deterministic": True}, "seed": 17}

@@ -499,6 +499,9 @@ def _may(rule, role: str) -> str:
     """What the role table says of `role` on a route of `rule` (None: open to all)."""
     from stateous.control.access import Role
 
+    if rule is not None and rule.webhook == "hook":
+        # Only the webhook the path names, by its signature, also with authentication off.
+        return {"webhook": "its own, by its signature", "off": "signed only"}.get(role, "no")
     if rule is None or role == "off":
         return "yes"
     if role == "none":

@@ -235,7 +235,7 @@ DUE_TIMERS = (
 
 CREDENTIAL_COLUMNS = (
     "name, role, events, may_start, hmac_key, secret_hash, created_at, last_used, revoked_at, "
-    "supervisor, supervisor_prefix"
+    "supervisor, supervisor_prefix, github"
 )
 #: A bound parameter for each of `CREDENTIAL_COLUMNS`.
 CREDENTIAL_MARKS = ", ".join("?" * (CREDENTIAL_COLUMNS.count(",") + 1))
@@ -243,7 +243,7 @@ CREDENTIAL_MARKS = ", ".join("?" * (CREDENTIAL_COLUMNS.count(",") + 1))
 
 def credential_row(row: tuple[Any, ...]) -> CredentialRow:
     name, role, events, may_start, hmac_key, secret_hash, created, last_used, revoked = row[:9]
-    supervisor, prefix = row[9:]
+    supervisor, prefix, github = row[9:]
     return CredentialRow(
         name,
         role,
@@ -256,6 +256,7 @@ def credential_row(row: tuple[Any, ...]) -> CredentialRow:
         time_or_none(revoked),
         supervisor,
         bool(prefix),
+        None if github is None else decode(github),
     )
 
 
@@ -273,4 +274,5 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
         None if row.revoked_at is None else to_column(row.revoked_at),
         row.supervisor,
         int(row.supervisor_prefix),
+        None if row.github is None else json_text(row.github),
     )

@@ -119,7 +119,8 @@ class CredentialRow:
     Only the SHA-256 of the secret is kept; `hmac_key` is the key of a webhook whose
     deliveries are signed. A supervisor credential acts as the supervisor `supervisor`, or
     as every name that starts with it when `supervisor_prefix`; None (a credential kept
-    before bindings) acts as any supervisor."""
+    before bindings) acts as any supervisor. `github` is how a GitHub webhook's deliveries
+    become starts and fires (`access.Hook`, as JSON); None for any other credential."""
 
     name: str
     role: str
@@ -132,3 +133,4 @@ class CredentialRow:
     revoked_at: float | None = None
     supervisor: str | None = None
     supervisor_prefix: bool = False
+    github: dict[str, Any] | None = None

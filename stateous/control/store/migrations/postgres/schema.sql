@@ -129,7 +129,8 @@ CREATE TABLE credentials (
     last_used TEXT COLLATE "C",
     revoked_at TEXT COLLATE "C",
     supervisor TEXT,
-    supervisor_prefix INTEGER NOT NULL DEFAULT 0
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0,
+    github JSON
 );
 
 -- The control plane's settings (0009), one row each: `auth` is `on` from the first

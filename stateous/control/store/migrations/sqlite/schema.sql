@@ -131,7 +131,8 @@ CREATE TABLE credentials (
     last_used TEXT,
     revoked_at TEXT,
     supervisor TEXT,
-    supervisor_prefix INTEGER NOT NULL DEFAULT 0
+    supervisor_prefix INTEGER NOT NULL DEFAULT 0,
+    github TEXT
 );
 
 -- The control plane's settings (0009), one row each: `auth` is `on` from the first
