@@ -76,10 +76,12 @@ def add_backup(commands: Commands) -> None:
 
 
 def add_token(commands: Commands) -> None:
-    from stateous.cli import listing, tokens
+    from stateous.cli import listing, retry, tokens
 
     url = tokens.url_options()
-    listing.add_token_list(tokens.add_commands(commands, url), url)
+    verbs = tokens.add_commands(commands, url)
+    retry.add_command(verbs, url)
+    listing.add_token_list(verbs, url)
 
 
 def add_tasks(commands: Commands) -> None:

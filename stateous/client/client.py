@@ -222,6 +222,18 @@ class Client:
         """Cancel an active or paused token for good."""
         return self._call("POST", f"/tokens/{segment(token)}/cancel")
 
+    def retry(
+        self, token: str, state: str | None = None, context: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Bring a failed or cancelled token back, active, in `state` (its last state when
+        None), with the `context` changes merged."""
+        body: dict[str, Any] = {}
+        if state is not None:
+            body["from"] = state
+        if context is not None:
+            body["context"] = context
+        return self._call("POST", f"/tokens/{segment(token)}/retry", body)
+
     # tasks and the workflow
 
     def report(

@@ -109,6 +109,7 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tokens/{token}/pause"): OPERATOR,
     ("POST", "/tokens/{token}/resume"): OPERATOR,
     ("POST", "/tokens/{token}/cancel"): OPERATOR,
+    ("POST", "/tokens/{token}/retry"): OPERATOR,
     ("GET", "/tasks"): OPERATOR,
     ("GET", "/supervisors"): OPERATOR,
     ("POST", "/tasks/claim"): WORK,

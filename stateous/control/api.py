@@ -330,6 +330,10 @@ class Token(Resource):
         read_body(req)
         answer(resp, self.engine.cancel(token, by=caller(req)))
 
+    def on_post_retry(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        body = read_shape(req, wire.RetryBody)
+        answer(resp, self.engine.retry(token, body.state, body.context, by=caller(req)))
+
 
 class Hooks(Resource):
     """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
@@ -494,7 +498,7 @@ def create_app(
     app.add_route("/tokens/{token}", token)
     app.add_route("/tokens/{token}/history", token, suffix="history")
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
-    for action in ("pause", "resume", "cancel"):
+    for action in ("pause", "resume", "cancel", "retry"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
     app.add_route("/tasks", tasks)
     app.add_route("/supervisors", Supervisors(engine))

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from stateous.control import checks, claiming
+from stateous.control import checks, claiming, mending
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -340,6 +340,24 @@ class Engine:
         def operation(tx: Tx) -> TokenView:
             row = self._steerable(tx, token, LIVE_TOKEN, "cancel", "cancelled")
             self.moves.cancel_token(tx, row, None)
+            return view(row)
+
+        return self._write(operation, by)
+
+    def retry(
+        self,
+        token: str,
+        state: str | None = None,
+        context: dict[str, Any] | None = None,
+        *,
+        by: str | None = None,
+    ) -> TokenView:
+        """Bring a failed or cancelled token back, active, in `state` (its last state when
+        None), with `context` changes merged (`mending.retry`)."""
+
+        def operation(tx: Tx) -> TokenView:
+            row = self.token_row(tx, token)
+            mending.retry(tx, self.moves, row, state, context)
             return view(row)
 
         return self._write(operation, by)

@@ -60,6 +60,36 @@ class ChildToken(EngineError):
     code, status = "child_token", 409
 
 
+class TokenLive(EngineError):
+    """A retry of a token that is active or paused: there is nothing to mend."""
+
+    code, status = "token_live", 409
+
+
+class TokenCompleted(EngineError):
+    """A retry of a token that completed: its work is done for good."""
+
+    code, status = "token_completed", 409
+
+
+class UnknownState(EngineError, ValueError):
+    """A state that the token's workflow does not have."""
+
+    code, status = "unknown_state", 422
+
+
+class StateNotVisited(EngineError):
+    """A retry from a state of the workflow that the token never entered."""
+
+    code, status = "state_not_visited", 409
+
+
+class ParentMovedOn(EngineError):
+    """A retry of a child whose parent has left the visit that started it."""
+
+    code, status = "parent_moved_on", 409
+
+
 class TaskNotHeld(EngineError):
     code, status = "task_not_held", 409
 

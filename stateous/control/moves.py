@@ -339,12 +339,14 @@ class Moves:
     # ending
 
     def end(self, tx: Tx, token: TokenRow, status: TokenStatus, data: dict[str, Any]) -> None:
-        """End the token for good: completed, failed or cancelled."""
+        """End the token: completed, failed or cancelled. Only a completed token loses its
+        memory: a failed or cancelled one may be retried, and its routines need it then."""
         token.status = status
         tx.record(token.token, ENDING[status], data)
         tx.save_token(token)
         tx.cancel_timers(token.token)
-        tx.drop_memory(token.token)
+        if status == TokenStatus.COMPLETED:
+            tx.drop_memory(token.token)
         if token.parent is not None and status != TokenStatus.CANCELLED:
             self.child_ended(tx, token)
 

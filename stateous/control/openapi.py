@@ -165,6 +165,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/tokens/{token}/pause"): STEER,
     ("POST", "/tokens/{token}/resume"): STEER,
     ("POST", "/tokens/{token}/cancel"): STEER,
+    ("POST", "/tokens/{token}/retry"): Operation(
+        "bring a failed or cancelled token back to a state it visited", wire.RetryBody
+    ),
     ("GET", "/tasks"): Operation(
         "live tasks, the oldest queued first",
         answers=((200, list[wire.TaskView]),),

@@ -55,6 +55,12 @@ def _entered(data: Data) -> str:
     return f"entered {data['state']}"
 
 
+def _retried(data: Data) -> str:
+    told = f"retried in {data['state']} (it was {data['was']})"
+    changes = data.get("changes")
+    return f"{told}; context changed: {', '.join(changes)}" if changes else told
+
+
 def _ended(reason_kind: str) -> Callable[[Data], str]:
     def sentence(data: Data) -> str:
         reason = data.get("reason")
@@ -85,6 +91,7 @@ SENTENCES: dict[Kind, Callable[[Data], str]] = {
     Kind.EVENT_REPLAYED: lambda data: f"{data['event']} applied on resume",
     Kind.PAUSED: lambda data: "paused",
     Kind.RESUMED: lambda data: "resumed",
+    Kind.RETRIED: _retried,
     Kind.CANCELLED: _ended("cancelled"),
     Kind.COMPLETED: _ended("completed"),
     Kind.FAILED: _ended("failed"),

@@ -91,6 +91,7 @@ class Kind(StrEnum):
     MEMORY_DELETED = "memory_deleted"
     PAUSED = "paused"
     RESUMED = "resumed"
+    RETRIED = "retried"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"

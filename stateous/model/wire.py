@@ -196,6 +196,15 @@ class FireBody(msgspec.Struct, kw_only=True):
     payload: dict[str, Any] | None = None
 
 
+class RetryBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A retry: the state to enter again (the token's last when absent), and the context
+    changes to merge; an unknown field is refused, so that a misspelt `from` does not
+    silently retry from the last state."""
+
+    state: str | None = msgspec.field(default=None, name="from")
+    context: dict[str, Any] | None = None
+
+
 class ClaimBody(msgspec.Struct, kw_only=True):
     supervisor: str
     states: list[str]

@@ -48,7 +48,8 @@ CASES = [
         ("token", "bogus"),
         "usage: stateous token ",
         "stateous token: error: argument VERB: invalid choice: 'bogus' "
-        "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'list')",
+        "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'retry', "
+        "'list')",
     ),
     (
         ("--bogus", "token", "show"),

@@ -146,6 +146,7 @@ REQUESTS = {
     ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
     ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
+    ("POST", "/tokens/{token}/retry"): ("/tokens/ORDER-1/retry", None),
     ("GET", "/tasks"): ("/tasks", None),
     ("GET", "/supervisors"): ("/supervisors", None),
     ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),

@@ -711,7 +711,8 @@ def test_cancel_stops_the_token_its_task_and_its_held_events(plane: Plane) -> No
         ("cancelled", {}),
     ]
     assert plane.engine.heartbeat("box-1", [task]) == [task]
-    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review")).memory == {}
+    # A cancelled token keeps its memory, for a retry.
+    assert plane.store.read(lambda tx: tx.grant_reads("ORDER-1", "review")).memory == {"dev": "s"}
     with pytest.raises(TokenNotActive):
         plane.engine.cancel("ORDER-1")
 
