@@ -56,7 +56,13 @@ from stateous.supervisor.refusals import (
     TRY_AGAIN,
     backoff,
 )
-from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
+from stateous.supervisor.routine import (
+    Context,
+    EnteredBy,
+    RetryLater,
+    TaskGone,
+    context_misfit,
+)
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -452,6 +458,10 @@ class Supervisor:
             if running.gone is not None:
                 return None
             return {"kind": "failed", "error": failure_text(self.root, ex)}
+        except RetryLater as ex:
+            error = failure_text(self.root, ex)
+            log.info("%s: the routine asks for its next attempt in %gs", running.label, ex.seconds)
+            return {"kind": "failed", "error": error, "retry_after": ex.seconds}
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)

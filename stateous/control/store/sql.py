@@ -59,7 +59,7 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
+from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerKind, TimerStatus
 
 #: The row of `settings` that says whether authentication is on.
 AUTH = "auth"
@@ -454,6 +454,17 @@ class SqlTx(ListingSql, ABC):
         for ident, due_at in rows:
             moved = to_column(from_column(due_at) + seconds)
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
+
+    def retry_planned(self, token: str) -> bool:
+        """Whether the token's task waits for its next attempt: a pending `retry` timer."""
+        return (
+            self.one(
+                f"SELECT 1 FROM timers WHERE token = ? AND status = {word(TimerStatus.PENDING)} "
+                f"AND kind = {word(TimerKind.RETRY)} LIMIT 1",
+                (token,),
+            )
+            is not None
+        )
 
     def due_timers(self, limit: int) -> list[int]:
         return [row[0] for row in self.execute(DUE_TIMERS, (self.stamp, limit))]

@@ -38,7 +38,20 @@ from stateous.model.errors import Failure
 log = logging.getLogger("stateous.control.store")
 
 #: Every migration's version, in order; each is a file `<version>.sql` per backend.
-VERSIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011")
+VERSIONS = (
+    "0001",
+    "0002",
+    "0003",
+    "0004",
+    "0005",
+    "0006",
+    "0007",
+    "0008",
+    "0009",
+    "0010",
+    "0011",
+    "0012",
+)
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.
 SCHEMA = "schema"
