@@ -33,7 +33,7 @@ from stateous.client.urls import Urls
 from stateous.model.invocation import invoked_as
 from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
-from stateous.supervisor.attempt import report_of, run_routine
+from stateous.supervisor.attempt import failed_report, report_of, run_routine
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -56,13 +56,7 @@ from stateous.supervisor.refusals import (
     TRY_AGAIN,
     backoff,
 )
-from stateous.supervisor.routine import (
-    Context,
-    EnteredBy,
-    RetryLater,
-    TaskGone,
-    context_misfit,
-)
+from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -458,14 +452,10 @@ class Supervisor:
             if running.gone is not None:
                 return None
             return {"kind": "failed", "error": failure_text(self.root, ex)}
-        except RetryLater as ex:
-            error = failure_text(self.root, ex)
-            log.info("%s: the routine asks for its next attempt in %gs", running.label, ex.seconds)
-            return {"kind": "failed", "error": error, "retry_after": ex.seconds}
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
-            return {"kind": "failed", "error": error}
+            return failed_report(error, ex)
 
     def _finish(self, running: Running, job: object = None) -> None:
         self.running.pop(running.grant.task, None)
