@@ -32,7 +32,13 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
             join=state.join,
             inputs=list(state.inputs),
         )
-    return StateSpec(timeout=state.timeout, retries=state.retries, emits=emits(workflow, state))
+    return StateSpec(
+        timeout=state.timeout,
+        retries=state.retries,
+        retry_delay=state.retry_delay,
+        retry_delay_max=state.retry_delay_max,
+        emits=emits(workflow, state),
+    )
 
 
 def workflow_spec(workflow: Workflow, models: Models) -> WorkflowSpec:

@@ -21,7 +21,7 @@ from stateous.control.errors import (
 from stateous.control.graph import Flow
 from stateous.control.validation import Invalid
 from stateous.control.waits import LONGEST_WAIT
-from stateous.model.durations import parse_duration
+from stateous.model.durations import LONGEST, parse_duration
 from stateous.model.names import BUILTIN_EVENTS, plain_text
 from stateous.model.names import NAME_LIMIT as NAME_LENGTH
 from stateous.model.wire import Schedule
@@ -99,6 +99,17 @@ def request_id(request: str | None) -> None:
 def claim_wait(wait: float) -> None:
     if not 0 <= wait <= LONGEST_WAIT:
         raise InvalidArgument(f"a claim's wait is 0 to {LONGEST_WAIT:g} seconds")
+
+
+def retry_after(kind: str, seconds: float | None) -> None:
+    """A report may ask for a wait before the next attempt only of a failed attempt, and
+    for no longer than the longest duration."""
+    if seconds is None:
+        return
+    if kind != "failed":
+        raise InvalidArgument("retry_after goes only with a report of kind 'failed'")
+    if not 0 <= seconds <= LONGEST:
+        raise InvalidArgument(f"retry_after is 0 to {LONGEST} seconds")
 
 
 def heartbeat_tasks(tasks: object) -> None:

@@ -1,4 +1,5 @@
-"""The clock: about once a second, renew the hold, end leases that are over, fire timers.
+"""The clock: about once a second, renew the hold, end leases that are over, fire timers
+(a `retry` timer queues its task's next attempt).
 
 It runs in a thread of its own. A tick that fails is logged in one line and tried
 again on the next beat; a lost hold stops the clock and tells the server.
@@ -81,7 +82,11 @@ def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
         return False
     tx.set_timer_status(ident, TimerStatus.FIRED)
     tx.record(token.token, Kind.TIMER_FIRED, {"timer": ident, "event": timer.event})
-    if timer.kind == TimerKind.TIMEOUT:
+    if timer.kind == TimerKind.RETRY:
+        task = tx.live_task(token.token)
+        if task is not None and task.status == TaskStatus.WAITING:
+            engine.moves.requeue(tx, task)
+    elif timer.kind == TimerKind.TIMEOUT:
         engine.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
     else:
         engine.moves.route(tx, token, Arrival(timer.event, timer.payload), Unrouted.REJECT)

@@ -499,12 +499,12 @@ class Engine:
                 raise AttemptOver(f"task {ident} has moved on from attempt {attempt}")
             raise TaskNotHeld(f"task {ident} is not at attempt {attempt}")
         if outside:
-            if task.status != TaskStatus.WAITING:
+            if task.status != TaskStatus.WAITING or tx.retry_planned(task.token):
                 raise TaskNotHeld(f"task {ident} is not waiting for an outcome from outside")
         elif supervisor is not None:
             if task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
                 raise TaskNotHeld(f"task {ident} is not held by supervisor {supervisor!r}")
-        elif task.status not in WORKED_ON:
+        elif task.status not in WORKED_ON or tx.retry_planned(task.token):
             raise TaskNotHeld(f"nobody works on task {ident} now")
         return task, self.token_row(tx, task.token)
 
@@ -564,6 +564,7 @@ class Engine:
         if body.supervisor is not None:
             checks.supervisor_name(body.supervisor)
         checks.attempt(body.attempt)
+        checks.retry_after(body.kind, body.retry_after)
 
         def operation(tx: Tx) -> TokenView:
             row, token = self._held_task(
@@ -571,7 +572,8 @@ class Engine:
             )
             tx.count(Counter.REPORTS, body.kind)
             if body.kind == "failed":
-                self.fail_attempt(tx, row, token, body.error or "the routine failed")
+                error = body.error or "the routine failed"
+                self.fail_attempt(tx, row, token, error, body.retry_after)
                 return view(token)
             flow = self.moves.flow(token)
             changes = body.context or {}
@@ -600,18 +602,17 @@ class Engine:
 
         return self._write(operation, by)
 
-    def fail_attempt(self, tx: Tx, task: TaskRow, token: TokenRow, error: str) -> None:
-        """Count a failed attempt: try again while retries are left, else deliver `error`."""
+    def fail_attempt(
+        self, tx: Tx, task: TaskRow, token: TokenRow, error: str, retry_after: float | None = None
+    ) -> None:
+        """Count a failed attempt: try again while retries are left (after the state's backoff,
+        or the `retry_after` seconds the routine asked for), else deliver `error`."""
         tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
         tx.cancel_timers(token.token, TimerKind.TIMER)
         spec = self.moves.flow(token).state(token.state)
         task.claimed_by, task.lease_until = None, None
         if task.attempt <= spec.retries:
-            task.status = TaskStatus.QUEUED
-            tx.save_task(task)
-            tx.record(
-                token.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1}
-            )
+            self.moves.retry(tx, token, task, self.moves.retry_wait(spec, task, retry_after))
             return
         task.status = TaskStatus.FAILED
         tx.save_task(task)

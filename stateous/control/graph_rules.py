@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
@@ -93,6 +94,11 @@ def _state(
             yield f"{where}.timeout: {ex}"
     if state_spec.retries < 0:
         yield f"{where}.retries: {state_spec.retries} is not a whole number, 0 or more"
+    problem = backoff_problem(
+        state_spec.retries, state_spec.retry_delay, state_spec.retry_delay_max
+    )
+    if problem is not None:
+        yield f"{where}: {problem}"
     for index, event in enumerate(state_spec.emits or []):
         if event not in spec.events:
             yield f"{where}.emits[{index}]: workflow {name!r} has no event {event!r}"

@@ -20,7 +20,9 @@ from stateous.control import checks
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Graph, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
+from stateous.model.backoff import ceiling, jittered
 from stateous.model.durations import parse_duration
+from stateous.model.graph_file import StateSpec
 from stateous.model.names import END_NAME, START_NAME, STARTED
 from stateous.model.vocabulary import (
     CLOSING,
@@ -33,6 +35,8 @@ from stateous.model.vocabulary import (
     TokenStatus,
 )
 
+#: The event name that a `retry` timer carries: it is never routed, only shown.
+RETRY_EVENT = "retry"
 #: The longest token id; a child's id is its parent's, its state, visit and workflow.
 ID_LIMIT = 128
 
@@ -308,15 +312,53 @@ class Moves:
             )
 
     def set_timer(
-        self, tx: Tx, token: TokenRow, event: str, payload: Any, seconds: float, kind: str
+        self,
+        tx: Tx,
+        token: TokenRow,
+        event: str,
+        payload: Any,
+        seconds: float,
+        kind: str,
+        detail: dict[str, Any] | None = None,
     ) -> None:
+        """Keep a timer of the token's visit, due in `seconds`; `detail` goes to its entry."""
         due = tx.now + seconds
         timer = tx.insert_timer(token.token, token.state, token.visit, event, payload, due, kind)
         tx.record(
             token.token,
             Kind.TIMER_SET,
-            {"timer": timer, "event": event, "due_at": to_iso(due), "kind": kind},
+            {"timer": timer, "event": event, "due_at": to_iso(due), "kind": kind, **(detail or {})},
         )
+
+    # retries
+
+    @staticmethod
+    def retry_wait(spec: StateSpec, task: TaskRow, asked: float | None) -> float:
+        """The seconds before the next attempt: what the routine asked for, else the state's
+        backoff after this attempt (none without `retry_delay`)."""
+        if asked is not None:
+            return asked
+        if spec.retry_delay is None:
+            return 0.0
+        longest = ceiling(spec.retry_delay, spec.retry_delay_max, task.attempt)
+        return jittered(longest, f"{task.id}:{task.attempt}")
+
+    def retry(self, tx: Tx, token: TokenRow, task: TaskRow, wait: float) -> None:
+        """Bring a failed task to its next attempt: queued now, or waiting for a `retry`
+        timer that queues it when it is due (kept in the database, so a restart keeps it)."""
+        if wait <= 0:
+            self.requeue(tx, task)
+            return
+        task.status = TaskStatus.WAITING
+        tx.save_task(task)
+        detail = {"task": task.id, "attempt": task.attempt + 1}
+        self.set_timer(tx, token, RETRY_EVENT, None, wait, TimerKind.RETRY, detail)
+
+    def requeue(self, tx: Tx, task: TaskRow) -> None:
+        """Queue a task for its next attempt, as a task queued anew."""
+        task.status, task.queued_at = TaskStatus.QUEUED, tx.now
+        tx.save_task(task)
+        tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})
 
     def first_move(self, tx: Tx, token: TokenRow) -> None:
         """Move a new token out of START, by the guards on its context."""

@@ -14,6 +14,8 @@ from typing import Any
 import msgspec
 
 FORMAT = 1
+#: The keys of a state that tell only when its work runs: changing them keeps the structure.
+TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max")
 
 
 class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -21,6 +23,9 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
 
     timeout: str | None = None
     retries: int = 0
+    #: The wait before the second attempt, doubled for each one after, up to the max.
+    retry_delay: str | None = None
+    retry_delay_max: str | None = None
     emits: list[str] | None = None
     parallel: list[str] | None = None
     join: str | None = None
@@ -126,14 +131,15 @@ def checksum(graph: GraphFile) -> str:
 
 
 def structure(graph: GraphFile) -> str:
-    """Hash the graph without the states' `timeout` and `retries`.
+    """Hash the graph without the states' timing: `timeout`, `retries`, `retry_delay` and
+    `retry_delay_max`.
 
-    Changing only those two keeps the structure, so a database with live tokens can
-    take the new file.
+    Changing only those keeps the structure, so a database with live tokens can take the
+    new file.
     """
     document = msgspec.to_builtins(graph)
     for workflow in (document, *document.get("workflows", {}).values()):
         for state in workflow["states"].values():
-            state.pop("timeout", None)
-            state.pop("retries", None)
+            for key in TIMING:
+                state.pop(key, None)
     return _digest(document)

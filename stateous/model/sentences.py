@@ -36,6 +36,13 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _timer_set(data: Data) -> str:
+    """A timer's line; the wait before a task's next attempt says when that attempt comes."""
+    if data.get("kind") == "retry":
+        return f"task {data['task']} waits: attempt {data['attempt']} at {utc(data['due_at'])}"
+    return f"timer set: {data['event']} at {utc(data['due_at'])}"
+
+
 def _started(data: Data) -> str:
     parent = data.get("parent")
     return "started" if parent is None else f"started as a branch of {parent}"
@@ -84,7 +91,7 @@ SENTENCES: dict[Kind, Callable[[Data], str]] = {
     Kind.TASK_RETRYING: lambda data: (
         f"task {data['task']} is tried again (attempt {data['attempt']})"
     ),
-    Kind.TIMER_SET: lambda data: f"timer set: {data['event']} at {utc(data['due_at'])}",
+    Kind.TIMER_SET: _timer_set,
     Kind.TIMER_FIRED: lambda data: f"timer fired: {data['event']}",
     Kind.EVENT_REJECTED: lambda data: f"{data['event']} refused: {data['reason']}",
     Kind.EVENT_DEFERRED: lambda data: f"{data['event']} held while paused",

@@ -51,10 +51,12 @@ class TimerStatus(StrEnum):
 
 
 class TimerKind(StrEnum):
-    """A state's `timeout`, or a timer that a routine set."""
+    """A state's `timeout`, a timer that a routine set, or the wait before a task's next
+    attempt (`retry_delay`, `RetryLater`)."""
 
     TIMEOUT = "timeout"
     TIMER = "timer"
+    RETRY = "retry"
 
 
 class Role(StrEnum):

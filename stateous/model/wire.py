@@ -237,6 +237,9 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     schedules: list[Schedule] = []
     attempt: int | None = None
     supervisor: str | None = None
+    #: With `failed`: the seconds to wait before the next attempt (a provider's
+    #: `Retry-After`), instead of the state's backoff.
+    retry_after: float | None = None
 
     def __post_init__(self) -> None:
         if self.kind == "event" and not self.event:

@@ -12,12 +12,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
 
 JOINS = ("all", "any")
+#: The keywords of `Workflow.state`, in the order an error lists them.
+STATE_KEYWORDS = (
+    "timeout",
+    "retries",
+    "retry_delay",
+    "retry_delay_max",
+    "parallel",
+    "join",
+    "inputs",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +54,8 @@ class State:
     name: str
     timeout: str | None = None
     retries: int = 0
+    retry_delay: str | None = None
+    retry_delay_max: str | None = None
     parallel: tuple[Workflow, ...] = ()
     join: str = "all"
     inputs: tuple[str, ...] = ()
@@ -131,6 +144,8 @@ class Workflow:
         *,
         timeout: str | None = None,
         retries: int = 0,
+        retry_delay: str | None = None,
+        retry_delay_max: str | None = None,
         parallel: Sequence[Workflow] | None = None,
         join: str = "all",
         inputs: Sequence[str] | None = None,
@@ -138,7 +153,7 @@ class Workflow:
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
         what = f"state {name!r}"
-        _unknown_keywords(what, unknown, ("timeout", "retries", "parallel", "join", "inputs"))
+        _unknown_keywords(what, unknown, STATE_KEYWORDS)
         _check_name("state", name)
         if name in self.states:
             raise DefinitionError(f"{what} is declared twice in workflow {self.name!r}")
@@ -150,11 +165,16 @@ class Workflow:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise DefinitionError(f"{what}: retries={retries!r} must be a whole number, 0 or more")
         children = self._children(what, parallel, join, inputs, retries)
+        problem = backoff_problem(retries, retry_delay, retry_delay_max)
+        if problem is not None:
+            raise DefinitionError(f"{what}: {problem}")
         state = State(
             self,
             name,
             timeout=timeout,
             retries=retries,
+            retry_delay=retry_delay,
+            retry_delay_max=retry_delay_max,
             parallel=children,
             join=join,
             inputs=tuple(inputs or ()),

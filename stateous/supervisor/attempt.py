@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from stateous.supervisor.routine import Context, Occurrence, StateRef
+from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
 
 
 def in_thread(function: Callable[[Any], Any], argument: Any) -> asyncio.Future[Any]:
@@ -72,3 +72,12 @@ def report_of(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]
             "error": f"the routine returned {result.name!r}, which {state.name!r} cannot emit",
         }
     return {"kind": "event", "event": result.name, "payload": result.payload_json(), **extra}
+
+
+def failed_report(error: str, raised: Exception) -> dict[str, Any]:
+    """The body of an attempt whose routine raised; a `RetryLater` adds the wait it asked
+    for, so the control plane takes it instead of the state's `retry_delay`."""
+    body: dict[str, Any] = {"kind": "failed", "error": error}
+    if isinstance(raised, RetryLater):
+        body["retry_after"] = raised.seconds
+    return body

@@ -41,6 +41,22 @@ class OutcomeError(ValueError):
     """Data that does not name an event of the state, or whose payload does not fit."""
 
 
+class RetryLater(Exception):
+    """Raised by a routine to fail this attempt and ask for its next one in `seconds` (a
+    provider's `Retry-After`) instead of the state's `retry_delay`.
+
+    The attempt counts as failed, with `reason` as its error: without retries left, the
+    token gets `error` as after any other failed attempt.
+    """
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+            raise ValueError(f"RetryLater takes a number of seconds, 0 or more, not {seconds!r}")
+        super().__init__(reason or f"retry in {seconds:g} seconds")
+        self.seconds = float(seconds)
+        self.reason = reason
+
+
 class TaskGone(BaseException):
     """Raised by `ctx.check()` once the routine's task is gone: cancelled, taken back by the
     control plane, or given back at a forced stop.

@@ -33,7 +33,7 @@ from stateous.client.urls import Urls
 from stateous.model.invocation import invoked_as
 from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
-from stateous.supervisor.attempt import report_of, run_routine
+from stateous.supervisor.attempt import failed_report, report_of, run_routine
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -455,7 +455,7 @@ class Supervisor:
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
-            return {"kind": "failed", "error": error}
+            return failed_report(error, ex)
 
     def _finish(self, running: Running, job: object = None) -> None:
         self.running.pop(running.grant.task, None)

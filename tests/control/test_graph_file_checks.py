@@ -66,6 +66,12 @@ MISTAKES: dict[str, tuple[Callable[[Document], None], str]] = {
         set_in([*REVIEWS, "states", "triage", "timeout"], "0s"),
         "workflows.security-review.states.triage.timeout: '0s' is not a duration",
     ),
+    "a retry_delay_max shorter than the retry_delay": (
+        lambda document: document["states"]["coding"].update(
+            retries=2, retry_delay="1m", retry_delay_max="10s"
+        ),
+        "states.coding: retry_delay_max='10s' is shorter than retry_delay='1m'",
+    ),
     "negative retries": (
         set_in(["states", "coding", "retries"], -1),
         "states.coding.retries: -1 is not a whole number, 0 or more",

@@ -23,7 +23,7 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerStatus, TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerKind, TimerStatus, TokenStatus
 
 _encode = msgspec.json.encode
 decode = msgspec.json.decode
@@ -111,6 +111,15 @@ TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workf
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
 TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
+#: When each pending timer of a token is due: what a resume shifts.
+PENDING_DUE = (
+    f"SELECT id, due_at FROM timers WHERE token = ? AND status = {word(TimerStatus.PENDING)}"
+)
+#: A pending `retry` timer of a token: its task waits for its next attempt.
+PLANNED_RETRY = (
+    f"SELECT 1 FROM timers WHERE token = ? AND status = {word(TimerStatus.PENDING)} "
+    f"AND kind = {word(TimerKind.RETRY)} LIMIT 1"
+)
 TIMER_BY_ID = (
     "SELECT id, token, state, visit, event, payload, set_at, due_at, status, kind "
     "FROM timers WHERE id = ?"

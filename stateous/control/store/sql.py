@@ -23,6 +23,8 @@ from stateous.control.store.columns import (
     LEDGER_BATCH,
     LISTED,
     NEXT_QUEUED,
+    PENDING_DUE,
+    PLANNED_RETRY,
     STATE_LAST,
     STATE_TASK,
     STATE_TIMERS,
@@ -446,14 +448,13 @@ class SqlTx(ListingSql, ABC):
         learns the number its own way)."""
 
     def shift_timers(self, token: str, seconds: float) -> None:
-        rows = self.execute(
-            "SELECT id, due_at FROM timers "
-            f"WHERE token = ? AND status = {word(TimerStatus.PENDING)}",
-            (token,),
-        )
-        for ident, due_at in rows:
+        for ident, due_at in self.execute(PENDING_DUE, (token,)):
             moved = to_column(from_column(due_at) + seconds)
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
+
+    def retry_planned(self, token: str) -> bool:
+        """Whether the token's task waits for its next attempt: a pending `retry` timer."""
+        return self.one(PLANNED_RETRY, (token,)) is not None
 
     def due_timers(self, limit: int) -> list[int]:
         return [row[0] for row in self.execute(DUE_TIMERS, (self.stamp, limit))]

@@ -51,6 +51,7 @@ VERSIONS = (
     "0010",
     "0011",
     "0012",
+    "0013",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

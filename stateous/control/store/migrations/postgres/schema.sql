@@ -85,7 +85,7 @@ CREATE TABLE timers (
     set_at TEXT COLLATE "C" NOT NULL,
     due_at TEXT COLLATE "C" NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'cancelled')),
-    kind TEXT NOT NULL CHECK (kind IN ('timeout', 'timer'))
+    kind TEXT NOT NULL CHECK (kind IN ('timeout', 'timer', 'retry'))
 );
 CREATE INDEX timers_due ON timers (due_at, id)
     WHERE status = 'pending' AND due_at IS NOT NULL;

@@ -87,7 +87,7 @@ CREATE TABLE timers (
     due_at TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status = 'pending' OR status = 'fired'
         OR status = 'cancelled'),
-    kind TEXT NOT NULL CHECK (kind = 'timeout' OR kind = 'timer')
+    kind TEXT NOT NULL CHECK (kind = 'timeout' OR kind = 'timer' OR kind = 'retry')
 );
 CREATE INDEX timers_due ON timers (due_at, id) WHERE status = 'pending';
 CREATE INDEX timers_token ON timers (token) WHERE status = 'pending';
