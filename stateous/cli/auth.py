@@ -72,7 +72,8 @@ def hook_of(args: argparse.Namespace) -> Hook | None:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from stateous.control.access import add_credential, new_secret
+    from stateous.control.access import new_secret
+    from stateous.control.credentials import add_credential
 
     hook = hook_of(args)
     events = [event.strip() for event in args.events.split(",")] if args.events else None
@@ -149,7 +150,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    from stateous.control.access import revoke_credential
+    from stateous.control.credentials import revoke_credential
 
     with database(args.db) as store:
         last = revoke_credential(store, args.name, force=args.force)
@@ -172,7 +173,7 @@ SETTING = {
 
 def run_setting(args: argparse.Namespace) -> int:
     """`auth enable` or `auth disable`: say the setting left, and whether it already was."""
-    from stateous.control.access import set_authentication
+    from stateous.control.credentials import set_authentication
 
     on = args.verb == "enable"
     with database(args.db) as store:

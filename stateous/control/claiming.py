@@ -3,7 +3,10 @@ write at all, a claim sent again after a lost answer, and the grant a claim answ
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from stateous.control.store import TaskRow, TokenRow, Tx
+from stateous.control.waits import Waiter
 from stateous.model.names import STARTED
 from stateous.model.vocabulary import TaskStatus
 from stateous.model.wire import EnteredBy, Grant
@@ -11,6 +14,15 @@ from stateous.model.wire import EnteredBy, Grant
 #: How old a supervisor's claim row may grow before an empty claim writes it again, in
 #: seconds: `GET /supervisors` shows the last claim true to about this much.
 CLAIM_TIME_KEPT = 60.0
+
+
+class Claimed(NamedTuple):
+    """What a claim that may wait found: its grant, else its waiter (None when it may not
+    wait), and whether it was turned away for want of room to wait."""
+
+    grant: Grant | None
+    waiter: Waiter | None
+    turned_away: bool
 
 
 def must_write(tx: Tx, supervisor: str, states: list[str]) -> bool:

@@ -64,7 +64,7 @@ def end_lease(engine: Engine, tx: Tx, ident: int) -> bool:
     token = engine.token_row(tx, task.token)
     reason = f"{task.claimed_by} stopped answering: no heartbeat for {in_words(engine.lease)}"
     tx.count(Counter.LEASES_ENDED)
-    engine.fail_attempt(tx, task, token, reason)
+    engine.moves.fail_attempt(tx, task, token, reason)
     return True
 
 

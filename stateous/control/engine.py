@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 from stateous.control import checks, claiming, mending
 from stateous.control.errors import (
@@ -39,26 +39,9 @@ from stateous.model.vocabulary import (
     WORKED_ON,
     Kind,
     TaskStatus,
-    TimerKind,
     TokenStatus,
 )
-from stateous.model.wire import (
-    Duplicate,
-    Grant,
-    Health,
-    HistoryEntry,
-    ReportBody,
-    TokenView,
-)
-
-
-class Claimed(NamedTuple):
-    """What a claim that may wait found: its grant, else its waiter (None when it may not
-    wait), and whether it was turned away for want of room to wait."""
-
-    grant: Grant | None
-    waiter: Waiter | None
-    turned_away: bool
+from stateous.model.wire import Duplicate, Grant, Health, HistoryEntry, ReportBody, TokenView
 
 
 class Engine:
@@ -384,7 +367,7 @@ class Engine:
         by: str | None = None,
         wait: float = 0.0,
         waiter: Waiter | None = None,
-    ) -> Claimed:
+    ) -> claiming.Claimed:
         """Claim as `claim` does; with `wait`, first enter the waits (unless the claim has a
         `waiter` already, from an earlier attempt), so that a task queued during the attempt
         wakes it. The caller parks the waiter or lets it leave."""
@@ -404,7 +387,7 @@ class Engine:
             if waiter is not None:
                 waiter.leave()
             raise
-        return Claimed(grant, waiter, turned_away)
+        return claiming.Claimed(grant, waiter, turned_away)
 
     def _claim_once(
         self, supervisor: str, states: list[str], request: str | None, by: str | None
@@ -573,7 +556,7 @@ class Engine:
             tx.count(Counter.REPORTS, body.kind)
             if body.kind == "failed":
                 error = body.error or "the routine failed"
-                self.fail_attempt(tx, row, token, error, body.retry_after)
+                self.moves.fail_attempt(tx, row, token, error, body.retry_after)
                 return view(token)
             flow = self.moves.flow(token)
             changes = body.context or {}
@@ -601,19 +584,3 @@ class Engine:
             return view(token)
 
         return self._write(operation, by)
-
-    def fail_attempt(
-        self, tx: Tx, task: TaskRow, token: TokenRow, error: str, retry_after: float | None = None
-    ) -> None:
-        """Count a failed attempt: try again while retries are left (after the state's backoff,
-        or the `retry_after` seconds the routine asked for), else deliver `error`."""
-        tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
-        tx.cancel_timers(token.token, TimerKind.TIMER)
-        spec = self.moves.flow(token).state(token.state)
-        task.claimed_by, task.lease_until = None, None
-        if task.attempt <= spec.retries:
-            self.moves.retry(tx, token, task, self.moves.retry_wait(spec, task, retry_after))
-            return
-        task.status = TaskStatus.FAILED
-        tx.save_task(task)
-        self.moves.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)

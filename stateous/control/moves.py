@@ -332,6 +332,22 @@ class Moves:
 
     # retries
 
+    def fail_attempt(
+        self, tx: Tx, task: TaskRow, token: TokenRow, error: str, retry_after: float | None = None
+    ) -> None:
+        """Count a failed attempt: try again while retries are left (after the state's backoff,
+        or the `retry_after` seconds the routine asked for), else deliver `error`."""
+        tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
+        tx.cancel_timers(token.token, TimerKind.TIMER)
+        spec = self.flow(token).state(token.state)
+        task.claimed_by, task.lease_until = None, None
+        if task.attempt <= spec.retries:
+            self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
+            return
+        task.status = TaskStatus.FAILED
+        tx.save_task(task)
+        self.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
+
     @staticmethod
     def retry_wait(spec: StateSpec, task: TaskRow, asked: float | None) -> float:
         """The seconds before the next attempt: what the routine asked for, else the state's

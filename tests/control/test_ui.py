@@ -13,8 +13,9 @@ import msgspec
 import pytest
 
 from stateous.control import ui
-from stateous.control.access import Access, add_credential, served_hosts
+from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard
+from stateous.control.credentials import add_credential
 from stateous.control.layout import layout
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
