@@ -86,10 +86,9 @@ UNREAD_LIMIT = 256 * 1024
 LINGER = 2.0
 #: How often the loop looks for connections past their time, in seconds.
 SWEEP = 1
-#: Never make a request thread wait for a client to read: waiting is what parking is for.
-NO_WATERMARK = 2**62
-#: Never spill unsent answers to a temporary file, out of sight of the bounds (`held`).
-NO_SPILL = 2**62
+#: A size never reached: no request thread waits for a client to read (waiting is what
+#: parking is for), and no unsent answer spills to a file, out of sight of `held`'s bounds.
+NEVER = 2**62
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -123,8 +122,8 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         max_request_header_size=HEADER_LIMIT,
         # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
         max_request_body_size=MAX_BODY + 1,
-        outbuf_high_watermark=NO_WATERMARK,
-        outbuf_overflow=NO_SPILL,
+        outbuf_high_watermark=NEVER,
+        outbuf_overflow=NEVER,
         # select() cannot watch a descriptor past 1023; poll() can.
         asyncore_use_poll=True,
         ident="stateous",
