@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from stateous.client.http import Connection, Refused, Unreachable
+from stateous.model.graph_file import GraphFile, GraphFileError, from_document
 from stateous.model.wire import ErrorBody, Grant, Health, Lost
 
 #: The longest answer, in bytes: a grant carries a context and the payload of an event
@@ -247,3 +248,11 @@ def read_health(status: int, answer: Any) -> Health:
         return msgspec.convert(answer, Health)
     except msgspec.ValidationError:
         raise BadAnswer("its /health has no workflow and checksum") from None
+
+
+def read_graph(status: int, answer: Any) -> GraphFile:
+    """The answer of GET /workflow: the graph file that the control plane serves."""
+    try:
+        return from_document(answer)
+    except GraphFileError as ex:
+        raise BadAnswer(f"its /workflow is not a graph file: {ex}") from None

@@ -29,7 +29,14 @@ from stateous.client.urls import is_http
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
 from stateous.model.names import plain_text
-from stateous.supervisor.routine import Context, StateRef, context_model, model_of, routine_state
+from stateous.supervisor.routine import (
+    Context,
+    StateRef,
+    context_model,
+    is_stub,
+    model_of,
+    routine_state,
+)
 
 SETTINGS = "stateous.yaml"
 CONTRACT = "contract.py"
@@ -129,13 +136,15 @@ def read_access(folder: Path, raw: dict[str, Any]) -> Access:
 class Routines:
     """What the folder serves: the contract's workflow and checksum, and a routine per state.
 
-    `models` holds the context model of each state's routine, None for a plain dict.
+    `models` holds the context model of each state's routine, None for a plain dict;
+    `stubs` are the states whose only routine is still the stub that init wrote.
     """
 
     workflow: str
     checksum: str
     by_state: dict[str, tuple[StateRef, Callable[..., Any]]]
     models: dict[str, Any]
+    stubs: tuple[str, ...] = ()
 
 
 def _import(folder: Path, path: Path) -> dict[str, Any]:
@@ -173,12 +182,16 @@ def load_routines(folder: Path) -> Routines:
     if not isinstance(workflow, str) or not isinstance(checksum, str):
         raise FolderError(f"{folder / CONTRACT} has no __workflow__ and __checksum__")
     found: dict[str, tuple[StateRef, Callable[..., Any], str]] = {}
+    stubs: set[str] = set()
     for path in sorted(folder.glob("*.py")):
         if path.name == CONTRACT:
             continue
         for attribute, value in _import(folder, path).items():
             state = routine_state(value)
             if state is None or not callable(value):
+                continue
+            if is_stub(value):
+                stubs.add(state.name)
                 continue
             where = f"{path.name}:{attribute}"
             if state.name in found and found[state.name][1] is not value:
@@ -187,13 +200,28 @@ def load_routines(folder: Path) -> Routines:
                 )
             found[state.name] = (state, value, where)
     if not found:
-        raise FolderError(
-            f"{folder} has no routine; mark a function with @on_state(states.<state>)"
-        )
+        raise FolderError(_nothing_served(folder, sorted(stubs)))
     by_state = {name: (state, routine) for name, (state, routine, _) in found.items()}
     shared = _shared_model(contract)
     models = {name: context_model(routine) or shared for name, (_, routine) in by_state.items()}
-    return Routines(workflow=workflow, checksum=checksum, by_state=by_state, models=models)
+    left = tuple(sorted(stubs - set(by_state)))
+    return Routines(workflow, checksum, by_state, models, left)
+
+
+def _nothing_served(folder: Path, stubs: list[str]) -> str:
+    """Why a folder serves no state: it has no routine, or every routine is still the stub."""
+    if not stubs:
+        return f"{folder} has no routine; mark a function with @on_state(states.<state>)"
+    return (
+        f"{folder} serves nothing: every routine is still the stub ({', '.join(stubs)}); "
+        "write one and remove its stub=True"
+    )
+
+
+def not_served_line(stubs: tuple[str, ...]) -> str:
+    """The start's line that names the states whose routine is still the stub."""
+    why = "its routine is the stub" if len(stubs) == 1 else "their routines are the stubs"
+    return f"not served: {', '.join(stubs)} ({why})"
 
 
 def _shared_model(contract: dict[str, Any]) -> Any:

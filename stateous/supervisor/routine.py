@@ -35,6 +35,7 @@ _REF = "#/$defs/{name}"
 _PYDANTIC_REF = "#/$defs/{model}"
 MEMORY_KEY_LIMIT = 128
 _MARK = "__stateous_state__"
+_STUB = "__stateous_stub__"
 
 
 class OutcomeError(ValueError):
@@ -235,13 +236,15 @@ def _pydantic_schema(model: Any, components: dict[str, Any]) -> dict[str, Any]:
     return {"$ref": _REF.format(name=model.__name__)}
 
 
-def on_state(state: StateRef) -> Callable[[Routine], Routine]:
-    """Mark a function as the routine of `state`."""
+def on_state(state: StateRef, *, stub: bool = False) -> Callable[[Routine], Routine]:
+    """Mark a function as the routine of `state`; `stub=True` marks the stub that `init
+    supervisor` wrote, which no supervisor serves, so that it never fails a task."""
     if not isinstance(state, StateRef):
         raise TypeError(f"on_state takes a state of contract.py, e.g. states.coding, not {state!r}")
 
     def mark(routine: Routine) -> Routine:
         setattr(routine, _MARK, state)
+        setattr(routine, _STUB, stub)
         return routine
 
     return mark
@@ -251,6 +254,11 @@ def routine_state(value: object) -> StateRef | None:
     """The state a function was marked for, or None."""
     state = getattr(value, _MARK, None)
     return state if isinstance(state, StateRef) else None
+
+
+def is_stub(value: object) -> bool:
+    """Whether a routine is still the stub that `init supervisor` wrote."""
+    return getattr(value, _STUB, False) is True
 
 
 class Sink(Protocol):

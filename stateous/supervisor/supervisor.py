@@ -6,10 +6,10 @@ note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
 tasks and waits; a second one (or a loop that died) cancels the routines, gives
 their tasks back as failed attempts through the outbox, and exits 1. The heartbeat
-is heartbeat.py's; what a task is while it runs, held.py's. Every answer of the
-control plane is bounded and typed (answers.py): a bad one is one log line and a
-try again after the back-off, and a grant whose context does not fit the routine's
-model fails its attempt without running the routine.
+is heartbeat.py's; what a task is while it runs, held.py's; which states it claims after
+the served graph changed, versions.py's. Every answer is bounded and typed (answers.py):
+a bad one is one log line and a try again after the back-off, and a grant whose context
+does not fit the routine's model fails its attempt without running the routine.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from stateous.supervisor.folder import (
     Settings,
     failure_text,
     load_routines,
+    not_served_line,
     read_settings,
 )
 from stateous.supervisor.heartbeat import Heart
@@ -57,6 +58,7 @@ from stateous.supervisor.refusals import (
     backoff,
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
+from stateous.supervisor.versions import Watch
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -99,6 +101,7 @@ class Supervisor:
         self.heart = Heart(
             settings.name, self.running, self._connect, self._lose, self.outbox.reporting
         )
+        self.watch = Watch(routines.by_state, routines.checksum, self._connect)
         self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
         #: The connection of the claims, which a stop cuts while a claim waits.
@@ -149,8 +152,7 @@ class Supervisor:
 
     @property
     def held_back(self) -> bool:
-        """Whether the outbox cannot be sent now: the control plane cannot be reached, or
-        refuses this supervisor's credential."""
+        """Whether the outbox waits: the control plane is unreachable or refuses the credential."""
         return self.unreachable or self.denied
 
     async def _pause(self, seconds: float) -> None:
@@ -248,8 +250,7 @@ class Supervisor:
             return
 
     def _denied(self, ex: Refused, then: str) -> None:
-        """Say, once a minute at most, that the control plane refuses this supervisor's
-        credential, and what that means."""
+        """Say, once a minute at most, that the control plane refuses the credential, and why."""
         now = time.monotonic()
         if now - self._denied_at < DENIED_EVERY:
             return
@@ -311,7 +312,7 @@ class Supervisor:
                 ) from None
             finally:
                 connection.close()
-            if health.checksum != self.routines.checksum:
+            if health.checksum != self.routines.checksum or not await self.watch.start():
                 contract = self.folder / "contract.py"
                 folder = shlex.quote(str(self.folder))
                 raise FolderError(
@@ -332,12 +333,12 @@ class Supervisor:
         """
         body = {
             "supervisor": self.settings.name,
-            "states": sorted(self.routines.by_state),
+            "states": self.watch.serving,
             "request": uuid.uuid4().hex,
             "wait": CLAIM_WAIT,
         }
         tries = 0
-        while not self.stopping:
+        while not self.stopping and body["states"]:
             try:
                 grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
                 return None if grant is None else self._usable(grant)
@@ -549,6 +550,8 @@ class Supervisor:
             served = ", ".join(sorted(self.routines.by_state))
             name, url = self.settings.name, self.urls.current
             log.info("%s serves %s; the control plane is %s", name, served, url)
+            if self.routines.stubs:
+                log.info(not_served_line(self.routines.stubs))
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)
@@ -557,6 +560,7 @@ class Supervisor:
             await asyncio.sleep(0)
             await self._drained_or_stopped()
             heart = self._watched(self.heart.loop(), "heartbeat")
+            watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
             await self._wait_for_routines()
             if not self.held_back:
@@ -566,9 +570,9 @@ class Supervisor:
                 # Woken by the stop, the sender tries once more and says what it keeps.
                 await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
             self._say_kept()
-            for loop_task in (sender, heart):
+            for loop_task in (sender, heart, watch):
                 loop_task.cancel()
-            await asyncio.gather(sender, heart, return_exceptions=True)
+            await asyncio.gather(sender, heart, watch, return_exceptions=True)
             return 1 if self.forced or self.broken else 0
         finally:
             self.outbox.close()

@@ -72,7 +72,7 @@ def test_a_flow_py_gives_a_folder_that_passes_ruff_and_imports(stateous, tmp_pat
     imported = python_in(folder, "import contract, coding, testing; print(coding.coding.__name__)")
     assert imported.returncode == 0, imported.stderr
     assert (folder / "coding.py").read_text().splitlines()[-3:] == [
-        "@on_state(states.coding)",
+        "@on_state(states.coding, stub=True)",
         "def coding(ctx: TicketContext) -> events.done | events.stuck:",
         "    raise NotImplementedError(\"do the work of 'coding' here\")",
     ]
@@ -172,7 +172,7 @@ def test_child_workflows_shadowed_modules_and_twin_names_get_their_own_stubs(
     ]
     assert not (tmp_path / "sv" / "reviews.py").exists()
     stub = (tmp_path / "sv" / "design_review_triage.py").read_text()
-    assert "@on_state(states.design_review.triage)" in stub
+    assert "@on_state(states.design_review.triage, stub=True)" in stub
     assert "(ctx: DesignReviewContext) -> events.design_review.approved:" in stub
     imported = python_in(tmp_path / "sv", "import contract, queue_routine, a_b, a_b_2")
     assert imported.returncode == 0, imported.stderr

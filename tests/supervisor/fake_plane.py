@@ -1,6 +1,6 @@
 """A fake control plane: a real HTTP server on a real port that answers as a test says.
 
-It answers `GET /health` with the checksum of the supervisor's contract, each claim
+It answers `GET /health` and `GET /workflow` with the graph it is given, each claim
 with the next of its scripted answers (then 204: no task), each heartbeat with the next
 of its heartbeat answers (then `{"lost": []}`), each report with the next of its report
 answers (then `{}`), and notes and memory writes with 204. It keeps every claim,
@@ -16,10 +16,12 @@ import http.server
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
 
+from stateous.model.graph_file import checksum, load
 from stateous.model.names import STARTED
 
 _encode = msgspec.json.encode
@@ -189,6 +191,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/health":
             json({"workflow": "orders", "checksum": self.plane.checksum}).send(self)
+        elif self.path == "/workflow":
+            Raw(self.plane.graph).send(self)
         else:
             json({"error": f"no path {self.path}", "code": "not_found"}, 404).send(self)
 
@@ -235,12 +239,13 @@ class FakePlane:
 
     def __init__(
         self,
-        checksum: str,
+        graph: Path,
         claims: list[Answer] | None = None,
         heartbeats: list[Answer] | None = None,
         report_answers: list[Answer] | None = None,
     ) -> None:
-        self.checksum = checksum
+        self.graph = graph.read_bytes()
+        self.checksum = checksum(load(self.graph))
         self.claims = list(claims or [])
         self.heartbeats = list(heartbeats or [])
         self.report_answers = list(report_answers or [])

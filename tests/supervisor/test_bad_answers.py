@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from stateous.model.graph_file import checksum as graph_checksum
-from stateous.model.graph_file import load
 from stateous.supervisor.outbox import SCHEMA
 from tests.supervisor.fake_plane import (
     Answer,
@@ -84,14 +82,8 @@ def graph(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.fixture
-def checksum(graph: Path) -> str:
-    """The checksum that the fake control plane's /health gives: the graph's own."""
-    return graph_checksum(load(graph.read_bytes()))
-
-
-def fake(checksum: str, **answers: list[Answer]) -> FakePlane:
-    return FakePlane(checksum, **answers)
+def fake(graph: Path, **answers: list[Answer]) -> FakePlane:
+    return FakePlane(graph, **answers)
 
 
 def folder_of(plane: FakePlane, tmp_path: Path, graph: Path, *routines: str, tasks: int = 4):
@@ -159,11 +151,10 @@ def test_a_bad_grant_is_one_log_line_and_the_next_good_grant_is_run_and_reported
     supervisors: Supervisors,
     tmp_path: Path,
     graph: Path,
-    checksum: str,
     answer: Answer,
     reason: str,
 ) -> None:
-    plane = fake(checksum, claims=[answer, json(grant(2, "ORDER-2"))])
+    plane = fake(graph, claims=[answer, json(grant(2, "ORDER-2"))])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -181,9 +172,9 @@ def test_a_bad_grant_is_one_log_line_and_the_next_good_grant_is_run_and_reported
 
 @pytest.mark.parametrize("task", ["%s", 7.5], ids=["percent-s", "a-fraction"])
 def test_a_grant_whose_task_is_no_task_id_leaves_nothing_in_the_outbox_for_the_next_start(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str, task: Any
+    supervisors: Supervisors, tmp_path: Path, graph: Path, task: Any
 ) -> None:
-    plane = fake(checksum, claims=[json(grant(task))])
+    plane = fake(graph, claims=[json(grant(task))])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         first = supervisors.serving(folder)
@@ -200,10 +191,10 @@ def test_a_grant_whose_task_is_no_task_id_leaves_nothing_in_the_outbox_for_the_n
 
 
 def test_a_grant_cut_off_halfway_is_claimed_again_with_the_same_request_id(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
     whole = json(grant(2, "ORDER-2"))
-    plane = fake(checksum, claims=[Halved(whole), whole])
+    plane = fake(graph, claims=[Halved(whole), whole])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -234,9 +225,9 @@ def rss_bytes(supervisor: Supervised) -> int:
     ids=["endless", "endless-chunked", "a-terabyte-declared"],
 )
 def test_an_answer_longer_than_the_limit_is_cut_off_and_the_memory_stays_bounded(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str, answer: Answer
+    supervisors: Supervisors, tmp_path: Path, graph: Path, answer: Answer
 ) -> None:
-    plane = fake(checksum, claims=[answer, json(grant(2, "ORDER-2"))])
+    plane = fake(graph, claims=[answer, json(grant(2, "ORDER-2"))])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -255,9 +246,9 @@ def test_an_answer_longer_than_the_limit_is_cut_off_and_the_memory_stays_bounded
 
 
 def test_a_trickling_answer_is_given_up_after_30_seconds_and_the_next_claim_follows(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
-    plane = fake(checksum, claims=[Trickle(seconds=60), json(grant(2, "ORDER-2"))])
+    plane = fake(graph, claims=[Trickle(seconds=60), json(grant(2, "ORDER-2"))])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -279,11 +270,9 @@ def test_a_trickling_answer_is_given_up_after_30_seconds_and_the_next_claim_foll
 
 
 def test_a_heartbeat_answer_of_the_wrong_shape_is_one_log_line_and_the_task_goes_on(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
-    plane = fake(
-        checksum, claims=[json(grant(2, "ORDER-2"))], heartbeats=[json(["task 2 is lost"])]
-    )
+    plane = fake(graph, claims=[json(grant(2, "ORDER-2"))], heartbeats=[json(["task 2 is lost"])])
     try:
         folder = folder_of(plane, tmp_path, graph, GATED)
         supervisor = supervisors.serving(folder)
@@ -306,10 +295,10 @@ def test_a_heartbeat_answer_of_the_wrong_shape_is_one_log_line_and_the_task_goes
 
 
 def test_a_refusal_without_a_code_is_tried_again_and_the_report_is_not_lost(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
     proxy_page = Raw(b"<html>502 Bad Gateway</html>", status=502, kind="text/html")
-    plane = fake(checksum, claims=[json(grant(2, "ORDER-2"))], report_answers=[proxy_page])
+    plane = fake(graph, claims=[json(grant(2, "ORDER-2"))], report_answers=[proxy_page])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -326,11 +315,11 @@ def test_a_refusal_without_a_code_is_tried_again_and_the_report_is_not_lost(
 
 
 def test_heartbeats_never_come_faster_than_four_a_second_and_a_lease_of_minus_1_is_refused(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
     claims = [json(grant(1, "ORDER-1", lease=-1))]
     claims += [json(grant(task, f"ORDER-{task}", lease=1)) for task in range(2, 10)]
-    plane = fake(checksum, claims=claims)
+    plane = fake(graph, claims=claims)
     try:
         folder = folder_of(plane, tmp_path, graph, GATED, tasks=8)
         supervisor = supervisors.serving(folder)
@@ -352,11 +341,11 @@ def test_heartbeats_never_come_faster_than_four_a_second_and_a_lease_of_minus_1_
 
 
 def test_a_grant_without_a_lease_as_stateous_0_2_2_sends_it_is_run_and_reported(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
     of_0_2_2 = grant(2, "ORDER-2")
     del of_0_2_2["lease"]
-    plane = fake(checksum, claims=[json(of_0_2_2)])
+    plane = fake(graph, claims=[json(of_0_2_2)])
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         supervisor = supervisors.serving(folder)
@@ -398,12 +387,11 @@ def test_a_grant_whose_context_breaks_the_model_fails_the_attempt_without_runnin
     supervisors: Supervisors,
     tmp_path: Path,
     graph: Path,
-    checksum: str,
     context: dict[str, Any],
     reason: str,
     routine: str,
 ) -> None:
-    plane = fake(checksum, claims=[json(grant(2, "ORDER-2", context=context))])
+    plane = fake(graph, claims=[json(grant(2, "ORDER-2", context=context))])
     try:
         folder = folder_of(plane, tmp_path, graph, routine)
         supervisor = supervisors.serving(folder)
@@ -435,9 +423,9 @@ POISONED = [
 
 
 def test_messages_of_an_old_outbox_that_the_control_plane_can_never_take_are_dropped(
-    supervisors: Supervisors, tmp_path: Path, graph: Path, checksum: str
+    supervisors: Supervisors, tmp_path: Path, graph: Path
 ) -> None:
-    plane = fake(checksum)
+    plane = fake(graph)
     try:
         folder = folder_of(plane, tmp_path, graph, NOTED)
         (folder / ".stateous").mkdir()

@@ -177,7 +177,7 @@ def test_a_grant_whose_context_breaks_a_pydantic_model_fails_naming_the_field(
 ) -> None:
     graph = tmp_path / "orders.json"
     checksum = write_graph(graph, context=Order)
-    plane = FakePlane(checksum, claims=[json(grant(2, "ORDER-2", context={"title": 5}))])
+    plane = FakePlane(graph, claims=[json(grant(2, "ORDER-2", context={"title": 5}))])
     try:
         folder = pydantic_folder(tmp_path / "box-1", plane.url, graph, checksum)
         supervisor = supervisors.serving(folder)
