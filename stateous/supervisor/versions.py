@@ -76,10 +76,13 @@ class Watch:
 
     async def start(self) -> bool:
         """Read the graph of contract.py from the control plane; False when it serves
-        another one now."""
+        another one now. A graph that cannot be read now (a credential refused, say: the
+        claims say why) is read when the control plane serves it again."""
         connection = self.connect()
         try:
             graph = await self._ask(connection, "/workflow", read_graph)
+        except (Unreachable, NotServing, Refused, BadAnswer):
+            return True
         finally:
             connection.close()
         self.built_for = graph
@@ -102,6 +105,8 @@ class Watch:
     def changed(self, graph: GraphFile) -> None:
         """Serve the states that match `graph`, and say so in one line."""
         self.seen = checksum(graph)
+        if self.seen == self.contract:
+            self.built_for = graph
         if self.seen == self.contract or self.built_for is None:
             self.serving = sorted(self.written)
             log.info(
