@@ -66,8 +66,10 @@ UNDO_0011 = (
 )
 #: What takes a database of the latest version back to before 0012.
 UNDO_0012 = ("ALTER TABLE credentials DROP COLUMN github",)
+#: What takes a database of the latest version back to before 0014.
+UNDO_0014 = ("DROP TABLE plan_tokens", "DROP TABLE plans")
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (*UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
