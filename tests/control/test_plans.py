@@ -8,6 +8,7 @@ acts on no token twice. The ledger row of each action names the plan.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -220,3 +221,26 @@ def test_plans_over_http_with_their_refusals(plane: Plane) -> None:
             assert [
                 entry["data"].get("plan") for entry in history if entry["kind"] == "retried"
             ] == [plan]
+
+
+def test_two_applies_of_one_plan_at_once_act_on_each_token_once(plane: Plane) -> None:
+    tokens = [f"T-{n}" for n in range(12)]
+    for token in tokens:
+        plane.engine.start(token, {"title": token})
+    plans = Plans(plane.engine)
+    made = plans.make("pause", "status=active")
+    start = threading.Barrier(2)
+
+    def apply() -> None:
+        start.wait()
+        plans.apply(made.plan, "pause")
+
+    both = [threading.Thread(target=apply) for _ in range(2)]
+    for thread in both:
+        thread.start()
+    for thread in both:
+        thread.join(timeout=60)
+
+    assert plans.get(made.plan).pending == 0
+    for token in tokens:
+        assert [kind for kind, _ in plane.entries(token)].count("paused") == 1
