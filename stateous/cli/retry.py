@@ -5,6 +5,8 @@ the token went through since it last entered the state it goes back to: the rout
 those states will most likely run again (the guards decide the path anew). It asks on
 stderr and reads one line of stdin; only `y` or `yes` goes on, and `--yes` does not ask.
 A token that cannot be retried is not asked about: the control plane's refusal says why.
+With `--where` or `--apply` it retries in bulk, through a plan (`plans.py`), and asks
+nothing: the plan's list of tokens is the question.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from stateous.cli import plans
 from stateous.cli.errors import CommandError
 from stateous.cli.history import token_line
 from stateous.cli.tokens import json_object, with_client
@@ -53,6 +56,10 @@ def ask(client: Client, token_id: str, state: str | None) -> None:
 
 
 def retry(client: Client, args: argparse.Namespace) -> list[str]:
+    if plans.wants_plan(args):
+        if args.context is not None:
+            raise CommandError("--context retries one token; a plan takes only --from")
+        return plans.run(client, "retry", args, args.state)
     context = json_object(args.context, "--context")
     if not args.yes:
         ask(client, args.id, args.state)
@@ -71,7 +78,8 @@ def add_command(verbs: argparse._SubParsersAction, url: argparse.ArgumentParser)
             "context, memory and history stay."
         ),
     )
-    retried.add_argument("id", metavar="ID", help="the token's id")
+    retried.add_argument("id", metavar="ID", nargs="?", help="the token's id")
+    plans.add_options(retried)
     retried.add_argument(
         "--from",
         dest="state",

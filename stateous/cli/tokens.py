@@ -1,5 +1,7 @@
 """`stateous token ...`: start, fire, show, pause, resume and cancel tokens over HTTP.
 
+Pause, resume and cancel also act in bulk, through a plan (`plans.py`).
+
 Each command sends its requests through one `Client` and prints what the control
 plane answered. It must stay quick to start: it imports only the client, the
 model, the standard library and the import-free `control.defaults`, never the
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from stateous.cli import plans
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.history import accepted_events, accepts_line, history_lines, token_line
@@ -148,6 +151,8 @@ def steer(verb: str) -> Callable[[Client, argparse.Namespace], list[str]]:
     """Make the command that pauses, resumes or cancels a token."""
 
     def act(client: Client, args: argparse.Namespace) -> list[str]:
+        if plans.wants_plan(args):
+            return plans.run(client, verb, args, None)
         return [token_line(getattr(client, verb)(args.id))]
 
     return act
@@ -228,6 +233,7 @@ def add_commands(
         ("cancel", "cancel a token for good"),
     ):
         steered = verbs.add_parser(verb, parents=[url], help=what)
-        steered.add_argument("id", metavar="ID", help="the token's id")
+        steered.add_argument("id", metavar="ID", nargs="?", help="the token's id")
+        plans.add_options(steered)
         steered.set_defaults(run=with_client(steer(verb)))
     return verbs

@@ -234,6 +234,32 @@ class Client:
             body["context"] = context
         return self._call("POST", f"/tokens/{segment(token)}/retry", body)
 
+    # plans
+
+    def make_plan(self, action: str, where: str, state: str | None = None) -> dict[str, Any]:
+        """Plan `action` (pause, resume, cancel, retry) for the tokens that `where` selects
+        now (`status=failed state=review`); a retry enters `state` when given."""
+        body: dict[str, Any] = {"action": action, "where": where}
+        if state is not None:
+            body["from"] = state
+        return self._call("POST", "/plans", body)
+
+    def plan(self, plan: str) -> dict[str, Any]:
+        """A plan: its action, filter and tokens, each with its outcome."""
+        return self._call("GET", f"/plans/{segment(plan)}")
+
+    def apply_plan(
+        self, plan: str, action: str, state: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """Act on each token of a plan not acted on yet (at most `limit`), once; `action`
+        and `state` must be those the plan was made with."""
+        body: dict[str, Any] = {"action": action}
+        if state is not None:
+            body["from"] = state
+        if limit is not None:
+            body["limit"] = limit
+        return self._call("POST", f"/plans/{segment(plan)}/apply", body)
+
     # tasks and the workflow
 
     def report(

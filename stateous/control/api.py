@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import metrics, openapi, stats, ui
+from stateous.control import metrics, openapi, plans, stats, ui
 from stateous.control.access import (
     SIGNATURES,
     Access,
@@ -335,6 +335,27 @@ class Token(Resource):
         answer(resp, self.engine.retry(token, body.state, body.context, by=caller(req)))
 
 
+class Plans(Resource):
+    """`/plans`: bulk steering over an exact set of tokens, each acted on once (`plans.py`)."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.plans = plans.Plans(engine)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_shape(req, wire.PlanBody)
+        made = self.plans.make(body.action, body.where, body.state, by=caller(req))
+        answer(resp, made, falcon.HTTP_201)
+
+    def on_get_plan(self, req: falcon.Request, resp: falcon.Response, plan: str) -> None:
+        answer(resp, self.plans.get(plan))
+
+    def on_post_apply(self, req: falcon.Request, resp: falcon.Response, plan: str) -> None:
+        body = read_shape(req, wire.ApplyBody)
+        applied = self.plans.apply(plan, body.action, body.state, body.limit, by=caller(req))
+        answer(resp, applied)
+
+
 class Hooks(Resource):
     """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
     guard checked it). `ping` changes nothing; a kind the webhook does not take is counted
@@ -500,6 +521,10 @@ def create_app(
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
     for action in ("pause", "resume", "cancel", "retry"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
+    plan_routes = Plans(engine)
+    app.add_route("/plans", plan_routes)
+    app.add_route("/plans/{plan}", plan_routes, suffix="plan")
+    app.add_route("/plans/{plan}/apply", plan_routes, suffix="apply")
     app.add_route("/tasks", tasks)
     app.add_route("/supervisors", Supervisors(engine))
     app.add_route("/ui/", dashboard)

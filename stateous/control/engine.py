@@ -251,41 +251,42 @@ class Engine:
             family.extend(tx.children(member.token))
         return family
 
+    # Each steering verb is also a step of its own (`pause_in`, ...) that acts inside a
+    # transaction opened by its caller: a plan's apply marks the token in the same one.
+
     def pause(self, token: str, *, by: str | None = None) -> TokenView:
         """Pause an active token and its live children."""
+        return self._write(lambda tx: self.pause_in(tx, token), by)
 
-        def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
-            for member in self._family(tx, row):
-                if member.status == TokenStatus.ACTIVE:
-                    member.status = TokenStatus.PAUSED
-                    tx.save_token(member)
-                    tx.record(member.token, Kind.PAUSED, {})
-            return view(row)
-
-        return self._write(operation, by)
+    def pause_in(self, tx: Tx, token: str) -> TokenView:
+        row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
+        for member in self._family(tx, row):
+            if member.status == TokenStatus.ACTIVE:
+                member.status = TokenStatus.PAUSED
+                tx.save_token(member)
+                tx.record(member.token, Kind.PAUSED, {})
+        return view(row)
 
     def resume(self, token: str, *, by: str | None = None) -> TokenView:
         """Resume a paused token; its held events, and its children's, apply in arrival order."""
+        return self._write(lambda tx: self.resume_in(tx, token), by)
 
-        def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
-            held = []
-            for member in self._family(tx, row):
-                if member.status != TokenStatus.PAUSED:
-                    continue
-                paused = tx.last_entry(member.token, (Kind.PAUSED,))
-                if paused is not None:
-                    tx.shift_timers(member.token, tx.now - paused.at)
-                    held.extend(tx.entries_after(member.token, paused.seq, Kind.EVENT_DEFERRED))
-                member.status = TokenStatus.ACTIVE
-                tx.save_token(member)
-                tx.record(member.token, Kind.RESUMED, {})
-            for entry in sorted(held, key=lambda item: item.data["arrival"]):
-                self._replay(tx, entry.token, entry.data)
-            return view(self.token_row(tx, token))
-
-        return self._write(operation, by)
+    def resume_in(self, tx: Tx, token: str) -> TokenView:
+        row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
+        held = []
+        for member in self._family(tx, row):
+            if member.status != TokenStatus.PAUSED:
+                continue
+            paused = tx.last_entry(member.token, (Kind.PAUSED,))
+            if paused is not None:
+                tx.shift_timers(member.token, tx.now - paused.at)
+                held.extend(tx.entries_after(member.token, paused.seq, Kind.EVENT_DEFERRED))
+            member.status = TokenStatus.ACTIVE
+            tx.save_token(member)
+            tx.record(member.token, Kind.RESUMED, {})
+        for entry in sorted(held, key=lambda item: item.data["arrival"]):
+            self._replay(tx, entry.token, entry.data)
+        return view(self.token_row(tx, token))
 
     def _replay(self, tx: Tx, token: str, held: dict[str, Any]) -> None:
         """Apply an event held while the token was paused, or drop it if it no longer fits.
@@ -320,12 +321,12 @@ class Engine:
     def cancel(self, token: str, *, by: str | None = None) -> TokenView:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
 
-        def operation(tx: Tx) -> TokenView:
-            row = self._steerable(tx, token, LIVE_TOKEN, "cancel", "cancelled")
-            self.moves.cancel_token(tx, row, None)
-            return view(row)
+        return self._write(lambda tx: self.cancel_in(tx, token), by)
 
-        return self._write(operation, by)
+    def cancel_in(self, tx: Tx, token: str) -> TokenView:
+        row = self._steerable(tx, token, LIVE_TOKEN, "cancel", "cancelled")
+        self.moves.cancel_token(tx, row, None)
+        return view(row)
 
     def retry(
         self,
@@ -338,12 +339,14 @@ class Engine:
         """Bring a failed or cancelled token back, active, in `state` (its last state when
         None), with `context` changes merged (`mending.retry`)."""
 
-        def operation(tx: Tx) -> TokenView:
-            row = self.token_row(tx, token)
-            mending.retry(tx, self.moves, row, state, context)
-            return view(row)
+        return self._write(lambda tx: self.retry_in(tx, token, state, context), by)
 
-        return self._write(operation, by)
+    def retry_in(
+        self, tx: Tx, token: str, state: str | None, context: dict[str, Any] | None
+    ) -> TokenView:
+        row = self.token_row(tx, token)
+        mending.retry(tx, self.moves, row, state, context)
+        return view(row)
 
     # tasks
 

@@ -90,6 +90,22 @@ class ParentMovedOn(EngineError):
     code, status = "parent_moved_on", 409
 
 
+class PlanNotFound(EngineError, LookupError):
+    code, status = "plan_not_found", 404
+
+
+class PlanMismatch(EngineError):
+    """An apply whose action or options are not those the plan was made with."""
+
+    code, status = "plan_mismatch", 409
+
+
+class PlanTooLarge(EngineError, ValueError):
+    """A filter that matches more tokens than one plan may hold."""
+
+    code, status = "plan_too_large", 422
+
+
 class TaskNotHeld(EngineError):
     code, status = "task_not_held", 409
 

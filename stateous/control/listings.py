@@ -119,6 +119,34 @@ def one_of(name: str, value: str | None, allowed: tuple[str, ...]) -> str | None
     return value
 
 
+def token_query(
+    limit: int,
+    *,
+    status: str | None = None,
+    state: str | None = None,
+    parent: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    after: tuple[str, str] | None = None,
+) -> TokenQuery:
+    """The query of the tokens that these filters select, each value checked: the one set of
+    token filters, of `GET /tokens` and of plans."""
+    return TokenQuery(
+        limit=limit,
+        status=one_of("status", status, tuple(TokenStatus)),
+        state=state,
+        parent=parent,
+        since=moment("since", since),
+        until=moment("until", until),
+        after=after,
+    )
+
+
+def matches_nothing(query: TokenQuery) -> bool:
+    """Whether the query names a state or parent that no token can have (one holding NUL)."""
+    return not all(map(checks.keepable, filter(None, (query.state, query.parent))))
+
+
 def task_view(task: TaskRow, now: float) -> TaskView:
     """Show a live task as `GET /tasks` does; only a claimed task has its supervisor."""
     held = task.status == TaskStatus.CLAIMED
@@ -162,16 +190,16 @@ class Listings:
         after: str | None = None,
     ) -> Page[TokenView]:
         """A page of tokens, the most recently moved first."""
-        query = TokenQuery(
-            limit=checks.list_limit(limit) + 1,
-            status=one_of("status", status, tuple(TokenStatus)),
+        query = token_query(
+            checks.list_limit(limit) + 1,
+            status=status,
             state=state,
             parent=parent,
-            since=moment("since", since),
-            until=moment("until", until),
+            since=since,
+            until=until,
             after=None if after is None else decode_cursor(after, str),
         )
-        if not all(map(checks.keepable, filter(None, (state, parent)))):
+        if matches_nothing(query):
             return Page([], None)
         rows = self.store.read(lambda tx: tx.token_page(query))
         more = len(rows) == query.limit

@@ -42,6 +42,7 @@ class Operation:
 TOKEN_PARAM = {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
 TASK_PARAM = {"name": "task", "in": "path", "required": True, "schema": {"type": "string"}}
 FILE_PARAM = {"name": "file", "in": "path", "required": True, "schema": {"type": "string"}}
+PLAN_PARAM = {"name": "plan", "in": "path", "required": True, "schema": {"type": "string"}}
 EVENT_PARAM = {"name": "event", "in": "path", "required": True, "schema": {"type": "string"}}
 TIME = {"type": "string", "format": "date-time"}
 PAGING = [
@@ -168,6 +169,23 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/tokens/{token}/retry"): Operation(
         "bring a failed or cancelled token back to a state it visited", wire.RetryBody
     ),
+    ("POST", "/plans"): Operation(
+        "plan a bulk pause, resume, cancel or retry: the exact tokens a filter selects now",
+        wire.PlanBody,
+        ((201, wire.PlanView),),
+        (401, 403, 422),
+    ),
+    ("GET", "/plans/{plan}"): Operation(
+        "a plan: its action, filter and tokens, each with its outcome",
+        answers=((200, wire.PlanView),),
+        refusals=(401, 403, 404),
+    ),
+    ("POST", "/plans/{plan}/apply"): Operation(
+        "act on each token of a plan not acted on yet, once",
+        wire.ApplyBody,
+        ((200, wire.PlanView),),
+        (401, 403, 404, 409, 422),
+    ),
     ("GET", "/tasks"): Operation(
         "live tasks, the oldest queued first",
         answers=((200, list[wire.TaskView]),),
@@ -219,6 +237,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.append(TASK_PARAM)
     if "{file}" in template:
         found.append(FILE_PARAM)
+    if "{plan}" in template:
+        found.append(PLAN_PARAM)
     if "{event}" in template:
         found.extend([EVENT_PARAM, KEY, *DELIVERY])
     found.extend(LISTINGS.get((method, template), []))

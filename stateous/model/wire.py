@@ -205,6 +205,46 @@ class RetryBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context: dict[str, Any] | None = None
 
 
+class PlanBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A plan to make: the action, the filter of its tokens (`status=failed state=review`),
+    and, for a retry, the state to enter again."""
+
+    action: str
+    where: str
+    state: str | None = msgspec.field(default=None, name="from")
+
+
+class ApplyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """An apply: the action and options it expects of the plan, and at most how many of the
+    tokens still to act on it acts on now (all when absent)."""
+
+    action: str
+    state: str | None = msgspec.field(default=None, name="from")
+    limit: int | None = None
+
+
+class PlanToken(msgspec.Struct, kw_only=True):
+    """A token of a plan: `pending` until acted on, then `done` or `refused` (with why)."""
+
+    token: str
+    outcome: str
+    reason: str | None = None
+    applied_at: str | None = None
+
+
+class PlanView(msgspec.Struct, kw_only=True):
+    """A plan: its action and options, the filter it was made with, its tokens in order."""
+
+    plan: str
+    action: str
+    state: str | None = msgspec.field(default=None, name="from")
+    where: dict[str, str]
+    by: str | None = None
+    made_at: str
+    pending: int
+    tokens: list[PlanToken]
+
+
 class ClaimBody(msgspec.Struct, kw_only=True):
     supervisor: str
     states: list[str]

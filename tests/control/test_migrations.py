@@ -66,8 +66,10 @@ UNDO_0011 = (
 )
 #: What takes a database of the latest version back to before 0012.
 UNDO_0012 = ("ALTER TABLE credentials DROP COLUMN github",)
+#: What takes a database of the latest version back to before 0014.
+UNDO_0014 = ("DROP TABLE plan_tokens", "DROP TABLE plans")
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (*UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -140,7 +142,10 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
         upgraded.store.close()
 
 
-OURS = "claims, control_plane, counts, credentials, ledger, memory, settings, tasks, timers, tokens"
+OURS = (
+    "claims, control_plane, counts, credentials, ledger, memory, plan_tokens, plans, settings, "
+    "tasks, timers, tokens"
+)
 
 
 @pytest.mark.parametrize(
@@ -315,6 +320,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0014,
         *UNDO_0012,
         *UNDO_0011,
         *UNDO_0010,
@@ -336,7 +342,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.engine.start("A", {"title": "x"})
     add_credential(old.store, "ci", Role.WEBHOOK, events=["submitted"], hmac_key="stq_key")
     old.store.close()
-    run_sql(backend, *UNDO_0012, "UPDATE stateous_version SET version_num = '0011'")
+    run_sql(backend, *UNDO_0014, *UNDO_0012, "UPDATE stateous_version SET version_num = '0011'")
 
     upgraded = plane_for(orders(), backend)
     try:

@@ -53,7 +53,17 @@ PARTIAL_WITH_WORDS = [
     "timers_due",
     "timers_token",
 ]
-TABLES = {"tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane"}
+TABLES = {
+    "tokens",
+    "ledger",
+    "tasks",
+    "timers",
+    "memory",
+    "claims",
+    "control_plane",
+    "plans",
+    "plan_tokens",
+}
 
 
 def described(backend: Backend) -> tuple[dict, list[tuple[str]]]:

@@ -485,7 +485,7 @@ def test_every_route_is_in_the_http_reference() -> None:
             # one rule of the page covers them: every GET route answers HEAD too
             assert ("GET", template) in routes and "also answers `HEAD`" in text
             continue
-        shown = re.sub(r"\{task\}|\{token\}", "{id}", template)
+        shown = re.sub(r"\{task\}|\{token\}|\{plan\}", "{id}", template)
         if f"`{method} {shown}`" not in text:
             missing.append(f"{method} {shown}")
     assert not missing, f"docs/reference/http.md does not name: {missing}"
@@ -526,7 +526,9 @@ def test_the_role_table_says_what_the_route_table_allows_each_caller() -> None:
             cells = tuple(cell.strip() for cell in found[3].split("|"))
             table[(found[1], found[2].replace("{id}", "{token}"))] = cells
     expected = {
-        (method, template.replace("{task}", "{token}")): tuple(_may(rule, c) for c in callers)
+        (method, re.sub(r"\{task\}|\{plan\}", "{token}", template)): tuple(
+            _may(rule, c) for c in callers
+        )
         for (method, template), rule in RULES.items()
     }
     assert table == expected

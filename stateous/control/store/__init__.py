@@ -39,6 +39,7 @@ from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
+from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -69,6 +70,8 @@ __all__ = [
     "HoldRefused",
     "KeepAndRaise",
     "Lock",
+    "PlanRow",
+    "PlanTokenRow",
     "Result",
     "Store",
     "StoreError",

@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeVar
 
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
+from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -31,6 +32,8 @@ class Tx(Protocol):
 
     now: float
     by: str | None
+    #: The plan that this change applies, if any: the first ledger row written names it.
+    plan_id: str | None
     #: How many tasks this transaction queued in each state; None when a task of any state
     #: may have become claimable (`stateous.control.waits` wakes the claims waiting for them).
     queued_in: Counter[str] | None
@@ -97,6 +100,13 @@ class Tx(Protocol):
     def task_page(self, query: TaskQuery) -> list[tuple[TaskRow, str]]: ...
     def supervisors_seen(self, since: str, limit: int, after: str = "") -> list[SupervisorRow]: ...
     def touch_heartbeat(self, supervisor: str) -> None: ...
+
+    # plans (`plan_sql.py`)
+    def insert_plan(self, plan: PlanRow, tokens: list[str]) -> None: ...
+    def plan(self, plan: str) -> PlanRow | None: ...
+    def plan_tokens(self, plan: str) -> list[PlanTokenRow]: ...
+    def plan_token(self, plan: str, n: int) -> PlanTokenRow | None: ...
+    def mark_plan_token(self, plan: str, n: int, outcome: str, reason: str | None) -> None: ...
 
     # the control plane row
     def control(self) -> ControlRow | None: ...

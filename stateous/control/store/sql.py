@@ -14,8 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from stateous.control.store.columns import (
-    CREDENTIAL_COLUMNS,
-    CREDENTIAL_MARKS,
     DUE_TIMERS,
     ENTRY_COLUMNS,
     EXPIRED_LEASES,
@@ -34,8 +32,6 @@ from stateous.control.store.columns import (
     TOKEN_COLUMNS,
     any_queued_sql,
     any_word,
-    credential_row,
-    credential_values,
     decode,
     entry_row,
     json_text,
@@ -47,12 +43,13 @@ from stateous.control.store.columns import (
     word,
 )
 from stateous.control.store.contract import KeepAndRaise, Result
+from stateous.control.store.credential_sql import CredentialSql
 from stateous.control.store.listing_sql import ListingSql
+from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Hold
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
-    CredentialRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -63,11 +60,8 @@ from stateous.control.store.rows import (
 )
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
-#: The row of `settings` that says whether authentication is on.
-AUTH = "auth"
 
-
-class SqlTx(ListingSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger
@@ -94,6 +88,8 @@ class SqlTx(ListingSql, ABC):
         self.stamp = to_column(now)
         #: The credential that asked for this change; the first ledger row names it.
         self.by: str | None = None
+        #: The plan this change applies, if any; the first ledger row names it too.
+        self.plan_id: str | None = None
         self._signed = False
         #: Token rows as read or written in this transaction, by token.
         self._rows: dict[str, tuple[Any, ...]] = {}
@@ -236,12 +232,13 @@ class SqlTx(ListingSql, ABC):
         )
 
     def signed(self, data: dict[str, Any]) -> dict[str, Any]:
-        """The data of a ledger row, with `by` on the first row of a change that names who
-        asked for it."""
-        if self.by is None or self._signed:
+        """The data of a ledger row, with `by` (who asked) and `plan` (the plan applied) on
+        the first row of a change that names them."""
+        marks = {name: value for name, value in (("by", self.by), ("plan", self.plan_id)) if value}
+        if not marks or self._signed:
             return data
         self._signed = True
-        return {**data, "by": self.by}
+        return {**data, **marks}
 
     def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Read the ledger, with the rows of this transaction that wait written first."""
@@ -553,47 +550,4 @@ class SqlTx(ListingSql, ABC):
                 row.serving,
                 None if row.since is None else to_column(row.since),
             ),
-        )
-
-    # credentials
-
-    def credential(self, secret_hash: str) -> CredentialRow | None:
-        """The credential whose secret has this hash, revoked or not."""
-        row = self.one(
-            f"SELECT {CREDENTIAL_COLUMNS} FROM credentials WHERE secret_hash = ?", (secret_hash,)
-        )
-        return None if row is None else credential_row(row)
-
-    def credentials(self) -> list[CredentialRow]:
-        rows = self.execute(f"SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY name")
-        return [credential_row(row) for row in rows]
-
-    def put_credential(self, row: CredentialRow) -> None:
-        self.change(
-            f"INSERT INTO credentials ({CREDENTIAL_COLUMNS}) VALUES ({CREDENTIAL_MARKS})",
-            credential_values(row),
-        )
-
-    def revoke_credential(self, name: str) -> bool:
-        """Revoke a credential that is not revoked yet; tell whether there was one."""
-        rows = self.execute(
-            "UPDATE credentials SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL "
-            "RETURNING name",
-            (self.stamp, name),
-        )
-        return bool(rows)
-
-    def touch_credential(self, name: str) -> None:
-        self.change("UPDATE credentials SET last_used = ? WHERE name = ?", (self.stamp, name))
-
-    def auth_on(self) -> bool:
-        """Whether authentication is on: set by the first credential added, until disabled."""
-        row = self.one("SELECT value FROM settings WHERE name = ?", (AUTH,))
-        return row is not None and row[0] == "on"
-
-    def set_auth(self, on: bool) -> None:
-        self.change(
-            "INSERT INTO settings (name, value) VALUES (?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (AUTH, "on" if on else "off"),
         )

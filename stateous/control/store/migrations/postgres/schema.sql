@@ -152,3 +152,23 @@ CREATE TABLE counts (
     n BIGINT NOT NULL,
     PRIMARY KEY (name, label, slot, shard)
 );
+
+-- The plans of bulk operations (0014): the action, its options and filter, and the
+-- exact tokens, each marked once it was acted on.
+CREATE TABLE plans (
+    id TEXT PRIMARY KEY,
+    action TEXT NOT NULL,
+    options JSON NOT NULL,
+    filter JSON NOT NULL,
+    made_by TEXT,
+    made_at TEXT COLLATE "C" NOT NULL
+);
+CREATE TABLE plan_tokens (
+    plan TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    outcome TEXT,
+    reason TEXT,
+    applied_at TEXT COLLATE "C",
+    PRIMARY KEY (plan, n)
+);

@@ -154,3 +154,23 @@ CREATE TABLE counts (
     n INTEGER NOT NULL,
     PRIMARY KEY (name, label, slot, shard)
 );
+
+-- The plans of bulk operations (0014): the action, its options and filter, and the
+-- exact tokens, each marked once it was acted on.
+CREATE TABLE plans (
+    id TEXT PRIMARY KEY,
+    action TEXT NOT NULL,
+    options TEXT NOT NULL,
+    filter TEXT NOT NULL,
+    made_by TEXT,
+    made_at TEXT NOT NULL
+);
+CREATE TABLE plan_tokens (
+    plan TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    token TEXT NOT NULL,
+    outcome TEXT,
+    reason TEXT,
+    applied_at TEXT,
+    PRIMARY KEY (plan, n)
+);

@@ -1,0 +1,66 @@
+"""`stateous token pause|resume|cancel|retry --where ... | --apply PLAN`: steering in bulk.
+
+`--where` makes a plan on the control plane: the exact tokens the filters select now,
+kept under a plan id, acted on by none. `--apply PLAN` acts on that set, each token
+once; run again after an interruption, it goes on with the tokens not acted on yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from stateous.cli.errors import CommandError
+
+if TYPE_CHECKING:
+    from stateous.client import Client
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Add `--where` and `--apply` to a steering command, whose ID becomes optional."""
+    parser.add_argument(
+        "--where",
+        metavar="FILTERS",
+        help=(
+            "plan the action for every token these filters select, like "
+            "'status=failed state=review' (status, state, parent, since, until): print "
+            "the tokens and the plan's id, and act on none"
+        ),
+    )
+    parser.add_argument("--apply", metavar="PLAN", help="act on each token of this plan, once")
+
+
+def wants_plan(args: argparse.Namespace) -> bool:
+    """Whether the command works on a plan; exactly one of ID, --where, --apply is given."""
+    given = [name for name in ("id", "where", "apply") if getattr(args, name) is not None]
+    if len(given) != 1:
+        raise CommandError("give one of: a token's ID, --where FILTERS, --apply PLAN")
+    return given[0] != "id"
+
+
+def run(client: Client, action: str, args: argparse.Namespace, state: str | None) -> list[str]:
+    """Make the plan of `--where`, or apply the plan of `--apply`."""
+    if args.where is not None:
+        return made_lines(client.make_plan(action, args.where, state), state)
+    return applied_lines(client.apply_plan(args.apply, action, state))
+
+
+def made_lines(plan: dict[str, Any], state: str | None) -> list[str]:
+    where = " ".join(f"{key}={value}" for key, value in plan["where"].items())
+    count = len(plan["tokens"])
+    lines = [f"plan {plan['plan']}: {plan['action']} {count} token(s) where {where}"]
+    lines += [f"  {token['token']}" for token in plan["tokens"]]
+    again = "" if state is None else f" --from {state}"
+    lines.append(f"apply it with: stateous token {plan['action']} --apply {plan['plan']}{again}")
+    return lines
+
+
+def applied_lines(plan: dict[str, Any]) -> list[str]:
+    lines = [f"plan {plan['plan']}: {plan['action']}"]
+    outcomes = {"done": 0, "refused": 0, "pending": 0}
+    for token in plan["tokens"]:
+        outcomes[token["outcome"]] += 1
+        why = f": {token['reason']}" if token["reason"] else ""
+        lines.append(f"  {token['token']}: {token['outcome']}{why}")
+    lines.append(", ".join(f"{count} {outcome}" for outcome, count in outcomes.items()))
+    return lines
