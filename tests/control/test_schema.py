@@ -52,8 +52,9 @@ PARTIAL_WITH_WORDS = [
     "tasks_waiting_age",
     "timers_due",
     "timers_token",
+    "tokens_live_checksum",
 ]
-TABLES = {"tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane"}
+TABLES = {"tokens", "ledger", "tasks", "timers", "memory", "claims", "control_plane", "graphs"}
 
 
 def described(backend: Backend) -> tuple[dict, list[tuple[str]]]:

@@ -52,6 +52,7 @@ VERSIONS = (
     "0011",
     "0012",
     "0013",
+    "0014",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.
