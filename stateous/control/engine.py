@@ -52,11 +52,11 @@ class Engine:
         self, graph: Graph, store: Store, *, lease: float = 120.0, waits: Waits | None = None
     ) -> None:
         self.graph = graph
-        #: The graphs that tokens move by: this one, and the older ones the database keeps.
-        self.graphs = Graphs(graph)
         #: The claims that wait for a task; every write wakes those it queued one for.
         self.waits = waits or Waits(DEFAULT_WAITS)
         self.store: Store = Waking(store, self.waits)
+        #: The graphs that tokens move by: this one, and the older ones the database keeps.
+        self.graphs = Graphs(graph, self.store)
         self.lease = lease
         self.moves = Moves(self.graphs)
         #: The pages of tokens, tasks and supervisors that the API lists.
@@ -86,9 +86,6 @@ class Engine:
         return Health(
             workflow=self.graph.name, checksum=self.graph.checksum, lease=math.ceil(self.lease)
         )
-
-    def workflow_json(self) -> bytes:
-        return self.graph.raw
 
     # reading tokens
 

@@ -7,16 +7,20 @@ from the database the first time a token of it moves, and kept in memory after t
 
 from __future__ import annotations
 
+from stateous.control import checks
+from stateous.control.errors import GraphNotFound
 from stateous.control.graph import Graph
-from stateous.control.store import GraphVersion, Tx
+from stateous.control.store import GraphVersion, Store, Tx, to_iso
 from stateous.model import graph_file
+from stateous.model.wire import VersionView
 
 
 class Graphs:
     """The served graph, and every older graph read so far, by checksum."""
 
-    def __init__(self, served: Graph) -> None:
+    def __init__(self, served: Graph, store: Store) -> None:
         self.served = served
+        self.store = store
         self._known: dict[str, Graph] = {served.checksum: served}
 
     def of(self, tx: Tx, checksum: str | None) -> Graph:
@@ -38,7 +42,28 @@ class Graphs:
         """Keep the served graph file, and say it is served now."""
         tx.keep_graph(self.served.checksum, self.served.raw.decode())
 
+    def file(self, checksum: str | None) -> bytes:
+        """The graph file served (no checksum), or the one kept for `checksum`."""
+        if checksum is None or checksum == self.served.checksum:
+            return self.served.raw
+        found = None
+        if checks.keepable(checksum):
+            found = self.store.read(lambda tx: tx.graph_document(checksum))
+        if found is None:
+            raise GraphNotFound(f"this database keeps no graph file of checksum {checksum!r}")
+        return found.encode()
 
-def in_use(versions: list[GraphVersion]) -> list[GraphVersion]:
-    """The versions that live tokens still run on."""
-    return [version for version in versions if version.live]
+    def listing(self) -> list[VersionView]:
+        """Every graph file kept, the first served first, with its live tokens."""
+        return [self.shown(version) for version in self.store.read(lambda tx: tx.graph_versions())]
+
+    def shown(self, version: GraphVersion) -> VersionView:
+        workflow = graph_file.load(version.document.encode()).workflow
+        return VersionView(
+            checksum=version.checksum,
+            workflow=workflow,
+            first_served_at=to_iso(version.first_served_at),
+            last_served_at=to_iso(version.last_served_at),
+            live=version.live,
+            served=version.checksum == self.served.checksum,
+        )

@@ -46,6 +46,19 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     checksum: str | None = None
 
 
+class VersionView(msgspec.Struct, kw_only=True):
+    """A graph file the database keeps: its checksum and workflow, when it was first and
+    last served, how many tokens (children too) still live on it, and whether it is the
+    one served now."""
+
+    checksum: str
+    workflow: str
+    first_served_at: str
+    last_served_at: str
+    live: int
+    served: bool
+
+
 class TokenBrief(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A token as a webhook is answered it: a `TokenView` without the context, which a
     webhook may not read."""

@@ -3,6 +3,7 @@ children) moves by the graph it started on, on both backends."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from stateous import END, START, Workflow
@@ -10,6 +11,7 @@ from stateous.compiler.compile import compile_workflow
 from stateous.control.errors import EventNotAllowed
 from stateous.control.serve import ServeError, record_graph
 from stateous.model.graph_file import checksum
+from tests.control.conftest import serving
 from tests.control.support import Backend, Item, Plane, plane_for
 from tests.control.test_migrations import run_sql
 
@@ -36,9 +38,11 @@ def parent(child: Workflow) -> Workflow:
     return flow
 
 
-def served(flow: Workflow, backend: Backend) -> Plane:
-    """An engine on the backend's database that keeps its graph, as `serve` does."""
+def served(flow: Workflow, backend: Backend, *, after: float = 0.0) -> Plane:
+    """An engine on the backend's database that keeps its graph, as `serve` does, `after`
+    seconds past the test's start."""
     plane = plane_for(flow, backend)
+    plane.clock.advance(after)
     record_graph(plane.store, plane.engine.graphs)
     return plane
 
@@ -54,6 +58,7 @@ def test_tokens_of_two_versions_move_each_by_the_graph_it_started_on(backend: Ba
     first.store.close()
 
     second = plane_for(review(with_rework=False), backend)
+    second.clock.advance(60)
     try:
         older = record_graph(second.store, second.engine.graphs)
         assert [(v.checksum, v.live) for v in older] == [(V1, 1)]
@@ -119,3 +124,34 @@ def test_live_tokens_of_a_graph_not_kept_and_of_another_structure_refuse_the_sta
         assert run_sql(backend, "SELECT count(*) FROM graphs") == [(0,)]
     finally:
         second.store.close()
+
+
+def test_the_api_lists_the_versions_and_answers_an_old_graph_file(backend: Backend) -> None:
+    first = served(review(with_rework=True), backend)
+    first.engine.start("OLD", {"title": "x"})
+    old_file = first.engine.graph.raw
+    first.store.close()
+
+    second = served(review(with_rework=False), backend, after=60)
+    with serving(second.engine) as api:
+        status, _, listing = api.request("GET", "/workflows")
+        assert status == 200
+        assert [(v["checksum"], v["workflow"], v["live"], v["served"]) for v in listing] == [
+            (V1, "review", 1, False),
+            (V2, "review", 0, True),
+        ]
+        assert all(v["first_served_at"] <= v["last_served_at"] for v in listing)
+
+        status, _, old = api.request("GET", f"/workflow?checksum={V1}")
+        assert (status, old) == (200, msgspec.json.decode(old_file))
+        assert (
+            api.request("GET", f"/workflow?checksum={V2}")[2]["transitions"]
+            == (api.request("GET", "/workflow")[2]["transitions"])
+        )
+        status, _, missing = api.request("GET", "/workflow?checksum=sha256:00")
+        assert (status, missing["code"]) == (404, "graph_not_found")
+        assert "sha256:00" in missing["error"]
+        assert api.request("GET", "/workflow?checksum=a%00b")[2]["code"] == "graph_not_found"
+
+        status, _, token = api.request("GET", "/tokens/OLD")
+        assert (status, token["checksum"]) == (200, V1)
