@@ -46,8 +46,8 @@ class Graphs:
         """The graph file served (no checksum), or the one kept for `checksum`."""
         if checksum is None or checksum == self.served.checksum:
             return self.served.raw
-        found = None
-        if checks.keepable(checksum):
+        found: str | None = None
+        if checks.keepable(checksum):  # Postgres holds no NUL: no file is kept by one
             found = self.store.read(lambda tx: tx.graph_document(checksum))
         if found is None:
             raise GraphNotFound(f"this database keeps no graph file of checksum {checksum!r}")
@@ -58,6 +58,7 @@ class Graphs:
         return [self.shown(version) for version in self.store.read(lambda tx: tx.graph_versions())]
 
     def shown(self, version: GraphVersion) -> VersionView:
+        """A version as `GET /workflows` shows it."""
         workflow = graph_file.load(version.document.encode()).workflow
         return VersionView(
             checksum=version.checksum,
