@@ -90,6 +90,12 @@ def add_tasks(commands: Commands) -> None:
     listing.add_commands(commands, tokens.url_options())
 
 
+def add_workflow(commands: Commands) -> None:
+    from stateous.cli import tokens, versions
+
+    versions.add_commands(commands, tokens.url_options())
+
+
 def add_supervise(commands: Commands) -> None:
     from stateous.cli import supervising
 
@@ -115,6 +121,7 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
     "backup": ("copy a live database into a file", add_backup),
     "token": ("start, fire, show and steer tokens", add_token),
     "tasks": ("list the live tasks, the oldest queued first", add_tasks),
+    "workflow": ("list the graph files kept, or print one", add_workflow),
     "supervise": ("run the routines of a supervisor's folder", add_supervise),
     "demo": ("run the orders workflow end to end on SQLite, in one process", add_demo),
 }

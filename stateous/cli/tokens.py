@@ -121,9 +121,9 @@ def served_graph(client: Client) -> GraphFile:
 
 
 def served_events(token: dict[str, Any], client: Client) -> list[str]:
-    """The events out of the token's state, read from the workflow the control plane serves."""
+    """The events out of the token's state, read from the graph file the token moves by."""
     try:
-        return accepted_events(token, client.workflow())
+        return accepted_events(token, client.workflow(token.get("checksum")))
     except KeyError as ex:
         raise unreadable(f"it has no {ex}") from None
     except TypeError:

@@ -278,9 +278,14 @@ class Client:
             body["attempt"] = attempt
         return self._call("POST", f"/tasks/{segment(task)}/report", body)
 
-    def workflow(self) -> dict[str, Any]:
-        """Return the served graph file."""
-        return self._call("GET", "/workflow")
+    def workflow(self, checksum: str | None = None) -> dict[str, Any]:
+        """Return the served graph file, or the older one kept for `checksum`."""
+        query = "" if checksum is None else "?" + urlencode({"checksum": checksum})
+        return self._call("GET", f"/workflow{query}")
+
+    def workflows(self) -> list[dict[str, Any]]:
+        """Return every graph file the database keeps, with its live tokens."""
+        return self._call("GET", "/workflows")
 
     def health(self) -> dict[str, Any]:
         """Return the served workflow's name and its checksum."""

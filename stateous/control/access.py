@@ -93,6 +93,7 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("GET", "/health"): None,
     ("GET", "/workflow"): WORK,
     ("GET", "/workflow/layout"): WORK,
+    ("GET", "/workflows"): WORK,
     ("GET", "/ui/"): None,
     ("GET", "/ui/{file}"): None,
     ("GET", "/openapi.json"): WORK,

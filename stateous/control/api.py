@@ -228,15 +228,20 @@ class Health(Resource):
 
 
 class WorkflowFile(Resource):
-    """`/workflow`: the graph file, as it is; `/workflow/layout`: its workflows laid out for
-    drawing, worked out at the first request (the graph does not change while served)."""
+    """`/workflow`: the graph file, as it is (an older one by `?checksum=`); `/workflows`:
+    every graph file kept, with its live tokens; `/workflow/layout`: the served workflows laid
+    out for drawing, worked out at the first request (the graph does not change while
+    served)."""
 
     def __init__(self, engine: Engine) -> None:
         super().__init__(engine)
         self.drawn: bytes | None = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = self.engine.workflow_json()
+        resp.data = self.engine.graphs.file(req.get_param("checksum"))
+
+    def on_get_versions(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, self.engine.graphs.listing())
 
     def on_get_layout(self, req: falcon.Request, resp: falcon.Response) -> None:
         if self.drawn is None:
@@ -514,6 +519,7 @@ def create_app(
     workflow, dashboard = WorkflowFile(engine), Dashboard(engine)
     app.add_route("/workflow", workflow)
     app.add_route("/workflow/layout", workflow, suffix="layout")
+    app.add_route("/workflows", workflow, suffix="versions")
     app.add_route("/openapi.json", OpenApi(engine))
     app.add_route("/tokens", tokens)
     app.add_route("/tokens/{token}", token)

@@ -31,7 +31,8 @@ from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
-from stateous.control.views import history_entries, view
+from stateous.control.versions import Graphs
+from stateous.control.views import detail, history_entries, view
 from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
@@ -54,8 +55,10 @@ class Engine:
         #: The claims that wait for a task; every write wakes those it queued one for.
         self.waits = waits or Waits(DEFAULT_WAITS)
         self.store: Store = Waking(store, self.waits)
+        #: The graphs that tokens move by: this one, and the older ones the database keeps.
+        self.graphs = Graphs(graph, self.store)
         self.lease = lease
-        self.moves = Moves(graph)
+        self.moves = Moves(self.graphs)
         #: The pages of tokens, tasks and supervisors that the API lists.
         self.listings = Listings(self.store)
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
@@ -84,9 +87,6 @@ class Engine:
             workflow=self.graph.name, checksum=self.graph.checksum, lease=math.ceil(self.lease)
         )
 
-    def workflow_json(self) -> bytes:
-        return self.graph.raw
-
     # reading tokens
 
     def token_row(self, tx: Tx, token: str) -> TokenRow:
@@ -97,7 +97,7 @@ class Engine:
         return row
 
     def get(self, token: str) -> TokenView:
-        return view(self.store.read(lambda tx: self.token_row(tx, token)))
+        return detail(self.store.read(lambda tx: self.token_row(tx, token)))
 
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:
@@ -153,7 +153,9 @@ class Engine:
             too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
             if too_long is not None:
                 raise InvalidTokenId(too_long)
-        row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
+        row = TokenRow(
+            token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now, checksum=self.graph.checksum
+        )
         tx.insert_token(row)
         tx.record(token, Kind.STARTED, {"context": checked}, key)
         self.moves.first_move(tx, row)
@@ -190,7 +192,7 @@ class Engine:
             reason = f"token {token!r} is {row.status}; it takes no events"
             tx.record(token, Kind.EVENT_REJECTED, {"event": event, "reason": reason})
             raise KeepAndRaise(TokenNotActive(reason))
-        flow = self.moves.flow(row)
+        flow = self.moves.flow(tx, row)
         if event in BUILTIN_EVENTS:
             reason = f"{event!r} is an event of Stateous itself; it cannot be fired"
             self.moves.refuse(tx, row, event, reason)
@@ -561,7 +563,7 @@ class Engine:
                 error = body.error or "the routine failed"
                 self.moves.fail_attempt(tx, row, token, error, body.retry_after)
                 return view(token)
-            flow = self.moves.flow(token)
+            flow = self.moves.flow(tx, token)
             changes = body.context or {}
             merged = checks.context(flow, {**token.context, **changes}) if changes else None
             schedules = checks.schedules(flow, body.schedules)

@@ -18,6 +18,10 @@ class TokenNotFound(EngineError, LookupError):
     code, status = "token_not_found", 404
 
 
+class GraphNotFound(EngineError, LookupError):
+    code, status = "graph_not_found", 404
+
+
 class TaskNotFound(EngineError, LookupError):
     code, status = "task_not_found", 404
 

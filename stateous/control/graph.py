@@ -68,6 +68,9 @@ class Flow:
     routes: dict[tuple[str, str | None], list[Route]] = field(default_factory=dict)
     context_check: Validator = _accept_anything
     payload_checks: dict[str, Validator] = field(default_factory=dict)
+    #: Every workflow of the same graph file by name, this one included: where the child
+    #: workflows of its parallel states are found.
+    family: dict[str, Flow] = field(default_factory=dict)
 
     def state(self, name: str) -> StateSpec:
         return self.spec.states[name]
@@ -135,6 +138,8 @@ class Graph:
         for name in (document.workflow, *document.workflows):
             spec = document.workflow_spec(name)
             self.flows[name] = self._index(name, spec, checks, is_top=name == document.workflow)
+        for flow in self.flows.values():
+            flow.family = self.flows
         self.top = self.flows[document.workflow]
 
     @classmethod

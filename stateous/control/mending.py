@@ -34,14 +34,14 @@ def retry(
     the context; record `retried` first, so that it names who asked."""
     mendable(token)
     target = token.state if state is None else state
-    visited(moves, token, target)
+    visited(tx, moves, token, target)
     if token.parent is not None:
         parent_waits(tx, token)
     context = token.context
     if changes:
-        context = checks.context(moves.flow(token), {**token.context, **changes})
+        context = checks.context(moves.flow(tx, token), {**token.context, **changes})
     visit = token.visits.get(target, 0) + 1
-    too_long = moves.child_id_problem(token.token, moves.flow(token), target, visit, context)
+    too_long = moves.child_id_problem(token.token, moves.flow(tx, token), target, visit, context)
     if too_long is not None:
         raise InvalidTokenId(too_long)
     tx.record(
@@ -64,9 +64,9 @@ def mendable(token: TokenRow) -> None:
         raise TokenCompleted(f"token {token.token!r} completed; it cannot be retried")
 
 
-def visited(moves: Moves, token: TokenRow, state: str) -> None:
+def visited(tx: Tx, moves: Moves, token: TokenRow, state: str) -> None:
     """The state must be one of the token's workflow, and one the token entered."""
-    flow = moves.flow(token)
+    flow = moves.flow(tx, token)
     if state not in flow.spec.states:
         raise UnknownState(f"the workflow {flow.name!r} has no state {state!r}")
     if state not in token.visits:

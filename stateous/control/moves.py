@@ -18,8 +18,9 @@ from typing import Any, NoReturn
 
 from stateous.control import checks
 from stateous.control.errors import EventNotAllowed
-from stateous.control.graph import Ambiguous, Flow, Graph, Route
+from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
+from stateous.control.versions import Graphs
 from stateous.model.backoff import ceiling, jittered
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import StateSpec
@@ -92,13 +93,15 @@ _FAILURES = {
 
 
 class Moves:
-    """The rules by which tokens move, on one graph."""
+    """The rules by which tokens move: each token's by the graph it started on."""
 
-    def __init__(self, graph: Graph) -> None:
-        self.graph = graph
+    def __init__(self, graphs: Graphs) -> None:
+        self.graphs = graphs
 
-    def flow(self, token: TokenRow) -> Flow:
-        return self.graph.flows[token.workflow or self.graph.name]
+    def flow(self, tx: Tx, token: TokenRow) -> Flow:
+        """The workflow that moves the token, in the graph it is pinned to."""
+        graph = self.graphs.of(tx, token.checksum)
+        return graph.flows[token.workflow or graph.name]
 
     # the router
 
@@ -131,7 +134,7 @@ class Moves:
     def choose(self, tx: Tx, token: TokenRow, arrival: Arrival) -> Route | Ambiguous | NoRoute:
         """Pick the transition that the event takes from the token's state now, with the
         context that the report makes, if any."""
-        flow = self.flow(token)
+        flow = self.flow(tx, token)
         event, payload = arrival.event, arrival.payload
         context = token.context if arrival.context is None else arrival.context
         choice = flow.choose(
@@ -143,7 +146,7 @@ class Moves:
             branches=payload.get("branches") if event == "joined" and payload else None,
         )
         if choice is None:
-            return NoRoute(self.no_route_reason(token, event))
+            return NoRoute(self.no_route_reason(tx, token, event))
         if isinstance(choice, Route):
             visit = token.visits.get(choice.target, 0) + 1
             too_long = self.child_id_problem(token.token, flow, choice.target, visit, context)
@@ -157,8 +160,8 @@ class Moves:
         counts[event] = counts.get(event, 0) + 1
         return counts
 
-    def no_route_reason(self, token: TokenRow, event: str) -> str:
-        if self.flow(token).routes.get((token.state, event)):
+    def no_route_reason(self, tx: Tx, token: TokenRow, event: str) -> str:
+        if self.flow(tx, token).routes.get((token.state, event)):
             return f"no guard of {event!r} in {token.state!r} holds, and it has no fallback"
         return f"{token.state!r} has no transition on {event!r}"
 
@@ -279,7 +282,7 @@ class Moves:
         task = tx.live_task(token.token)
         if task is not None:
             done = reported or (
-                task.status in WORKED_ON and self.flow(token).emits(token.state, event)
+                task.status in WORKED_ON and self.flow(tx, token).emits(token.state, event)
             )
             self.close_task(tx, task, TaskStatus.DONE if done else TaskStatus.CANCELLED)
         tx.cancel_timers(token.token)
@@ -294,7 +297,7 @@ class Moves:
 
     def enter(self, tx: Tx, token: TokenRow, state: str) -> None:
         """Enter `state`: a new visit, with its task (or children) and its timeout."""
-        flow = self.flow(token)
+        flow = self.flow(tx, token)
         spec = flow.state(state)
         visit = token.visits.get(state, 0) + 1
         token.visits[state] = visit
@@ -339,7 +342,7 @@ class Moves:
         or the `retry_after` seconds the routine asked for), else deliver `error`."""
         tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
         tx.cancel_timers(token.token, TimerKind.TIMER)
-        spec = self.flow(token).state(token.state)
+        spec = self.flow(tx, token).state(token.state)
         task.claimed_by, task.lease_until = None, None
         if task.attempt <= spec.retries:
             self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
@@ -378,7 +381,7 @@ class Moves:
 
     def first_move(self, tx: Tx, token: TokenRow) -> None:
         """Move a new token out of START, by the guards on its context."""
-        choice = self.first_choice(self.flow(token), token.context)
+        choice = self.first_choice(self.flow(tx, token), token.context)
         if not isinstance(choice, Route):
             self.fail(tx, token, "no transition from START holds for its context")
             return
@@ -441,10 +444,11 @@ class Moves:
     def child_id(parent: str, state: str, visit: int, workflow: str) -> str:
         return f"{parent}.{state}.{visit}.{workflow}"
 
-    def child_context(self, workflow: str, inputs: list[str], context: dict[str, Any]) -> Any:
+    @staticmethod
+    def child_context(child: Flow, inputs: list[str], context: dict[str, Any]) -> Any:
         """The context a child starts with: the parent's `inputs`, with the child's defaults."""
         given = {key: context[key] for key in inputs if key in context}
-        return self.graph.flows[workflow].context_check(given, "context")
+        return child.context_check(given, "context")
 
     def child_id_problem(
         self, token: str, flow: Flow, state: str, visit: int, context: dict[str, Any]
@@ -461,8 +465,8 @@ class Moves:
                     f"the child token id {child[:40]}... would have {len(child)} "
                     f"characters, more than {ID_LIMIT}"
                 )
-            child_flow = self.graph.flows[workflow]
-            child_context = self.child_context(workflow, spec.inputs or [], context)
+            child_flow = flow.family[workflow]
+            child_context = self.child_context(child_flow, spec.inputs or [], context)
             first = self.first_choice(child_flow, child_context)
             if isinstance(first, Route):
                 problem = self.child_id_problem(child, child_flow, first.target, 1, child_context)
@@ -477,6 +481,7 @@ class Moves:
 
         `child_id_problem` was asked before the move, so every id fits.
         """
+        family = self.flow(tx, token).family
         for workflow in workflows:
             child_id = self.child_id(token.token, token.state, token.visit, workflow)
             child = TokenRow(
@@ -484,10 +489,11 @@ class Moves:
                 START_NAME,
                 token.status,
                 1,
-                self.child_context(workflow, inputs, token.context),
+                self.child_context(family[workflow], inputs, token.context),
                 tx.now,
                 parent=token.token,
                 workflow=workflow,
+                checksum=token.checksum,
             )
             tx.insert_token(child)
             tx.record(token.token, Kind.BRANCH_STARTED, {"workflow": workflow, "token": child_id})
@@ -500,7 +506,7 @@ class Moves:
         Children live only while their parent is in the parallel state that started
         them, so a token in any other state has none to look for.
         """
-        spec = self.flow(token).spec.states.get(token.state)
+        spec = self.flow(tx, token).spec.states.get(token.state)
         if spec is None or not spec.parallel:
             return
         for child in tx.children(token.token):
@@ -515,7 +521,7 @@ class Moves:
         prefix = f"{parent.token}.{parent.state}.{parent.visit}."
         if not child.token.startswith(prefix):
             return
-        spec = self.flow(parent).state(parent.state)
+        spec = self.flow(tx, parent).state(parent.state)
         siblings = [row for row in tx.children(parent.token) if row.token.startswith(prefix)]
         if spec.join == "any":
             ended = [child]

@@ -68,8 +68,9 @@ TASK_LISTING = [
     },
     *PAGING,
 ]
-#: The query parameters of each listing, by method and path template.
+#: The query parameters of each listing (and of `GET /workflow`), by method and path template.
 LISTINGS = {
+    ("GET", "/workflow"): [{"name": "checksum", "in": "query", "schema": {"type": "string"}}],
     ("GET", "/tokens"): TOKEN_LISTING,
     ("GET", "/tasks"): TASK_LISTING,
     ("GET", "/supervisors"): PAGING,
@@ -110,7 +111,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         refusals=(),
     ),
     ("GET", "/workflow"): Operation(
-        "the graph file", answers=((200, dict[str, Any]),), refusals=(401, 403)
+        "the graph file served, or an older one kept (by `checksum`)",
+        answers=((200, dict[str, Any]),),
+        refusals=(401, 403, 404),
+    ),
+    ("GET", "/workflows"): Operation(
+        "every graph file kept, with its live tokens",
+        answers=((200, list[wire.VersionView]),),
+        refusals=(401, 403),
     ),
     ("GET", "/workflow/layout"): Operation(
         "every workflow of the graph laid out for drawing",

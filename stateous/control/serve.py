@@ -2,9 +2,9 @@
 
 The port is bound before the database opens, so a port in use costs nothing. The
 database (SQLite or Postgres, by its URL) is held (a lock that lives with the process
-and the `control_plane` row), its structure checked
-against live tokens, then the clock and the HTTP server start. SIGINT or SIGTERM
-finishes the requests in progress, gives the hold up and stops. A standby
+and the `control_plane` row), the graph file kept beside the older ones that live tokens
+still run on, then the clock and the HTTP server start. SIGINT or SIGTERM finishes the
+requests in progress, gives the hold up and stops. A standby
 (`--standby`) whose database another control plane holds answers `not_serving`
 on its port and asks for the lock four times a second; it serves once it has it.
 """
@@ -45,6 +45,7 @@ from stateous.control.graph import Graph
 from stateous.control.hold import Hold
 from stateous.control.store import (
     POSTGRES,
+    GraphVersion,
     HoldLost,
     HoldRefused,
     Lock,
@@ -56,6 +57,7 @@ from stateous.control.store import (
     sqlite_path,
 )
 from stateous.control.stream import Published, Streams
+from stateous.control.versions import Graphs
 from stateous.control.waits import Waits
 from stateous.model.errors import Failure
 
@@ -141,22 +143,37 @@ def bind(address: Address) -> socket.socket:
     return listener
 
 
-def check_structure(store: Store, graph: Graph) -> None:
-    """Refuse a new structure while tokens of the old one are live."""
+def record_graph(store: Store, graphs: Graphs) -> list[GraphVersion]:
+    """Keep the graph file served, and answer the older versions that live tokens still run.
 
-    def operation(tx: Tx) -> None:
+    Live tokens of a graph that the database does not keep (started before version 0014
+    kept files) go on by the served graph when its structure is the one on record, as
+    before; otherwise the start is refused, since their graph cannot be read.
+    """
+    graph = graphs.served
+
+    def operation(tx: Tx) -> list[GraphVersion]:
         row = tx.control()
-        if row is None or row.structure in (None, graph.structure):
-            return
-        live = tx.live_tokens()
-        if live:
-            raise ServeError(
-                f"refusing to serve: {live} token(s) are active or paused on another structure "
-                f"of the workflow {graph.name!r}; serve the graph file they started on until "
-                "they end, or cancel them"
-            )
+        same = row is None or row.structure in (None, graph.structure)
+        for checksum, live in tx.live_unkept():
+            if not same:
+                raise ServeError(
+                    f"refusing to serve: {live} token(s) are active or paused on a graph file "
+                    f"of another structure that this database does not keep ({checksum}); "
+                    "serve that graph file once, so that it is kept, or cancel them"
+                )
+            tx.repin(checksum, graph.checksum)
+        graphs.record(tx)
+        versions = tx.graph_versions()
+        return [v for v in versions if v.live and v.checksum != graph.checksum]
 
-    store.write(operation)
+    return store.write(operation)
+
+
+def versions_line(graph: Graph, older: list[GraphVersion]) -> str:
+    """The start line that names the older versions live tokens still run on."""
+    listed = ", ".join(f"{version.checksum} ({version.live} live token(s))" for version in older)
+    return f"older versions still in use: {listed}; new tokens start on {graph.checksum}"
 
 
 class ControlPlane:
@@ -227,7 +244,7 @@ class ControlPlane:
             exposed = not self.address.is_loopback or bool(self.allowed_hosts)
             self.access = Access(self.store, enabled=not self.no_auth, exposed=exposed)
             self._check_open_to_others()
-            check_structure(self.store, self.graph)
+            self.older = record_graph(self.store, self.engine.graphs)
             self.hold = Hold(self.store, self.lock)
             self.hold.take(self.graph.structure, self.graph.checksum)
         except BaseException:
@@ -376,6 +393,8 @@ class ControlPlane:
             self.server.share_writes(self.store)
         self.access.refresh()
         self.clock.start()
+        if self.older:
+            print(versions_line(self.graph, self.older), file=self.err, flush=True)
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
 
     def _wait_for_database(self, switch: Switch, stop: threading.Event) -> None:

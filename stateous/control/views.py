@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import msgspec
+
 from stateous.control.store import Entry, TokenRow, to_iso
 from stateous.model.sentences import Narrator
 from stateous.model.wire import (
@@ -27,6 +29,11 @@ def view(token: TokenRow) -> TokenView:
         entered_at=to_iso(token.entered_at),
         parent=token.parent,
     )
+
+
+def detail(token: TokenRow) -> TokenView:
+    """Show one token asked for by its id: its view, with the graph it moves by."""
+    return msgspec.structs.replace(view(token), checksum=token.checksum)
 
 
 def brief(token: TokenView) -> TokenBrief:

@@ -33,7 +33,8 @@ Code = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{0,63}\Z")]
 
 
 class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """A token as the API shows it; `parent` only on a child token."""
+    """A token as the API shows it; `parent` only on a child token; `checksum` (the graph
+    file it moves by) only where one token is asked for."""
 
     token: str
     state: str
@@ -42,6 +43,20 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     context: dict[str, Any]
     entered_at: str
     parent: str | None = None
+    checksum: str | None = None
+
+
+class VersionView(msgspec.Struct, kw_only=True):
+    """A graph file the database keeps: its checksum and workflow, when it was first and
+    last served, how many tokens (children too) still live on it, and whether it is the
+    one served now."""
+
+    checksum: str
+    workflow: str
+    first_served_at: str
+    last_served_at: str
+    live: int
+    served: bool
 
 
 class TokenBrief(msgspec.Struct, kw_only=True, omit_defaults=True):

@@ -359,6 +359,8 @@ def test_the_client_reads_a_listing_page_after_page(plane: Plane, api: Served) -
         assert ids(client.listed("/tokens", 10, per_page=2)) == ["A", "B", "C", "D", "E"]
         first, after = client.page("/tokens", limit=4)
         assert (ids(first), after is not None) == (["A", "B", "C", "D"], True)
-        assert client.page("/tokens", limit=4, after=after) == ([client.get("E")], None)
+        [row], last = client.page("/tokens", limit=4, after=after)
+        # a listed token is the token as read by its id, without the graph file it moves by
+        assert ({**row, "checksum": client.health()["checksum"]}, last) == (client.get("E"), None)
         assert ids(client.tasks(state="draft", limit=2)) == [1, 2]
         assert client.supervisors() == []

@@ -14,6 +14,7 @@ import pytest
 from stateous.control.access import Access, served_hosts
 from stateous.control.api import Guard
 from stateous.control.credentials import add_credential, revoke_credential
+from stateous.control.serve import record_graph
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
 from stateous.model.vocabulary import Role
 from tests.control.conftest import serving, write_graph
@@ -68,8 +69,14 @@ UNDO_0011 = (
 UNDO_0012 = ("ALTER TABLE credentials DROP COLUMN github",)
 #: What takes a database of the latest version back to before 0014.
 UNDO_0014 = ("DROP TABLE plan_tokens", "DROP TABLE plans")
+#: What takes a database of the latest version back to before 0015.
+UNDO_0015 = (
+    "DROP INDEX tokens_live_checksum",
+    "ALTER TABLE tokens DROP COLUMN checksum",
+    "DROP TABLE graphs",
+)
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (*UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -143,8 +150,8 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "claims, control_plane, counts, credentials, ledger, memory, plan_tokens, plans, settings, "
-    "tasks, timers, tokens"
+    "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
+    "settings, tasks, timers, tokens"
 )
 
 
@@ -270,7 +277,8 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         # Nor is it a GitHub webhook (0012).
         kept["credentials"] = [(*row, None, 0, None) for row in kept["credentials"]]
         for table, rows in kept.items():
-            added = (None,) if table == "tokens" else ()  # `result`, of 0010
+            # `result`, of 0010; `checksum`, of 0015 (no graph was on record).
+            added = (None, None) if table == "tokens" else ()
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -320,6 +328,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0015,
         *UNDO_0014,
         *UNDO_0012,
         *UNDO_0011,
@@ -342,7 +351,13 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.engine.start("A", {"title": "x"})
     add_credential(old.store, "ci", Role.WEBHOOK, events=["submitted"], hmac_key="stq_key")
     old.store.close()
-    run_sql(backend, *UNDO_0014, *UNDO_0012, "UPDATE stateous_version SET version_num = '0011'")
+    run_sql(
+        backend,
+        *UNDO_0015,
+        *UNDO_0014,
+        *UNDO_0012,
+        "UPDATE stateous_version SET version_num = '0011'",
+    )
 
     upgraded = plane_for(orders(), backend)
     try:
@@ -350,5 +365,31 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
         [row] = upgraded.store.read(lambda tx: tx.credentials())
         assert (row.name, row.events, row.github) == ("ci", ["submitted"], None)
         assert upgraded.engine.fire("A", "submitted", by="ci").state == "review"
+    finally:
+        upgraded.store.close()
+
+
+def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("A", {"title": "x"})
+    old.store.close()
+    graph = old.engine.graph
+    run_sql(
+        backend,
+        *UNDO_0015,
+        f"INSERT INTO control_plane (id, structure, checksum) "
+        f"VALUES (1, '{graph.structure}', '{graph.checksum}')",
+        "UPDATE stateous_version SET version_num = '0014'",
+    )
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        assert run_sql(backend, "SELECT token, checksum FROM tokens") == [("A", graph.checksum)]
+        assert record_graph(upgraded.store, upgraded.engine.graphs) == []
+        assert run_sql(backend, "SELECT checksum FROM graphs") == [(graph.checksum,)]
+        assert upgraded.engine.fire("A", "submitted").state == "review"
+        assert upgraded.engine.get("A").checksum == graph.checksum
     finally:
         upgraded.store.close()

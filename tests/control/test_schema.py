@@ -52,6 +52,7 @@ PARTIAL_WITH_WORDS = [
     "tasks_waiting_age",
     "timers_due",
     "timers_token",
+    "tokens_live_checksum",
 ]
 TABLES = {
     "tokens",
@@ -63,6 +64,7 @@ TABLES = {
     "control_plane",
     "plans",
     "plan_tokens",
+    "graphs",
 }
 
 

@@ -164,7 +164,7 @@ def test_a_deadlock_runs_the_transaction_once_more(backend: Backend) -> None:
         def operation(tx: Tx) -> None:
             runs[first] += 1
             tx.token(first)
-            tx.live_tokens()  # a read: the lock of `first` is surely taken by now
+            tx.graph_versions()  # a read: the lock of `first` is surely taken by now
             if runs[first] == 1:
                 first_runs.wait()
             tx.token(second)

@@ -56,6 +56,7 @@ def time_or_none(value: str | None) -> float | None:
 
 def token_row(row: tuple[Any, ...]) -> TokenRow:
     token, state, status, visit, context, entered_at, parent, workflow, visits, result = row[:10]
+    checksum = row[10]
     return TokenRow(
         token,
         state,
@@ -67,6 +68,7 @@ def token_row(row: tuple[Any, ...]) -> TokenRow:
         workflow,
         decode(visits),
         None if result is None else decode(result),
+        checksum,
     )
 
 
@@ -107,7 +109,9 @@ def entry_row(row: tuple[Any, ...]) -> Entry:
     return Entry(token, seq, from_column(at), kind, key, decode(data))
 
 
-TOKEN_COLUMNS = "token, state, status, visit, context, entered_at, parent, workflow, visits, result"
+TOKEN_COLUMNS = (
+    "token, state, status, visit, context, entered_at, parent, workflow, visits, result, checksum"
+)
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
 TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
@@ -125,7 +129,7 @@ TIMER_BY_ID = (
     "FROM timers WHERE id = ?"
 )
 INSERT_TOKEN = (
-    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100

@@ -41,6 +41,9 @@ class TokenRow:
     #: The payload of the event whose transition to END completed the token, kept so that
     #: its parent's join can hand it back; None otherwise.
     result: Any = None
+    #: The checksum of the graph file the token started on (a child: its parent's), by
+    #: whose rules it moves; None for a token kept before any graph was on record.
+    checksum: str | None = None
 
 
 @dataclass(slots=True)
@@ -82,6 +85,18 @@ class Entry:
     kind: str
     key: str | None
     data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class GraphVersion:
+    """A graph file kept: its checksum, the file, when it was first and last served, and
+    how many tokens (children too) still live on it."""
+
+    checksum: str
+    document: str
+    first_served_at: float
+    last_served_at: float
+    live: int
 
 
 @dataclass(slots=True)

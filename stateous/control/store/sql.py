@@ -44,6 +44,7 @@ from stateous.control.store.columns import (
 )
 from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.credential_sql import CredentialSql
+from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Hold
@@ -61,7 +62,7 @@ from stateous.control.store.rows import (
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger
@@ -179,6 +180,7 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, ABC):
             row.workflow,
             json_text(row.visits),
             None if row.result is None else json_text(row.result),
+            row.checksum,
         )
 
     def insert_token(self, row: TokenRow) -> None:
@@ -195,7 +197,7 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, ABC):
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
             "parent = ?, workflow = ?, visits = ?, result = ?, moved_at = ? WHERE token = ?",
-            (*values[1:], self.stamp, row.token),
+            (*values[1:-1], self.stamp, row.token),
         )
 
     def children(self, parent: str) -> list[TokenRow]:
@@ -204,10 +206,6 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, ABC):
             (parent,),
         )
         return [self.keep(row) for row in rows]
-
-    def live_tokens(self) -> int:
-        row = self.one("SELECT count(*) FROM tokens WHERE status IN ('active', 'paused')")
-        return int(row[0]) if row else 0
 
     # ledger
 

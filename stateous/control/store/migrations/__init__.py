@@ -53,6 +53,7 @@ VERSIONS = (
     "0012",
     "0013",
     "0014",
+    "0015",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

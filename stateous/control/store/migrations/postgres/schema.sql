@@ -21,7 +21,8 @@ CREATE TABLE tokens (
     workflow TEXT,
     moved_at TEXT COLLATE "C" NOT NULL,
     visits JSON NOT NULL DEFAULT '{}',
-    result JSON
+    result JSON,
+    checksum TEXT COLLATE "C"
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
@@ -31,6 +32,8 @@ CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, 
 CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
     WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent, rowid) WHERE parent IS NOT NULL;
+CREATE INDEX tokens_live_checksum ON tokens (checksum)
+    WHERE status IN ('active', 'paused');
 
 -- `pos` orders the rows of every token by commit, for the live stream (0007).
 CREATE TABLE ledger (
@@ -109,6 +112,14 @@ CREATE TABLE claims (
 );
 CREATE INDEX claims_claimed ON claims (claimed_at);
 CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
+
+-- Every graph file served, whole, by its checksum (0015).
+CREATE TABLE graphs (
+    checksum TEXT COLLATE "C" PRIMARY KEY,
+    document TEXT NOT NULL,
+    first_served_at TEXT COLLATE "C" NOT NULL,
+    last_served_at TEXT COLLATE "C" NOT NULL
+);
 
 CREATE TABLE control_plane (
     id INTEGER PRIMARY KEY CHECK (id = 1),

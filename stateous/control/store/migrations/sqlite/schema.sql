@@ -22,7 +22,8 @@ CREATE TABLE tokens (
     workflow TEXT,
     moved_at TEXT NOT NULL,
     visits TEXT NOT NULL DEFAULT '{}',
-    result TEXT
+    result TEXT,
+    checksum TEXT
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
@@ -32,6 +33,8 @@ CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, 
 CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
     WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent) WHERE parent IS NOT NULL;
+CREATE INDEX tokens_live_checksum ON tokens (checksum)
+    WHERE status = 'active' OR status = 'paused';
 
 -- `pos` orders the rows of every token by commit, for the live stream (0007).
 CREATE TABLE ledger (
@@ -110,6 +113,14 @@ CREATE TABLE claims (
 );
 CREATE INDEX claims_claimed ON claims (claimed_at);
 CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
+
+-- Every graph file served, whole, by its checksum (0015).
+CREATE TABLE graphs (
+    checksum TEXT PRIMARY KEY,
+    document TEXT NOT NULL,
+    first_served_at TEXT NOT NULL,
+    last_served_at TEXT NOT NULL
+);
 
 CREATE TABLE control_plane (
     id INTEGER PRIMARY KEY CHECK (id = 1),

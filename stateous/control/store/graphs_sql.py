@@ -1,0 +1,71 @@
+"""The `graphs` table: every graph file served, kept whole by its checksum (version 0014).
+
+A graph file never changes for a checksum, so a row is written once and then only its
+`last_served_at` moves. Each token names the checksum of the graph it moves by.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from stateous.control.store.columns import word
+from stateous.control.store.rows import GraphVersion, from_column
+from stateous.model.vocabulary import TokenStatus
+
+#: A token that is active or paused, in SQL.
+_LIVE = f"status IN ({word(TokenStatus.ACTIVE)}, {word(TokenStatus.PAUSED)})"
+VERSIONS = (
+    "SELECT g.checksum, g.document, g.first_served_at, g.last_served_at, "
+    f"(SELECT count(*) FROM tokens k WHERE k.checksum = g.checksum AND {_LIVE}) "
+    "FROM graphs g ORDER BY g.first_served_at, g.checksum"
+)
+
+
+class GraphsSql:
+    """The verbs of `Tx` over the graph files kept, on the `execute` of a transaction."""
+
+    stamp: str
+
+    @abstractmethod
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement with `?` placeholders and return its rows."""
+
+    def keep_graph(self, checksum: str, document: str) -> None:
+        """Record that the graph file of `checksum` is served now; keep it if it is new."""
+        self.execute(
+            "INSERT INTO graphs (checksum, document, first_served_at, last_served_at) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (checksum) "
+            "DO UPDATE SET last_served_at = excluded.last_served_at",
+            (checksum, document, self.stamp, self.stamp),
+        )
+
+    def graph_document(self, checksum: str) -> str | None:
+        """The graph file kept for `checksum`, as served; None when none is kept."""
+        rows = self.execute("SELECT document FROM graphs WHERE checksum = ?", (checksum,))
+        return str(rows[0][0]) if rows else None
+
+    def graph_versions(self) -> list[GraphVersion]:
+        """Every graph file kept, the first served first, each with its live tokens."""
+        return [
+            GraphVersion(checksum, document, from_column(first), from_column(last), live)
+            for checksum, document, first, last, live in self.execute(VERSIONS)
+        ]
+
+    def live_unkept(self) -> list[tuple[str | None, int]]:
+        """The checksums of live tokens whose graph file is not kept, with their counts:
+        tokens of a database upgraded from before version 0014 (or of no graph at all)."""
+        return [
+            (checksum, int(count))
+            for checksum, count in self.execute(
+                f"SELECT checksum, count(*) FROM tokens WHERE {_LIVE} AND (checksum IS NULL "
+                "OR checksum NOT IN (SELECT checksum FROM graphs)) GROUP BY checksum"
+            )
+        ]
+
+    def repin(self, old: str | None, new: str) -> None:
+        """Pin the tokens of checksum `old` (kept by no graph file) to the graph `new`."""
+        if old is None:
+            self.execute("UPDATE tokens SET checksum = ? WHERE checksum IS NULL", (new,))
+        else:
+            self.execute("UPDATE tokens SET checksum = ? WHERE checksum = ?", (new, old))
