@@ -146,7 +146,7 @@ def bind(address: Address) -> socket.socket:
 def record_graph(store: Store, graphs: Graphs) -> list[GraphVersion]:
     """Keep the graph file served, and answer the older versions that live tokens still run.
 
-    Live tokens of a graph that the database does not keep (started before version 0014
+    Live tokens of a graph that the database does not keep (started before version 0015
     kept files) go on by the served graph when its structure is the one on record, as
     before; otherwise the start is refused, since their graph cannot be read.
     """

@@ -1,4 +1,4 @@
-"""The `graphs` table: every graph file served, kept whole by its checksum (version 0014).
+"""The `graphs` table: every graph file served, kept whole by its checksum (version 0015).
 
 A graph file never changes for a checksum, so a row is written once and then only its
 `last_served_at` moves. Each token names the checksum of the graph it moves by.
@@ -54,7 +54,7 @@ class GraphsSql:
 
     def live_unkept(self) -> list[tuple[str | None, int]]:
         """The checksums of live tokens whose graph file is not kept, with their counts:
-        tokens of a database upgraded from before version 0014 (or of no graph at all)."""
+        tokens of a database upgraded from before version 0015 (or of no graph at all)."""
         return [
             (checksum, int(count))
             for checksum, count in self.execute(
