@@ -54,14 +54,21 @@ PURE_PART = {"PyYAML": "6.0.4"}
 POSTGRES_COMPILED = {"psycopg-binary": "3.3.9"}
 POSTGRES_PURE = {"psycopg": "3.3.9", "typing-extensions": "4.16.0"}
 
-#: Files of the wheels that Stateous never runs: Falcon's benchmarks, ASGI app and test
-#: helpers (the control plane is a WSGI app), type stubs, bills of materials.
+#: Files of the wheels that Stateous never runs: Falcon's benchmarks, ASGI app, test helpers,
+#: route inspector with its command and JSON Schema validators (the control plane is a WSGI
+#: app that checks bodies itself), type stubs, bills of materials.
 LEFT_OUT = (
     "falcon/bench/",
     "falcon/asgi/",
     "falcon/testing/",
+    "falcon/inspect.py",
+    "falcon/cmd/",
+    "falcon/media/validators/",
     "platformdirs-4.14.9.dist-info/sboms/",
 )
+#: What pip reads of a wheel's metadata, and nothing run from the pyz does (no module asks
+#: `importlib.metadata`); each package's license files stay.
+UNREAD_METADATA = ("/RECORD", "/METADATA")
 #: Of apsw, Stateous runs only the compiled module `apsw` itself, not its Python tools (shell,
 #: full-text search helpers, tests) nor its second extension, `apsw._unicode`.
 APSW_KEPT = ("apsw/__init__.cpython-",)
@@ -156,6 +163,8 @@ def wheel_members(wheel: Path) -> Iterator[tuple[str, bytes]]:
 def shipped(name: str) -> bool:
     """Tell whether a wheel's member goes into the zip."""
     if name.startswith(LEFT_OUT) or name.endswith(".pyi"):
+        return False
+    if ".dist-info/" in name and name.endswith(UNREAD_METADATA):
         return False
     return not name.startswith("apsw/") or name.startswith(APSW_KEPT)
 
