@@ -18,9 +18,8 @@ CONNECTION_HELD = 8 * 1024 * 1024
 #: clients read nothing.
 TOTAL_HELD = 64 * 1024 * 1024
 #: How long a client may take no byte of its answers before it counts as not reading, in
-#: seconds: a client that reads takes some at every round trip, and five seconds leave room
-#: for one that a busy computer slows down.
-STALL = 5.0
+#: seconds: a client that reads takes some at every round trip.
+STALL = 1.0
 
 log = logging.getLogger("stateous.control.edge")
 
