@@ -142,11 +142,17 @@ def is_refusal(reply: Reply, status: int, code: str) -> bool:
 def pipelining_without_reading(
     port: int, path: str, connections: int = 8, depth: int = 40
 ) -> list[socket.socket]:
-    """Open `connections` that each send `depth` GETs of `path` at once and never read."""
+    """Open `connections` that each send `depth` GETs of `path` at once and never read. Each
+    takes at most 64 KiB into its receive buffer, so that what it leaves unread stays on
+    the server's side, as it would for a client far away (on loopback the kernel would
+    otherwise grow the buffer to tens of MB and take whole answers off the server)."""
     request = request_bytes("GET", path)
     opened = []
     for _ in range(connections):
-        sock = open_socket(port)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.settimeout(5.0)
+        sock.connect(("127.0.0.1", port))
         sock.sendall(request * depth)
         opened.append(sock)
     return opened
