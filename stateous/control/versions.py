@@ -33,9 +33,12 @@ class Graphs:
             return graph
         document = tx.graph_document(checksum)
         if document is None:
-            return self.served
-        raw = document.encode()
-        graph = self._known[checksum] = Graph(graph_file.load(raw), raw)
+            # Never kept, so never kept later either: only the served graph is recorded.
+            graph = self.served
+        else:
+            raw = document.encode()
+            graph = Graph(graph_file.load(raw), raw)
+        self._known[checksum] = graph
         return graph
 
     def record(self, tx: Tx) -> None:

@@ -59,7 +59,7 @@ def delivered(answer: TokenView | Duplicate, kind: str, event: str, started: boo
     """The answer to a GitHub delivery that started a token, fired its event, or repeated
     one already applied; never the context."""
     duplicate = isinstance(answer, Duplicate)
-    token = answer.token if isinstance(answer, Duplicate) else answer
+    token = answer.token if duplicate else answer
     return Delivered(
         token=token.token,
         state=token.state,
