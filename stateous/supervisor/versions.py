@@ -89,18 +89,23 @@ class Watch:
         return checksum(graph) == self.contract
 
     async def loop(self) -> None:
-        """Read /health on a cadence; on a new checksum, read the graph and compare it."""
+        """Read /health on a cadence; on a new checksum, read the graph and compare it. When
+        the stop cancels it, a request in flight is cut, so that no thread of it outlives the
+        supervisor (the process waits for its threads before it exits)."""
         connection = self.connect()
-        while True:
-            await asyncio.sleep(WATCH_EVERY)
-            try:
-                health = await self._ask(connection, "/health", read_health)
-                if health.checksum == self.seen:
-                    continue
-                graph = await self._ask(connection, "/workflow", read_graph)
-            except (Unreachable, NotServing, Refused, BadAnswer):
-                continue  # the claims and the heartbeat say so already
-            self.changed(graph)
+        try:
+            while True:
+                await asyncio.sleep(WATCH_EVERY)
+                try:
+                    health = await self._ask(connection, "/health", read_health)
+                    if health.checksum == self.seen:
+                        continue
+                    graph = await self._ask(connection, "/workflow", read_graph)
+                except (Unreachable, NotServing, Refused, BadAnswer):
+                    continue  # the claims and the heartbeat say so already
+                self.changed(graph)
+        finally:
+            connection.abort()
 
     def changed(self, graph: GraphFile) -> None:
         """Serve the states that match `graph`, and say so in one line."""
