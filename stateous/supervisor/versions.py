@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from stateous.client.http import NotServing, Refused, Unreachable
+from stateous.model import contracts
 from stateous.model.graph_file import GraphFile, checksum
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_graph, read_health
 
@@ -25,36 +26,9 @@ log = logging.getLogger("stateous.supervisor")
 WATCH_EVERY = 3.0
 
 
-def _model(graph: GraphFile, name: str | None) -> tuple[str, Any] | None:
-    """A model as its name and its JSON Schema; None for no model."""
-    return None if name is None else (name, graph.schemas.get(name))
-
-
-def _shape(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
-    """What a routine of `state` relies on: its context model, its events and their payload
-    models; None when the graph has no task state of that name (`workflow/state` in a child)."""
-    workflow, _, name = state.rpartition("/")
-    try:
-        spec = graph.workflow_spec(workflow or graph.workflow)
-    except KeyError:
-        return None
-    item = spec.states.get(name)
-    if item is None or item.parallel:
-        return None
-    events = sorted(
-        (event, _model(graph, spec.events[event].payload if event in spec.events else None))
-        for event in item.emits or []
-    )
-    return (_model(graph, spec.context), events)
-
-
 def still_matching(built_for: GraphFile, served: GraphFile, states: Iterable[str]) -> list[str]:
     """The states, sorted, whose routines fit the served graph as they fit `built_for`."""
-    return sorted(
-        state
-        for state in states
-        if (shape := _shape(served, state)) is not None and shape == _shape(built_for, state)
-    )
+    return sorted(state for state in states if contracts.same(built_for, served, state))
 
 
 class Watch:
