@@ -23,6 +23,7 @@ FILES = {
     "app.css": "text/css; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "draw.js": "text/javascript; charset=utf-8",
+    "plans.js": "text/javascript; charset=utf-8",
     "icon.svg": "image/svg+xml",
 }
 POLICY = "; ".join(

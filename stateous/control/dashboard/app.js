@@ -426,6 +426,7 @@ function mountList(main, params) {
         else location.hash = target;
       } }, FILTERS.map((name) => field(name, inputs[name])), el("button", { type: "submit" }, "Filter")),
       note),
+    window.Plans.panel({ api, params, kick }),
     el("section", {}, results, pager),
   ]);
   let page = null;
