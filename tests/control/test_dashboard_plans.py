@@ -205,3 +205,47 @@ def test_a_retry_plan_takes_its_from_state_to_the_plan_and_to_its_apply(
     ))  # fmt: skip
     assert call(plane, "GET", f"/plans/{plan}")["from"] == "draft"
     assert statuses(plane, "ORDER-1", "ORDER-2") == ["active", "active"]
+
+
+class SecondPartCut(dict[str, Any]):
+    """Answers for `agreed_plane` that refuse the second part of an apply, as a database
+    too busy to take it would, and let every other request through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts = 0
+
+    def get(self, path: str, default: Any = None) -> Any:
+        if not path.endswith("/apply"):
+            return default
+        self.parts += 1
+        busy = refusing("503 Service Unavailable", "database_busy", "the database is busy")
+        return busy if self.parts == 2 else default
+
+
+def test_an_apply_stopped_half_way_goes_on_when_pressed_again_and_acts_on_each_token_once(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    tokens = [f"ORDER-{number:03d}" for number in range(150)]
+    with agreed_plane(tmp_path, SecondPartCut()) as at:
+        for token in tokens:
+            start(at, token)
+        browser.get(f"{at.url}/ui/#/tokens?status=active")
+        wait(browser, lambda driver: len(listed(driver)) == 100)
+        plan = make_plan(browser, "pause")
+        browser.find_element(By.ID, "plan-apply").click()
+        wait(browser, lambda driver: text_of(driver, "#plan-result") == (
+            "The apply stopped: the database is busy. "
+            "Apply again goes on with the tokens not acted on yet."
+        ))  # fmt: skip
+        assert call(at, "GET", f"/plans/{plan}")["pending"] == 50
+
+        browser.find_element(By.ID, "plan-apply").click()
+
+        wait(browser, lambda driver: text_of(driver, "#plan-result") == (
+            "Applied: 150 done, 0 refused, 0 pending."
+        ))  # fmt: skip
+        assert len(call(at, "GET", "/tokens?status=paused&limit=1000")) == 150
+        for token in tokens[:3] + tokens[-3:]:
+            kinds = [entry["kind"] for entry in call(at, "GET", f"/tokens/{token}/history")]
+            assert kinds.count("paused") == 1

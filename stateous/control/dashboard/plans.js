@@ -126,7 +126,7 @@ function panel({ api, params, kick }) {
       say(`Applied: ${counted(latest)}.`);
     } catch (error) {
       for (const button of shown.querySelectorAll("button")) button.disabled = false;
-      say(`Refused: ${error.message} (Apply again goes on with the tokens not acted on yet.)`, true);
+      say(`The apply stopped: ${error.message}. Apply again goes on with the tokens not acted on yet.`, true);
     }
     kick();
   }
