@@ -39,6 +39,25 @@ def remove_batch(store: Store, keep: float, limit: int = BATCH) -> Removed:
     return store.write(operation)
 
 
+def remove_written(store: Store, trees: dict[str, int], before: str, limit: int = BATCH) -> Removed:
+    """Remove the trees that an archive wrote (top: its last ledger position), `limit` to a
+    write, each only while it is as written; answer what went, all batches together."""
+    tops = sorted(trees)
+    went = Removed()
+    for start in range(0, len(tops), limit):
+        batch = {top: trees[top] for top in tops[start : start + limit]}
+
+        def operation(tx: Tx, batch: dict[str, int] = batch) -> Removed:
+            removed = tx.remove_trees(batch, before)
+            if removed.tokens:
+                tx.count(Counter.TOKENS_REMOVED, "", removed.tokens)
+            return removed
+
+        removed = store.write(operation)
+        went = Removed(went.trees + removed.trees, went.tokens + removed.tokens)
+    return went
+
+
 def sweep(store: Store, keep: float, limit: int = BATCH) -> int:
     """Remove batches until one is not full; log a line per batch that removed something;
     answer how many tokens went."""
