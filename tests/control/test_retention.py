@@ -112,7 +112,7 @@ def test_a_tree_with_a_live_token_stays_whatever_its_top(plane: Plane) -> None:
             "UPDATE tokens SET status = 'cancelled', moved_at = '2000-01-01 00:00:00.000000' "
             "WHERE token = 'ODD'"
         )
-    assert remove_batch(plane.store, KEEP).tokens == 0
+    assert remove_batch(plane.store, KEEP)[0].tokens == 0
     assert rows_of(plane.backend, ["ODD", "ODD.fan.1.check"])["tokens"] == 2  # type: ignore[attr-defined]
 
 
@@ -130,7 +130,7 @@ def test_batches_take_a_few_trees_each_until_none_is_left(plane: Plane) -> None:
         plane.engine.start(f"T{n}", {"title": "t"})
         plane.engine.cancel(f"T{n}")
     plane.clock.advance(KEEP + 1)
-    assert [remove_batch(plane.store, KEEP, limit=3).trees for _ in range(4)] == [3, 3, 1, 0]
+    assert [remove_batch(plane.store, KEEP, limit=3)[0].trees for _ in range(4)] == [3, 3, 1, 0]
 
 
 def test_plans_made_before_the_cutoff_go_in_batches(plane: Plane) -> None:
