@@ -77,6 +77,19 @@ def accepts_line(token: Data, events: list[str]) -> str:
     return f"accepts now: {outside}"
 
 
+def shown_lines(
+    token: Data, children: Iterable[Data], events: list[str], entries: Iterable[Data]
+) -> list[str]:
+    """The lines of `token show ID` (and of `archive show`): the token, each child indented
+    under it, the events it accepts now (of `events`, the ones out of its state), then its
+    history."""
+    lines = [token_line(token)]
+    lines += [f"  {token_line(child)}" for child in children]
+    lines.append(accepts_line(token, events))
+    lines += history_lines(entries)
+    return lines
+
+
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:
     """Yield one `HH:MM:SS  #seq  sentence` line per entry, in UTC, each day's `DAY` line
     before its first entry.

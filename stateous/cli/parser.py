@@ -75,6 +75,12 @@ def add_backup(commands: Commands) -> None:
     backup.add_commands(commands)
 
 
+def add_archive(commands: Commands) -> None:
+    from stateous.cli import archive
+
+    archive.add_commands(commands)
+
+
 def add_token(commands: Commands) -> None:
     from stateous.cli import listing, retry, tokens
 
@@ -119,6 +125,10 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
         add_auth,
     ),
     "backup": ("copy a live database into a file", add_backup),
+    "archive": (
+        "write the token trees that ended before a date to a file, or show one",
+        add_archive,
+    ),
     "token": ("start, fire, show and steer tokens", add_token),
     "tasks": ("list the live tasks, the oldest queued first", add_tasks),
     "workflow": ("list the graph files kept, or print one", add_workflow),

@@ -54,6 +54,7 @@ def allowed_hosts(entries: list[str]) -> tuple[str, ...]:
 def run_serve(args: argparse.Namespace) -> int:
     """Serve a graph file until Ctrl-C or SIGTERM."""
     lease = duration("--lease", args.lease)
+    keep_ended = None if args.keep_ended is None else duration("--keep-ended", args.keep_ended)
     allowed = allowed_hosts(args.allowed_host)
     from stateous.control.edge import Limits
     from stateous.control.serve import ControlPlane
@@ -74,6 +75,7 @@ def run_serve(args: argparse.Namespace) -> int:
         allowed_hosts=allowed,
         limits=limits,
         standby=args.standby,
+        keep_ended=keep_ended,
     )
     if args.supervise is None:
         return plane.run()
@@ -106,6 +108,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default=DEFAULT_LEASE,
         metavar="DURATION",
         help=f"how long a claimed task is held without a heartbeat (default: {DEFAULT_LEASE})",
+    )
+    serve.add_argument(
+        "--keep-ended",
+        metavar="DURATION",
+        help="remove each token tree (the top token and its children, with their history, "
+        "tasks, timers and memory) once it has ended for this long, in small batches "
+        "(default: keep for ever)",
     )
     serve.add_argument(
         "--threads",

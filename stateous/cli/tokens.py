@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli import plans
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
-from stateous.cli.history import accepted_events, accepts_line, history_lines, token_line
+from stateous.cli.history import accepted_events, shown_lines, token_line
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
 
@@ -140,11 +140,8 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
     if args.id is None:
         return [token_line(token) for token in client.tokens(limit=LISTED)]
     token = client.get(args.id)
-    lines = [token_line(token)]
-    lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
-    lines.append(accepts_line(token, served_events(token, client)))
-    lines += history_lines(client.history(args.id))
-    return lines
+    children = client.tokens(parent=args.id, limit=CHILDREN)
+    return shown_lines(token, children, served_events(token, client), client.history(args.id))
 
 
 def steer(verb: str) -> Callable[[Client, argparse.Namespace], list[str]]:

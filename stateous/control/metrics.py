@@ -59,6 +59,11 @@ PLAIN = (
         Counter.LEASES_ENDED,
     ),
     ("stateous_timers_fired_total", "Timers and timeouts that fired.", Counter.TIMERS_FIRED),
+    (
+        "stateous_retention_removed_tokens_total",
+        "Ended tokens that retention removed (serve --keep-ended), children included.",
+        Counter.TOKENS_REMOVED,
+    ),
 )
 
 

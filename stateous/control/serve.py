@@ -43,6 +43,7 @@ from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
 from stateous.control.hold import Hold
+from stateous.control.retention import Retention
 from stateous.control.store import (
     POSTGRES,
     GraphVersion,
@@ -196,8 +197,11 @@ class ControlPlane:
         allowed_hosts: tuple[str, ...] = (),
         limits: Limits = DEFAULT_LIMITS,
         standby: bool = False,
+        keep_ended: float | None = None,
     ) -> None:
         self.err = err
+        #: How long an ended token tree is kept, in seconds; None keeps it for ever.
+        self.keep_ended = keep_ended
         self.db = db
         self.lease = lease
         self.no_auth = no_auth
@@ -256,6 +260,7 @@ class ControlPlane:
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
         self.clock = Clock(self.engine, self.hold, self._lose, also=self._recheck)
+        self.retention = None if self.keep_ended is None else Retention(self.store, self.keep_ended)
 
     def _recheck(self) -> None:
         """At each beat: read the credentials again, and end the streams they no longer let
@@ -393,6 +398,8 @@ class ControlPlane:
             self.server.share_writes(self.store)
         self.access.refresh()
         self.clock.start()
+        if self.retention is not None:
+            self.retention.start()
         if self.older:
             print(versions_line(self.graph, self.older), file=self.err, flush=True)
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
@@ -433,6 +440,8 @@ class ControlPlane:
             self.waiting.release()
         else:
             self.clock.stop()
+            if self.retention is not None:
+                self.retention.stop()
             if self.lost is None:
                 try:
                     self.hold.give_up()

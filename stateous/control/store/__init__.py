@@ -40,6 +40,7 @@ from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
+from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -74,6 +75,7 @@ __all__ = [
     "Lock",
     "PlanRow",
     "PlanTokenRow",
+    "Removed",
     "Result",
     "Store",
     "StoreError",
@@ -83,6 +85,7 @@ __all__ = [
     "TimerRow",
     "TokenQuery",
     "TokenRow",
+    "Tree",
     "Tx",
     "UnknownUrl",
     "from_column",

@@ -45,6 +45,8 @@ class Counter(StrEnum):
     ATTEMPTS_FAILED = "attempts_failed"
     LEASES_ENDED = "leases_ended"
     TIMERS_FIRED = "timers_fired"
+    #: Tokens that retention removed, children included (`stateous.control.retention`).
+    TOKENS_REMOVED = "tokens_removed"
     #: Gauges, kept as counts that go up and down: live tokens by status and state, and
     #: live tasks by status and state, each labelled `status state`; pending timers.
     LIVE_TOKENS = "live_tokens"

@@ -48,6 +48,7 @@ from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Hold
+from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -62,7 +63,7 @@ from stateous.control.store.rows import (
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger
