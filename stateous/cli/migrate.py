@@ -70,10 +70,14 @@ def all_of(client: Client, args: argparse.Namespace) -> list[str]:
 def migrate(client: Client, args: argparse.Namespace) -> list[str]:
     given = [name for name in ("id", "all_of", "where", "apply") if getattr(args, name)]
     if len(given) != 1:
-        raise CommandError("give one of: a token's ID, --all-of CHECKSUM, --where, --apply")
+        raise CommandError(
+            "give one of: a token's ID, --all-of CHECKSUM, --where FILTERS, --apply PLAN"
+        )
     if given[0] in ("where", "apply"):
         if args.dry_run:
-            raise CommandError("--dry-run checks a token or --all-of; --where acts on none")
+            raise CommandError(
+                "--dry-run checks an ID or --all-of; a plan moves nothing until applied"
+            )
         return plans.run(client, "migrate", args, None, args.to)
     if args.all_of:
         return all_of(client, args)
