@@ -315,3 +315,45 @@ def test_a_parallel_token_moves_with_its_children_and_a_child_never_alone(
             assert served.kinds(token)[-1] == "migrated"
         served.post("/tokens/P2.checks.1.right/events/ok")
         assert served.get("/tokens/P2")["state"] == "wrapping"
+
+
+def waits(timeout: str | None) -> Workflow:
+    """One state, `wait`, that its timeout (if any) or `done` ends."""
+    flow = Workflow("waits", context=Item)
+    wait = flow.state("wait", timeout=timeout)
+    flow.transition(START, wait)
+    flow.transition(wait, END, on=flow.event("done"))
+    if timeout is not None:
+        flow.transition(wait, END, on="timeout")
+    return flow
+
+
+def test_a_timeout_keeps_counting_from_the_entry_for_as_long_as_the_new_graph_says(
+    backend: Backend,
+) -> None:
+    def start(engine: Engine) -> None:
+        for token in ("LONGER", "NONE", "PAUSED"):
+            engine.start(token, {"title": token.lower()})
+        engine.pause("PAUSED")
+
+    untimed = checksum(compile_workflow(waits(None)))
+    with versions(backend, [waits("10s"), waits(None), waits("20s")], start) as served:
+        plane = served.plane
+        for token, to in (("LONGER", None), ("NONE", untimed), ("PAUSED", None)):
+            assert served.post(f"/tokens/{token}/migrate", {"to": to} if to else {})[0] == 200
+        assert served.get("/tokens/PAUSED")["status"] == "paused"
+
+        plane.clock.advance(15)
+        tick(plane.engine)
+        assert served.get("/tokens/LONGER")["status"] == "active"
+        served.post("/tokens/PAUSED/resume")
+        plane.clock.advance(6)
+        tick(plane.engine)
+        assert served.get("/tokens/LONGER")["status"] == "completed"
+        assert served.get("/tokens/PAUSED")["status"] == "active"
+        plane.clock.advance(15)
+        tick(plane.engine)
+        assert served.get("/tokens/PAUSED")["status"] == "completed"
+        plane.clock.advance(3600)
+        tick(plane.engine)
+        assert served.get("/tokens/NONE")["status"] == "active"
