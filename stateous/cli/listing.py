@@ -132,11 +132,13 @@ def add_token_list(verbs: argparse._SubParsersAction, url: argparse.ArgumentPars
         "--status", metavar="S", help=f"only tokens of this status: {', '.join(TOKEN_STATUSES)}"
     )
     listed.add_argument("--state", metavar="S", help="only tokens in this state")
+    listed.add_argument(
+        "--checksum", metavar="CHECKSUM", help="only tokens that move by this graph file"
+    )
     add_options(listed, "tokens")
+    filters = ("status", "state", "checksum")
     listed.set_defaults(
-        run=with_client(
-            lister("/tokens", ("status", "state"), TOKEN_HEADING, token_cells, "no tokens match")
-        )
+        run=with_client(lister("/tokens", filters, TOKEN_HEADING, token_cells, "no tokens match"))
     )
 
 

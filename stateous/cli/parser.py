@@ -82,11 +82,12 @@ def add_archive(commands: Commands) -> None:
 
 
 def add_token(commands: Commands) -> None:
-    from stateous.cli import listing, retry, tokens
+    from stateous.cli import listing, migrate, retry, tokens
 
     url = tokens.url_options()
     verbs = tokens.add_commands(commands, url)
     retry.add_command(verbs, url)
+    migrate.add_command(verbs, url)
     listing.add_token_list(verbs, url)
 
 

@@ -1,4 +1,4 @@
-"""`stateous token pause|resume|cancel|retry --where ... | --apply PLAN`: steering in bulk.
+"""`stateous token pause|resume|cancel|retry|migrate --where ... | --apply PLAN`: in bulk.
 
 `--where` makes a plan on the control plane: the exact tokens the filters select now,
 kept under a plan id, acted on by none. `--apply PLAN` acts on that set, each token
@@ -23,8 +23,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILTERS",
         help=(
             "plan the action for every token these filters select, like "
-            "'status=failed state=review' (status, state, parent, since, until): print "
-            "the tokens and the plan's id, and act on none"
+            "'status=failed state=review' (status, state, parent, checksum, since, until): "
+            "print the tokens and the plan's id, and act on none"
         ),
     )
     parser.add_argument("--apply", metavar="PLAN", help="act on each token of this plan, once")
@@ -38,19 +38,25 @@ def wants_plan(args: argparse.Namespace) -> bool:
     return given[0] != "id"
 
 
-def run(client: Client, action: str, args: argparse.Namespace, state: str | None) -> list[str]:
+def run(
+    client: Client,
+    action: str,
+    args: argparse.Namespace,
+    state: str | None,
+    to: str | None = None,
+) -> list[str]:
     """Make the plan of `--where`, or apply the plan of `--apply`."""
     if args.where is not None:
-        return made_lines(client.make_plan(action, args.where, state), state)
-    return applied_lines(client.apply_plan(args.apply, action, state))
+        return made_lines(client.make_plan(action, args.where, state, to))
+    return applied_lines(client.apply_plan(args.apply, action, state, to=to))
 
 
-def made_lines(plan: dict[str, Any], state: str | None) -> list[str]:
+def made_lines(plan: dict[str, Any]) -> list[str]:
     where = " ".join(f"{key}={value}" for key, value in plan["where"].items())
     count = len(plan["tokens"])
     lines = [f"plan {plan['plan']}: {plan['action']} {count} token(s) where {where}"]
     lines += [f"  {token['token']}" for token in plan["tokens"]]
-    again = "" if state is None else f" --from {state}"
+    again = "".join(f" --{option} {plan[option]}" for option in ("from", "to") if plan.get(option))
     lines.append(f"apply it with: stateous token {plan['action']} --apply {plan['plan']}{again}")
     return lines
 

@@ -175,7 +175,8 @@ class Client:
         **filters: str | None,
     ) -> list[dict[str, Any]]:
         """List tokens, the most recently moved first: by status, children of a parent, and by
-        `state`, `since` and `until` (ISO times); one page of up to `limit` (at most 1000)."""
+        `state`, `checksum`, `since` and `until` (ISO times); one page of up to `limit` (at
+        most 1000)."""
         return self.page("/tokens", status=status, parent=parent, limit=limit, **filters)[0]
 
     def tasks(self, **filters: str | int | None) -> list[dict[str, Any]]:
@@ -234,14 +235,29 @@ class Client:
             body["context"] = context
         return self._call("POST", f"/tokens/{segment(token)}/retry", body)
 
+    def migrate(
+        self, token: str, to: str | None = None, *, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Move a live top token, with its children, to the graph file of checksum `to` (the
+        served one when None); a dry run answers what would move and changes nothing."""
+        body: dict[str, Any] = {"dry_run": dry_run}
+        if to is not None:
+            body["to"] = to
+        return self._call("POST", f"/tokens/{segment(token)}/migrate", body)
+
     # plans
 
-    def make_plan(self, action: str, where: str, state: str | None = None) -> dict[str, Any]:
-        """Plan `action` (pause, resume, cancel, retry) for the tokens that `where` selects
-        now (`status=failed state=review`); a retry enters `state` when given."""
+    def make_plan(
+        self, action: str, where: str, state: str | None = None, to: str | None = None
+    ) -> dict[str, Any]:
+        """Plan `action` (pause, resume, cancel, retry, migrate) for the tokens that `where`
+        selects now (`status=failed state=review`); a retry enters `state` when given, a
+        migration moves to `to` (the served graph when None)."""
         body: dict[str, Any] = {"action": action, "where": where}
         if state is not None:
             body["from"] = state
+        if to is not None:
+            body["to"] = to
         return self._call("POST", "/plans", body)
 
     def plan(self, plan: str) -> dict[str, Any]:
@@ -249,13 +265,20 @@ class Client:
         return self._call("GET", f"/plans/{segment(plan)}")
 
     def apply_plan(
-        self, plan: str, action: str, state: str | None = None, limit: int | None = None
+        self,
+        plan: str,
+        action: str,
+        state: str | None = None,
+        limit: int | None = None,
+        to: str | None = None,
     ) -> dict[str, Any]:
-        """Act on each token of a plan not acted on yet (at most `limit`), once; `action`
-        and `state` must be those the plan was made with."""
+        """Act on each token of a plan not acted on yet (at most `limit`), once; `action`,
+        `state` and `to` must be those the plan was made with."""
         body: dict[str, Any] = {"action": action}
         if state is not None:
             body["from"] = state
+        if to is not None:
+            body["to"] = to
         if limit is not None:
             body["limit"] = limit
         return self._call("POST", f"/plans/{segment(plan)}/apply", body)

@@ -109,6 +109,7 @@ RULES: dict[tuple[str, str], Rule | None] = {
     ("POST", "/tokens/{token}/resume"): OPERATOR,
     ("POST", "/tokens/{token}/cancel"): OPERATOR,
     ("POST", "/tokens/{token}/retry"): OPERATOR,
+    ("POST", "/tokens/{token}/migrate"): OPERATOR,
     ("POST", "/plans"): OPERATOR,
     ("GET", "/plans/{plan}"): OPERATOR,
     ("POST", "/plans/{plan}/apply"): OPERATOR,

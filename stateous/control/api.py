@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import metrics, openapi, plans, stats, ui
+from stateous.control import metrics, migration, openapi, plans, stats, ui
 from stateous.control.access import (
     SIGNATURES,
     Access,
@@ -72,7 +72,7 @@ def answer(resp: falcon.Response, value: Any, status: str = falcon.HTTP_200) -> 
 
 
 #: The query parameters of each listing, besides `limit` and `after`.
-TOKEN_FILTERS = ("status", "state", "parent", "since", "until")
+TOKEN_FILTERS = ("status", "state", "parent", "checksum", "since", "until")
 TASK_FILTERS = ("status", "state", "supervisor", "older_than")
 
 
@@ -304,7 +304,11 @@ class Tokens(Resource):
 
 
 class Token(Resource):
-    """`/tokens/{token}`: read one token, fire its events, steer it."""
+    """`/tokens/{token}`: read one token, fire its events, steer it, move it to another graph."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.migrations = migration.Migrations(engine)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         answer(resp, self.engine.get(token))
@@ -339,6 +343,11 @@ class Token(Resource):
         body = read_shape(req, wire.RetryBody)
         answer(resp, self.engine.retry(token, body.state, body.context, by=caller(req)))
 
+    def on_post_migrate(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        body = read_shape(req, wire.MigrateBody)
+        moved = self.migrations.migrate(token, body.to, dry_run=body.dry_run, by=caller(req))
+        answer(resp, moved)
+
 
 class Plans(Resource):
     """`/plans`: bulk steering over an exact set of tokens, each acted on once (`plans.py`)."""
@@ -349,7 +358,7 @@ class Plans(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.PlanBody)
-        made = self.plans.make(body.action, body.where, body.state, by=caller(req))
+        made = self.plans.make(body.action, body.where, body.state, body.to, by=caller(req))
         answer(resp, made, falcon.HTTP_201)
 
     def on_get_plan(self, req: falcon.Request, resp: falcon.Response, plan: str) -> None:
@@ -357,7 +366,9 @@ class Plans(Resource):
 
     def on_post_apply(self, req: falcon.Request, resp: falcon.Response, plan: str) -> None:
         body = read_shape(req, wire.ApplyBody)
-        applied = self.plans.apply(plan, body.action, body.state, body.limit, by=caller(req))
+        applied = self.plans.apply(
+            plan, body.action, body.state, body.to, body.limit, by=caller(req)
+        )
         answer(resp, applied)
 
 
@@ -525,7 +536,7 @@ def create_app(
     app.add_route("/tokens/{token}", token)
     app.add_route("/tokens/{token}/history", token, suffix="history")
     app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
-    for action in ("pause", "resume", "cancel", "retry"):
+    for action in ("pause", "resume", "cancel", "retry", "migrate"):
         app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
     plan_routes = Plans(engine)
     app.add_route("/plans", plan_routes)

@@ -94,6 +94,20 @@ class ParentMovedOn(EngineError):
     code, status = "parent_moved_on", 409
 
 
+class StateGone(EngineError):
+    """A migration of a token whose state (or a child's) the target graph lacks."""
+
+    code, status = "state_gone", 409
+
+
+class ContractChanged(EngineError):
+    """A migration of a token whose state (or a child's) the target graph changed: another
+    context model, events or payload models; for a parallel state, other child workflows,
+    join or inputs."""
+
+    code, status = "contract_changed", 409
+
+
 class PlanNotFound(EngineError, LookupError):
     code, status = "plan_not_found", 404
 

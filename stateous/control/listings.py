@@ -125,6 +125,7 @@ def token_query(
     status: str | None = None,
     state: str | None = None,
     parent: str | None = None,
+    checksum: str | None = None,
     since: str | None = None,
     until: str | None = None,
     after: tuple[str, str] | None = None,
@@ -136,6 +137,7 @@ def token_query(
         status=one_of("status", status, tuple(TokenStatus)),
         state=state,
         parent=parent,
+        checksum=checksum,
         since=moment("since", since),
         until=moment("until", until),
         after=after,
@@ -143,8 +145,10 @@ def token_query(
 
 
 def matches_nothing(query: TokenQuery) -> bool:
-    """Whether the query names a state or parent that no token can have (one holding NUL)."""
-    return not all(map(checks.keepable, filter(None, (query.state, query.parent))))
+    """Whether the query names a state, parent or checksum that no token can have (one
+    holding NUL)."""
+    named = (query.state, query.parent, query.checksum)
+    return not all(map(checks.keepable, filter(None, named)))
 
 
 def task_view(task: TaskRow, now: float) -> TaskView:
@@ -184,6 +188,7 @@ class Listings:
         status: str | None = None,
         state: str | None = None,
         parent: str | None = None,
+        checksum: str | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: str | int | None = None,
@@ -195,6 +200,7 @@ class Listings:
             status=status,
             state=state,
             parent=parent,
+            checksum=checksum,
             since=since,
             until=until,
             after=None if after is None else decode_cursor(after, str),

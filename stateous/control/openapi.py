@@ -53,6 +53,7 @@ TOKEN_LISTING = [
     {"name": "status", "in": "query", "schema": {"enum": [str(status) for status in TokenStatus]}},
     {"name": "state", "in": "query", "schema": {"type": "string"}},
     {"name": "parent", "in": "query", "schema": {"type": "string"}},
+    {"name": "checksum", "in": "query", "schema": {"type": "string"}},
     {"name": "since", "in": "query", "schema": TIME},
     {"name": "until", "in": "query", "schema": TIME},
     *PAGING,
@@ -177,8 +178,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("POST", "/tokens/{token}/retry"): Operation(
         "bring a failed or cancelled token back to a state it visited", wire.RetryBody
     ),
+    ("POST", "/tokens/{token}/migrate"): Operation(
+        "move a live top token, with its children, to another graph file the database keeps",
+        wire.MigrateBody,
+        ((200, wire.MigrationView),),
+    ),
     ("POST", "/plans"): Operation(
-        "plan a bulk pause, resume, cancel or retry: the exact tokens a filter selects now",
+        "plan a bulk pause, resume, cancel, retry or migrate: the exact tokens a filter "
+        "selects now",
         wire.PlanBody,
         ((201, wire.PlanView),),
         (401, 403, 422),

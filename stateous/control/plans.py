@@ -1,4 +1,4 @@
-"""Plans: bulk pause, resume, cancel and retry over an exact set of tokens, once each.
+"""Plans: bulk pause, resume, cancel, retry and migrate over an exact set of tokens, once each.
 
 Making a plan reads the tokens that a filter selects, in the order of `GET /tokens`,
 and keeps that list with the action: what the plan will act on is fixed then, never
@@ -8,6 +8,9 @@ rows (the first names the plan and who asked), and the token's mark in the plan 
 kept together or not at all, so an apply cut short and run again acts on no token
 twice. A token that no longer matches the filter's status, state or parent, or that
 the action refuses, is marked refused with the reason, and the apply goes on.
+
+A plan to migrate holds top tokens only, since each moves with its children, and keeps
+the checksum it moves them to (the graph served when the plan was made, unless named).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from stateous.control.errors import (
 )
 from stateous.control.graph import Graph
 from stateous.control.listings import matches_nothing, token_query
+from stateous.control.migration import Migrations
 from stateous.control.store import PlanRow, PlanTokenRow, TokenRow, Tx, to_iso
 from stateous.model.names import END_NAME, START_NAME
 from stateous.model.wire import PlanToken, PlanView
@@ -34,12 +38,12 @@ if TYPE_CHECKING:
     from stateous.control.engine import Engine
 
 #: The actions a plan can take; each is the engine's step of the same name.
-ACTIONS = ("pause", "resume", "cancel", "retry")
+ACTIONS = ("pause", "resume", "cancel", "retry", "migrate")
 #: The filters of a plan: those of `GET /tokens`.
-FILTERS = ("status", "state", "parent", "since", "until")
+FILTERS = ("status", "state", "parent", "checksum", "since", "until")
 #: The filters that each token must still match when the plan acts on it; the times
 #: select the tokens once, since every move changes a token's time.
-KEPT = ("status", "state", "parent")
+KEPT = ("status", "state", "parent", "checksum")
 #: The most tokens one plan holds.
 MAX_PLAN_TOKENS = 10_000
 #: The outcome of a token of a plan not acted on yet, and of one acted on.
@@ -71,18 +75,28 @@ def known_state(graph: Graph, state: str) -> None:
         raise InvalidArgument(f"where: the graph has no state {state!r}")
 
 
-def options_of(action: str, state: str | None) -> dict[str, Any]:
-    """The action's options as a plan keeps them; only a retry takes one, `from`."""
+def options_of(action: str, state: str | None, to: str | None, served: str) -> dict[str, Any]:
+    """The action's options as a plan keeps them: a retry's `from`, when given; a
+    migration's `to`, the `served` checksum when not given."""
     if action not in ACTIONS:
         raise InvalidArgument(f"action must be one of {', '.join(ACTIONS)}")
     if state is not None and action != "retry":
         raise InvalidArgument("from is an option of retry only")
+    if to is not None and action != "migrate":
+        raise InvalidArgument("to is an option of migrate only")
+    if action == "migrate":
+        return {"to": served if to is None else to}
     return {} if state is None else {"from": state}
 
 
 def still_matches(where: dict[str, str], row: TokenRow) -> str | None:
     """Why the token no longer matches the plan's filter, or None when it does."""
-    now = {"status": row.status, "state": row.state, "parent": row.parent or ""}
+    now = {
+        "status": row.status,
+        "state": row.state,
+        "parent": row.parent or "",
+        "checksum": row.checksum or "",
+    }
     for key in KEPT:
         if key in where and now[key] != where[key]:
             return (
@@ -106,6 +120,7 @@ def plan_view(plan: PlanRow, tokens: list[PlanTokenRow]) -> PlanView:
         plan=plan.id,
         action=plan.action,
         state=plan.options.get("from"),
+        to=plan.options.get("to"),
         where=plan.filter,
         by=plan.made_by,
         made_at=to_iso(plan.made_at),
@@ -119,12 +134,19 @@ class Plans:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.migrations = Migrations(engine)
 
     def make(
-        self, action: str, where: str, state: str | None = None, *, by: str | None = None
+        self,
+        action: str,
+        where: str,
+        state: str | None = None,
+        to: str | None = None,
+        *,
+        by: str | None = None,
     ) -> PlanView:
         """Keep a plan of `action` over the tokens that `where` selects now."""
-        options = options_of(action, state)
+        options = options_of(action, state, to, self.engine.graph.checksum)
         filters = parse_where(where)
         if "state" in filters:
             known_state(self.engine.graph, filters["state"])
@@ -132,11 +154,15 @@ class Plans:
         ident = secrets.token_hex(8)
 
         def operation(tx: Tx) -> PlanView:
+            if action == "migrate":
+                self.engine.graphs.kept(tx, options["to"])
             rows = [] if matches_nothing(query) else tx.token_page(query)
             if len(rows) > MAX_PLAN_TOKENS:
                 raise PlanTooLarge(
                     f"the filter selects more than {MAX_PLAN_TOKENS} tokens; narrow it"
                 )
+            if action == "migrate":
+                rows = [(row, moved) for row, moved in rows if row.parent is None]
             plan = PlanRow(ident, action, options, filters, by, tx.now)
             tx.insert_plan(plan, [row.token for row, _ in rows])
             return plan_view(plan, tx.plan_tokens(ident))
@@ -158,13 +184,14 @@ class Plans:
         plan: str,
         action: str,
         state: str | None = None,
+        to: str | None = None,
         limit: int | None = None,
         *,
         by: str | None = None,
     ) -> PlanView:
         """Act on the plan's pending tokens (at most `limit` of them), each once; the action
         and options must be those the plan was made with."""
-        options = options_of(action, state)
+        options = options_of(action, state, to, self.engine.graph.checksum)
         if limit is not None and limit < 1:
             raise InvalidArgument("limit must be 1 or more")
         row, tokens = self.engine.store.read(lambda tx: self._read(tx, plan))
@@ -217,5 +244,6 @@ class Plans:
             "resume": engine.resume_in,
             "cancel": engine.cancel_in,
             "retry": lambda tx, token: engine.retry_in(tx, token, plan.options.get("from"), None),
+            "migrate": lambda tx, token: self.migrations.migrate_in(tx, token, plan.options["to"]),
         }
         return steps[plan.action]

@@ -15,6 +15,10 @@ from stateous.model import graph_file
 from stateous.model.wire import VersionView
 
 
+def not_kept(checksum: str) -> str:
+    return f"this database keeps no graph file of checksum {checksum!r}"
+
+
 class Graphs:
     """The served graph, and every older graph read so far, by checksum."""
 
@@ -41,6 +45,19 @@ class Graphs:
         self._known[checksum] = graph
         return graph
 
+    def kept(self, tx: Tx, checksum: str) -> Graph:
+        """The graph file of `checksum`, served or kept, read in `tx` the first time;
+        `GraphNotFound` when the database keeps none."""
+        known = self._known.get(checksum)
+        if known is not None and known.checksum == checksum:
+            return known
+        document = tx.graph_document(checksum) if checks.keepable(checksum) else None
+        if document is None:
+            raise GraphNotFound(not_kept(checksum))
+        raw = document.encode()
+        graph = self._known[checksum] = Graph(graph_file.load(raw), raw)
+        return graph
+
     def record(self, tx: Tx) -> None:
         """Keep the served graph file, and say it is served now."""
         tx.keep_graph(self.served.checksum, self.served.raw.decode())
@@ -53,7 +70,7 @@ class Graphs:
         if checks.keepable(checksum):  # Postgres holds no NUL: no file is kept by one
             found = self.store.read(lambda tx: tx.graph_document(checksum))
         if found is None:
-            raise GraphNotFound(f"this database keeps no graph file of checksum {checksum!r}")
+            raise GraphNotFound(not_kept(checksum))
         return found.encode()
 
     def listing(self) -> list[VersionView]:

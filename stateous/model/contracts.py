@@ -3,7 +3,9 @@
 A routine of a task state reads the workflow's context model and may emit the state's
 events with their payload models. Two graph files agree on a state when those are the same
 in both; a supervisor built for one may then run the state's work for tokens of the other,
-and a token in that state may move from one graph to the other.
+and a token in that state may move from one graph to the other. A parallel state runs no
+routine; what its token relies on is its `fork`: the workflow's context model, the child
+workflows it starts, its join and its inputs.
 """
 
 from __future__ import annotations
@@ -38,6 +40,22 @@ def shape(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
         for event in item.emits or []
     )
     return (_model(graph, spec.context), events)
+
+
+def fork(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
+    """What a token in the parallel `state` (named as `shape` names a state) relies on: its
+    workflow's context model, the child workflows it starts, its join and its inputs. None
+    when the graph has no parallel state of that name."""
+    workflow, _, name = state.rpartition("/")
+    try:
+        spec = graph.workflow_spec(workflow or graph.workflow)
+    except KeyError:
+        return None
+    item = spec.states.get(name)
+    if item is None or not item.parallel:
+        return None
+    join = item.join or "all"
+    return (_model(graph, spec.context), sorted(item.parallel), join, item.inputs or [])
 
 
 def same(one: GraphFile, other: GraphFile, state: str) -> bool:

@@ -99,6 +99,7 @@ SENTENCES: dict[Kind, Callable[[Data], str]] = {
     Kind.PAUSED: lambda data: "paused",
     Kind.RESUMED: lambda data: "resumed",
     Kind.RETRIED: _retried,
+    Kind.MIGRATED: lambda data: f"migrated to {data['to']} (from {data['from']})",
     Kind.CANCELLED: _ended("cancelled"),
     Kind.COMPLETED: _ended("completed"),
     Kind.FAILED: _ended("failed"),

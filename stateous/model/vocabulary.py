@@ -94,6 +94,7 @@ class Kind(StrEnum):
     PAUSED = "paused"
     RESUMED = "resumed"
     RETRIED = "retried"
+    MIGRATED = "migrated"
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"

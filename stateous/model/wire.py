@@ -220,13 +220,42 @@ class RetryBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     context: dict[str, Any] | None = None
 
 
+class MigrateBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A migration: the checksum of the graph file to move to (the served one when absent),
+    and whether to only say what would move; an unknown field is refused."""
+
+    to: str | None = None
+    dry_run: bool = False
+
+
+class MovedToken(msgspec.Struct, kw_only=True):
+    """A token of a migrated tree, as it was when it moved."""
+
+    token: str
+    state: str
+    status: str
+
+
+class MigrationView(msgspec.Struct, kw_only=True):
+    """A migration, done or (a dry run) checked only: the token's tree, top first, from the
+    graph file it moved by to `to`; `moved` is empty when it moves by `to` already."""
+
+    token: str
+    source: str | None = msgspec.field(name="from")
+    to: str
+    dry_run: bool
+    moved: list[MovedToken]
+
+
 class PlanBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A plan to make: the action, the filter of its tokens (`status=failed state=review`),
-    and, for a retry, the state to enter again."""
+    for a retry the state to enter again, for a migration the graph to move to (the served
+    one when absent)."""
 
     action: str
     where: str
     state: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
 
 
 class ApplyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -235,6 +264,7 @@ class ApplyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     action: str
     state: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
     limit: int | None = None
 
 
@@ -253,6 +283,7 @@ class PlanView(msgspec.Struct, kw_only=True):
     plan: str
     action: str
     state: str | None = msgspec.field(default=None, name="from")
+    to: str | None = None
     where: dict[str, str]
     by: str | None = None
     made_at: str

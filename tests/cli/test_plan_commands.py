@@ -81,7 +81,8 @@ def test_bulk_usage_mistakes_and_refusals_are_one_error_line(
         (("pause", "A", "--where", "status=active"),
          "error: give one of: a token's ID, --where FILTERS, --apply PLAN"),
         (("pause", "--where", "colour=red"),
-         f"{refused} (422): where: 'colour' is no filter; use status, state, parent, since, until"),
+         f"{refused} (422): where: 'colour' is no filter; "
+         "use status, state, parent, checksum, since, until"),
         (("pause", "--where", "status=asleep"),
          f"{refused} (422): status must be one of active, paused, completed, failed, cancelled"),
         (("pause", "--apply", "0123456789abcdef"),

@@ -49,7 +49,7 @@ CASES = [
         "usage: stateous token ",
         "stateous token: error: argument VERB: invalid choice: 'bogus' "
         "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'retry', "
-        "'list')",
+        "'migrate', 'list')",
     ),
     (
         ("--bogus", "token", "show"),

@@ -141,6 +141,7 @@ REQUESTS = {
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
     ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
     ("POST", "/tokens/{token}/retry"): ("/tokens/ORDER-1/retry", None),
+    ("POST", "/tokens/{token}/migrate"): ("/tokens/ORDER-1/migrate", None),
     ("POST", "/plans"): ("/plans", {"action": "pause", "where": "status=active"}),
     ("GET", "/plans/{plan}"): ("/plans/no-such-plan", None),
     ("POST", "/plans/{plan}/apply"): ("/plans/no-such-plan/apply", {"action": "pause"}),

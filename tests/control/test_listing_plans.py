@@ -31,11 +31,23 @@ MOMENT = "2027-01-15 08:00:00.000000"
 TOKEN_PAGES = [
     token_page_sql(
         TokenQuery(
-            101, status=status, state=state, parent=parent, since=since, until=since, after=after
+            101,
+            status=status,
+            state=state,
+            parent=parent,
+            checksum=checksum,
+            since=since,
+            until=since,
+            after=after,
         )
     )
-    for status, state, parent, since, after in itertools.product(
-        (None, "active"), (None, "draft"), (None, "P-1"), (None, MOMENT), (None, (MOMENT, "A"))
+    for status, state, parent, checksum, since, after in itertools.product(
+        (None, "active"),
+        (None, "draft"),
+        (None, "P-1"),
+        (None, "sha256:0a"),
+        (None, MOMENT),
+        (None, (MOMENT, "A")),
     )
 ]
 TASK_PAGES = [
@@ -95,7 +107,7 @@ def whole_reads(plan: list[str]) -> list[str]:
 
 
 def test_every_listing_reads_through_an_index_in_its_order(explain: Any) -> None:
-    assert len(STATEMENTS) == 32 + 64 + 1
+    assert len(STATEMENTS) == 64 + 64 + 1
     found = {sql: whole_reads(explain(sql, bindings)) for sql, bindings in STATEMENTS}
     assert {sql: lines for sql, lines in found.items() if lines} == {}
 

@@ -137,7 +137,10 @@ def test_a_token_that_changed_since_the_plan_is_refused_and_the_others_go_on(
 @pytest.mark.parametrize(
     ("where", "said"),
     [
-        ("colour=red", "where: 'colour' is no filter; use status, state, parent, since, until"),
+        (
+            "colour=red",
+            "where: 'colour' is no filter; use status, state, parent, checksum, since, until",
+        ),
         ("status=sleeping", "status must be one of"),
         ("state=nowhere", "where: the graph has no state 'nowhere'"),
         ("status", "where: 'status' is not key=value"),

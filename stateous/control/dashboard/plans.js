@@ -15,9 +15,10 @@ const ACTIONS = {
   resume: { label: "Resume" },
   cancel: { label: "Cancel", danger: true },
   retry: { label: "Retry", option: { field: "from", label: "From state", hint: "empty: each token's last state" } },
+  migrate: { label: "Migrate", option: { field: "to", label: "To graph", hint: "empty: the graph served now" } },
 };
 /* The filters of the token list that a plan takes (not `limit`: a plan holds every token). */
-const FILTERS = ["status", "state", "parent", "since", "until"];
+const FILTERS = ["status", "state", "parent", "checksum", "since", "until"];
 /* How many of a plan's tokens are listed; the count covers them all. */
 const SHOWN = 50;
 /* How many tokens one apply request acts on: a long plan goes in parts, its progress shown. */

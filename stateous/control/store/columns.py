@@ -117,7 +117,7 @@ ENTRY_COLUMNS = "token, seq, at, kind, key, data"
 TASK_BY_ID = f"SELECT {TASK_COLUMNS} FROM tasks WHERE id = ?"
 #: When each pending timer of a token is due: what a resume shifts.
 PENDING_DUE = (
-    f"SELECT id, due_at FROM timers WHERE token = ? AND status = {word(TimerStatus.PENDING)}"
+    f"SELECT id, due_at, kind FROM timers WHERE token = ? AND status = {word(TimerStatus.PENDING)}"
 )
 #: A pending `retry` timer of a token: its task waits for its next attempt.
 PLANNED_RETRY = (

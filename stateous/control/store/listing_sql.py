@@ -40,6 +40,8 @@ class TokenQuery:
     status: str | None = None
     state: str | None = None
     parent: str | None = None
+    #: The graph file the tokens move by.
+    checksum: str | None = None
     #: `moved_at` at or after this time.
     since: str | None = None
     #: `moved_at` before this time.
@@ -81,6 +83,7 @@ def token_page_sql(query: TokenQuery) -> tuple[str, tuple[Any, ...]]:
         ("status", query.status),
         ("state", query.state),
         ("parent", query.parent),
+        ("checksum", query.checksum),
     ):
         if value is not None:
             where.append(f"{column} = ?")

@@ -197,8 +197,9 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
         self._rows[row.token] = values
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, result = ?, moved_at = ? WHERE token = ?",
-            (*values[1:-1], self.stamp, row.token),
+            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, moved_at = ? "
+            "WHERE token = ?",
+            (*values[1:], self.stamp, row.token),
         )
 
     def children(self, parent: str) -> list[TokenRow]:
@@ -443,8 +444,11 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
         """Run the UPDATE that cancels pending timers, and count how many went (each store
         learns the number its own way)."""
 
-    def shift_timers(self, token: str, seconds: float) -> None:
-        for ident, due_at in self.execute(PENDING_DUE, (token,)):
+    def shift_timers(self, token: str, seconds: float, kind: str | None = None) -> None:
+        """Move the token's pending timers (of `kind` only, when given) by `seconds`."""
+        for ident, due_at, of_kind in self.execute(PENDING_DUE, (token,)):
+            if kind is not None and of_kind != kind:
+                continue
             moved = to_column(from_column(due_at) + seconds)
             self.change("UPDATE timers SET due_at = ? WHERE id = ?", (moved, ident))
 

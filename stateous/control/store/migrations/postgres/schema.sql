@@ -32,6 +32,7 @@ CREATE INDEX tokens_status_state_moved ON tokens (status, state, moved_at DESC, 
 CREATE INDEX tokens_parent_moved ON tokens (parent, moved_at DESC, token)
     WHERE parent IS NOT NULL;
 CREATE INDEX tokens_parent ON tokens (parent, rowid) WHERE parent IS NOT NULL;
+CREATE INDEX tokens_checksum_moved ON tokens (checksum, moved_at DESC, token);
 CREATE INDEX tokens_live_checksum ON tokens (checksum)
     WHERE status IN ('active', 'paused');
 
