@@ -266,6 +266,9 @@ class ClaimBody(msgspec.Struct, kw_only=True):
     request: str | None = None
     #: Seconds to wait for a task when none is queued, 0 to 30 (0: answer at once).
     wait: float = 0.0
+    #: The checksum of the graph file the supervisor was built for (its contract.py's): it
+    #: is granted a task only when the task's state has the same contract there.
+    checksum: str | None = None
 
 
 class HeartbeatBody(msgspec.Struct, kw_only=True):
