@@ -322,7 +322,9 @@ class MemoryBody(msgspec.Struct, kw_only=True):
 
 
 class TaskView(msgspec.Struct, kw_only=True):
-    """A live task as `GET /tasks` shows it; `age` is the seconds since it was queued."""
+    """A live task as `GET /tasks` shows it; `age` is the seconds since it was queued;
+    `checksum`, the graph file its token moves by (a supervisor built for it, or for one
+    where the state has the same contract, may claim it)."""
 
     task: int
     token: str
@@ -333,6 +335,7 @@ class TaskView(msgspec.Struct, kw_only=True):
     lease_until: str | None
     queued_at: str
     age: float
+    checksum: str | None = None
 
 
 class SupervisorView(msgspec.Struct, kw_only=True):
