@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli import plans
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
-from stateous.cli.history import accepted_events, accepts_line, history_lines, token_line
+from stateous.cli.history import (
+    accepted_events,
+    accepts_line,
+    history_lines,
+    task_queued,
+    token_line,
+    waits_line,
+)
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
 
@@ -143,7 +150,11 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
     lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in client.tokens(parent=args.id, limit=CHILDREN)]
     lines.append(accepts_line(token, served_events(token, client)))
-    lines += history_lines(client.history(args.id))
+    entries = client.history(args.id)
+    checksum = token.get("checksum")
+    if task_queued(token, entries) and checksum not in (None, client.health()["checksum"]):
+        lines.append(waits_line(token))
+    lines += history_lines(entries)
     return lines
 
 
