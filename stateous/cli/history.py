@@ -6,7 +6,8 @@ number: `HH:MM:SS  #N  sentence`, the line that scripts written against the docu
 shape read. The date stands on a line of its own before the first entry and wherever
 the day changes, so a token that waits for days still shows its dates.
 Which events a token accepts now comes from the served graph: the events of the
-transitions out of its state that can be fired from outside. An entry of a kind
+transitions out of its state that can be fired from outside. A queued task of a token
+of another version than the one served says which supervisors it waits for. An entry of a kind
 this version does not know, or with fields it does not expect, still shows: its
 kind and its data as JSON. This module only formats what the control plane
 answered; it sends nothing.
@@ -14,7 +15,7 @@ answered; it sends nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +23,8 @@ from stateous.model.names import BUILTIN_EVENTS
 from stateous.model.sentences import Narrator, state_name
 from stateous.model.vocabulary import LIVE_TOKEN, TokenStatus
 
+#: The ledger kinds that leave a task waiting to be claimed.
+QUEUED = ("task_queued", "task_retrying")
 #: The line of a day, before its first entry of the history.
 DAY = "-- {day}, times in UTC --"
 
@@ -77,15 +80,47 @@ def accepts_line(token: Data, events: list[str]) -> str:
     return f"accepts now: {outside}"
 
 
+def task_queued(token: Data, entries: list[Data]) -> bool:
+    """Whether the active token's task waits to be claimed: its last task entry queued it
+    (`task_queued`, or `task_retrying` for its next attempt)."""
+    if token["status"] != TokenStatus.ACTIVE:
+        return False
+    kinds = (entry["kind"] for entry in reversed(entries))
+    return next((kind for kind in kinds if kind.startswith("task_")), None) in QUEUED
+
+
+def waits_line(token: Data) -> str:
+    """Say which supervisors a queued task of a token of an older version waits for: one
+    built for the token's graph, or one whose state has the same contract."""
+    return (
+        f"waits for a supervisor of {token['checksum']} or one whose "
+        f"{state_name(token['state'])} has the same contract"
+    )
+
+
 def shown_lines(
-    token: Data, children: Iterable[Data], events: list[str], entries: Iterable[Data]
+    token: Data,
+    children: Iterable[Data],
+    events: list[str],
+    entries: Iterable[Data],
+    served: Callable[[], str] | None = None,
 ) -> list[str]:
     """The lines of `token show ID` (and of `archive show`): the token, each child indented
-    under it, the events it accepts now (of `events`, the ones out of its state), then its
-    history."""
+    under it, the events it accepts now (of `events`, the ones out of its state), which
+    supervisors its queued task waits for when its graph is not the one `served` names (asked
+    only then), then its history."""
+    entries = list(entries)
     lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in children]
     lines.append(accepts_line(token, events))
+    checksum = token.get("checksum")
+    if (
+        served is not None
+        and checksum is not None
+        and task_queued(token, entries)
+        and checksum != served()
+    ):
+        lines.append(waits_line(token))
     lines += history_lines(entries)
     return lines
 

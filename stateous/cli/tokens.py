@@ -141,7 +141,13 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
         return [token_line(token) for token in client.tokens(limit=LISTED)]
     token = client.get(args.id)
     children = client.tokens(parent=args.id, limit=CHILDREN)
-    return shown_lines(token, children, served_events(token, client), client.history(args.id))
+
+    def served() -> str:
+        return str(client.health()["checksum"])
+
+    return shown_lines(
+        token, children, served_events(token, client), client.history(args.id), served
+    )
 
 
 def steer(verb: str) -> Callable[[Client, argparse.Namespace], list[str]]:

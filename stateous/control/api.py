@@ -425,6 +425,7 @@ class Tasks(Resource):
             body.supervisor,
             body.states,
             body.request,
+            checksum=body.checksum,
             by=caller(req),
             wait=body.wait,
             waiter=req.env.get(RESUMED),

@@ -1,14 +1,22 @@
-"""The parts of a claim that the engine's `claim` puts together: whether a claim must
-write at all, a claim sent again after a lost answer, and the grant a claim answers."""
+"""The parts of a claim that the engine's `claim` puts together: the queues it takes from,
+whether it must write at all, the task it takes (or takes again, when sent again after a
+lost answer), and the grant it answers.
+
+A claim that names the graph its supervisor was built for (`checksum`) takes from the
+queues of its states' contracts in that graph, not from its states' queues: a task is
+queued under the contract of its state in its own token's graph, so a supervisor is
+granted a task of another version only when its state's contract is the same there.
+A claim that names no graph takes from its states' queues, tasks of any version."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from stateous.control.store import TaskRow, TokenRow, Tx
+from stateous.control.store import QueueBy, Queues, TaskRow, TokenRow, Tx
+from stateous.control.versions import Graphs
 from stateous.control.waits import Waiter
 from stateous.model.names import STARTED
-from stateous.model.vocabulary import TaskStatus
+from stateous.model.vocabulary import Kind, TaskStatus
 from stateous.model.wire import EnteredBy, Grant
 
 #: How old a supervisor's claim row may grow before an empty claim writes it again, in
@@ -25,7 +33,16 @@ class Claimed(NamedTuple):
     turned_away: bool
 
 
-def must_write(tx: Tx, supervisor: str, states: list[str]) -> bool:
+def queues(graphs: Graphs, states: list[str], checksum: str | None) -> Queues:
+    """The queues a claim of `states` takes from: their own, or, when it names the graph
+    `checksum`, those of their contracts there (`GraphNotFound` when no graph of that
+    checksum is kept: no contract can be proved)."""
+    if checksum is None:
+        return Queues(states)
+    return Queues(graphs.contracts(checksum, states), QueueBy.CONTRACT)
+
+
+def must_write(tx: Tx, supervisor: str, queues: Queues) -> bool:
     """Whether a claim changes anything: a task is queued for it, the claim row is not
     yet this supervisor's empty one (its first claim, or its first after a grant), or the
     row's claim time is `CLAIM_TIME_KEPT` old. The claims of an idle fleet find nothing:
@@ -35,7 +52,7 @@ def must_write(tx: Tx, supervisor: str, states: list[str]) -> bool:
         return True
     if last.claimed_at is None or tx.now - last.claimed_at >= CLAIM_TIME_KEPT:
         return True
-    return bool(states) and tx.any_queued(states)
+    return bool(queues.keys) and tx.any_queued(queues)
 
 
 def claimed_again(tx: Tx, supervisor: str, request: str) -> TaskRow | None:
@@ -48,6 +65,31 @@ def claimed_again(tx: Tx, supervisor: str, request: str) -> TaskRow | None:
     if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
         return None
     return task if task.attempt == last.attempt else None
+
+
+def take(
+    tx: Tx, supervisor: str, queues: Queues, request: str | None, lease: float
+) -> TaskRow | None:
+    """The task this claim takes, claimed: the one granted to its request already (its lease
+    renewed), else the oldest of its queues; None when none is queued."""
+    task = None if request is None else claimed_again(tx, supervisor, request)
+    if task is not None:
+        task.lease_until = tx.now + lease
+        tx.save_task(task)
+        return task
+    task = tx.next_queued(queues) if queues.keys else None
+    if task is None:
+        return None
+    task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
+    task.claimed_by, task.lease_until = supervisor, tx.now + lease
+    tx.save_task(task)
+    tx.record(
+        task.token,
+        Kind.TASK_CLAIMED,
+        {"task": task.id, "supervisor": supervisor, "attempt": task.attempt},
+    )
+    tx.put_claim(supervisor, request, task.id, task.attempt)
+    return task
 
 
 def grant(tx: Tx, task: TaskRow, token: TokenRow, lease: float) -> Grant:

@@ -30,7 +30,16 @@ from stateous.control.errors import (
 from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
-from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow, TokenRow, Tx
+from stateous.control.store import (
+    Counter,
+    KeepAndRaise,
+    Queues,
+    Result,
+    Store,
+    TaskRow,
+    TokenRow,
+    Tx,
+)
 from stateous.control.versions import Graphs
 from stateous.control.views import detail, history_entries, view
 from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
@@ -358,10 +367,13 @@ class Engine:
         states: list[str],
         request: str | None = None,
         *,
+        checksum: str | None = None,
         by: str | None = None,
     ) -> Grant | None:
-        """Give the oldest queued task of these states to a supervisor, or None."""
-        return self.claim_or_wait(supervisor, states, request, by=by).grant
+        """Give the oldest queued task of these states to a supervisor, or None; with the
+        `checksum` of the graph the supervisor was built for, only a task whose state has
+        the same contract there (`claiming.queues`)."""
+        return self.claim_or_wait(supervisor, states, request, checksum=checksum, by=by).grant
 
     def claim_or_wait(
         self,
@@ -369,6 +381,7 @@ class Engine:
         states: list[str],
         request: str | None = None,
         *,
+        checksum: str | None = None,
         by: str | None = None,
         wait: float = 0.0,
         waiter: Waiter | None = None,
@@ -380,14 +393,15 @@ class Engine:
         checks.claimed_states(states)
         checks.request_id(request)
         checks.claim_wait(wait)
+        queues = claiming.queues(self.graphs, states, checksum)
         turned_away = False
-        if waiter is None and wait > 0 and states:
-            waiter = self.waits.enter(states, wait)
+        if waiter is None and wait > 0 and queues.keys:
+            waiter = self.waits.enter(queues.keys, wait)
             turned_away = waiter is None
         if waiter is not None:
             waiter.rewind()
         try:
-            grant = self._claim_once(supervisor, states, request, by)
+            grant = self._claim_once(supervisor, states, queues, request, by)
         except BaseException:
             if waiter is not None:
                 waiter.leave()
@@ -395,26 +409,17 @@ class Engine:
         return claiming.Claimed(grant, waiter, turned_away)
 
     def _claim_once(
-        self, supervisor: str, states: list[str], request: str | None, by: str | None
+        self,
+        supervisor: str,
+        states: list[str],
+        queues: Queues,
+        request: str | None,
+        by: str | None,
     ) -> Grant | None:
         def operation(tx: Tx) -> Grant | None:
-            task = None if request is None else claiming.claimed_again(tx, supervisor, request)
+            task = claiming.take(tx, supervisor, queues, request, self.lease)
             if task is not None:
-                task.lease_until = tx.now + self.lease
-                tx.save_task(task)
-                return self._grant(tx, task)
-            task = tx.next_queued(states) if states else None
-            if task is not None:
-                task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
-                task.claimed_by, task.lease_until = supervisor, tx.now + self.lease
-                tx.save_task(task)
-                tx.record(
-                    task.token,
-                    Kind.TASK_CLAIMED,
-                    {"task": task.id, "supervisor": supervisor, "attempt": task.attempt},
-                )
-                tx.put_claim(supervisor, request, task.id, task.attempt)
-                return self._grant(tx, task)
+                return claiming.grant(tx, task, self.token_row(tx, task.token), self.lease)
             if states:
                 tx.put_claim(supervisor, request, None, None)
             return None
@@ -422,7 +427,7 @@ class Engine:
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once.
         if supervisor in self.idle and not self.store.read(
-            lambda tx: claiming.must_write(tx, supervisor, states)
+            lambda tx: claiming.must_write(tx, supervisor, queues)
         ):
             return None
         grant = self._write(operation, by)
@@ -431,9 +436,6 @@ class Engine:
         else:
             self.idle.discard(supervisor)
         return grant
-
-    def _grant(self, tx: Tx, task: TaskRow) -> Grant:
-        return claiming.grant(tx, task, self.token_row(tx, task.token), self.lease)
 
     def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
         """Renew the leases of the tasks a supervisor still holds; name the others lost."""

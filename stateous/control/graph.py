@@ -16,7 +16,7 @@ from typing import Any
 
 from stateous.control import graph_rules
 from stateous.control.validation import Validator, compile_schema
-from stateous.model import graph_file
+from stateous.model import contracts, graph_file
 from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guard_eval import evaluate
@@ -141,6 +141,17 @@ class Graph:
         for flow in self.flows.values():
             flow.family = self.flows
         self.top = self.flows[document.workflow]
+        #: The contract of each state named so far, by its claim name (`contracts.digest`).
+        self._contracts: dict[str, str | None] = {}
+
+    def contract(self, state: str) -> str | None:
+        """The digest of the contract of `state` (its claim name) in this graph; None when
+        the graph has no task state of that name."""
+        try:
+            return self._contracts[state]
+        except KeyError:
+            found = self._contracts[state] = contracts.digest(self.document, state)
+            return found
 
     @classmethod
     def load(cls, path: Path | str) -> Graph:

@@ -151,8 +151,9 @@ def matches_nothing(query: TokenQuery) -> bool:
     return not all(map(checks.keepable, filter(None, named)))
 
 
-def task_view(task: TaskRow, now: float) -> TaskView:
-    """Show a live task as `GET /tasks` does; only a claimed task has its supervisor."""
+def task_view(task: TaskRow, now: float, checksum: str | None) -> TaskView:
+    """Show a live task as `GET /tasks` does; only a claimed task has its supervisor.
+    `checksum` is its token's graph: the version whose supervisors it waits for."""
     held = task.status == TaskStatus.CLAIMED
     return TaskView(
         task=task.id,
@@ -164,6 +165,7 @@ def task_view(task: TaskRow, now: float) -> TaskView:
         lease_until=None if task.lease_until is None else to_iso(task.lease_until),
         queued_at=to_iso(task.queued_at),
         age=round(max(now - task.queued_at, 0.0), 1),
+        checksum=checksum,
     )
 
 
@@ -241,7 +243,7 @@ class Listings:
         if state is not None and not checks.keepable(state):
             return Page([], None)
 
-        def read(tx: Tx) -> tuple[float, list[tuple[TaskRow, str]]]:
+        def read(tx: Tx) -> tuple[float, list[tuple[TaskRow, str, str | None]]]:
             query = TaskQuery(
                 limit=count,
                 status=None if live is None else TaskStatus(live),
@@ -256,7 +258,7 @@ class Listings:
         more = len(rows) == count
         rows = rows[: count - 1]
         cursor = encode_cursor([rows[-1][1], rows[-1][0].id]) if more else None
-        return Page([task_view(row, now) for row, _ in rows], cursor)
+        return Page([task_view(row, now, checksum) for row, _, checksum in rows], cursor)
 
     def supervisors(
         self, *, limit: str | int | None = None, after: str | None = None

@@ -307,7 +307,9 @@ class Moves:
         if spec.parallel:
             self.start_children(tx, token, spec.parallel, spec.inputs or [])
         else:
-            task = tx.insert_task(token.token, flow.claim_name(state), visit)
+            name = flow.claim_name(state)
+            contract = self.graphs.of(tx, token.checksum).contract(name)
+            task = tx.insert_task(token.token, name, visit, contract)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:
             self.set_timer(

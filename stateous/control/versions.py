@@ -59,8 +59,31 @@ class Graphs:
         return graph
 
     def record(self, tx: Tx) -> None:
-        """Keep the served graph file, and say it is served now."""
+        """Keep the served graph file, and say it is served now; name in each live task kept
+        before version 0017 the contract of its state in its token's graph."""
         tx.keep_graph(self.served.checksum, self.served.raw.decode())
+        for checksum, state in tx.uncontracted():
+            contract = self.of(tx, checksum).contract(state)
+            if contract is not None:
+                tx.set_contract(checksum, state, contract)
+
+    def kept(self, checksum: str) -> Graph:
+        """The graph file kept for `checksum`, read the first time; `GraphNotFound` when the
+        database keeps none (a token's moves fall back on the served graph; a claim's
+        contracts cannot)."""
+        graph = self._known.get(checksum)
+        if graph is not None and graph.checksum == checksum:
+            return graph
+        raw = self.file(checksum)
+        graph = Graph(graph_file.load(raw), raw)
+        self._known[checksum] = graph
+        return graph
+
+    def contracts(self, checksum: str, states: list[str]) -> list[str]:
+        """The contracts of `states` in the graph of `checksum`, of those that are task states
+        there: what a supervisor built for that graph can run."""
+        graph = self.kept(checksum)
+        return [found for state in states if (found := graph.contract(state)) is not None]
 
     def file(self, checksum: str | None) -> bytes:
         """The graph file served (no checksum), or the one kept for `checksum`."""

@@ -8,8 +8,9 @@ open connections); a claim beyond that is answered at once, as a claim without `
 is, and told by the answer's `Retry-After` when to come back.
 
 A write that queued tasks wakes, after its commit (`Waking`, so the task is there to
-claim), one waiting claim of the task's state per task queued, the longest waiting
-first, which claims again in a new transaction; a claim woken that leaves without
+claim), one waiting claim of the task's queue per task queued (of its state, and of its
+contract, which a claim that names its supervisor's graph waits on instead), the
+longest waiting first, which claims again in a new transaction; a claim woken that leaves without
 claiming (its client gone, its wait over) wakes the others of its states in its place.
 docs/design.md says why.
 """
@@ -44,7 +45,8 @@ Listener = Callable[[], None]
 
 
 class Waiter:
-    """One waiting claim: its states, when its wait ends, and whether a task woke it."""
+    """One waiting claim: its queues (`states`: state names, or contracts), when its wait
+    ends, and whether a task woke it."""
 
     __slots__ = ("_listener", "_waits", "arrived", "deadline", "states", "woken")
 
@@ -97,8 +99,9 @@ class Waits:
         self.closed = False
 
     def enter(self, states: list[str], seconds: float) -> Waiter | None:
-        """A waiter for a claim of `states` that may wait `seconds`, entered before its first
-        attempt so that a task queued during it wakes it; None when there is no room."""
+        """A waiter for a claim of the queues `states` that may wait `seconds`, entered
+        before its first attempt so that a task queued during it wakes it; None when there
+        is no room."""
         with self._lock:
             if self.closed or len(self._waiters) >= self.limit:
                 return None

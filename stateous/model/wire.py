@@ -297,6 +297,9 @@ class ClaimBody(msgspec.Struct, kw_only=True):
     request: str | None = None
     #: Seconds to wait for a task when none is queued, 0 to 30 (0: answer at once).
     wait: float = 0.0
+    #: The checksum of the graph file the supervisor was built for (its contract.py's): it
+    #: is granted a task only when the task's state has the same contract there.
+    checksum: str | None = None
 
 
 class HeartbeatBody(msgspec.Struct, kw_only=True):
@@ -350,7 +353,9 @@ class MemoryBody(msgspec.Struct, kw_only=True):
 
 
 class TaskView(msgspec.Struct, kw_only=True):
-    """A live task as `GET /tasks` shows it; `age` is the seconds since it was queued."""
+    """A live task as `GET /tasks` shows it; `age` is the seconds since it was queued;
+    `checksum`, the graph file its token moves by (a supervisor built for it, or for one
+    where the state has the same contract, may claim it)."""
 
     task: int
     token: str
@@ -361,6 +366,7 @@ class TaskView(msgspec.Struct, kw_only=True):
     lease_until: str | None
     queued_at: str
     age: float
+    checksum: str | None = None
 
 
 class SupervisorView(msgspec.Struct, kw_only=True):

@@ -5,7 +5,8 @@ the back-off; one that refuses this supervisor's credential keeps every message 
 the outbox until a good one is given; one that says the report cannot fit turns it
 into a failed attempt; one that says the attempt is over or not held, for a note or a
 memory write of a running task, means the task is gone; any other drops the message,
-with one log line.
+with one log line. A claim refused because the control plane does not keep the graph of
+contract.py (a database restored from before it was served) is tried after the back-off.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ BACKOFF = (1, 2, 4, 8, 16, 30)
 REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
 #: Refusals that say "try again later", not "this message is wrong".
 TRY_AGAIN = ("database_busy", "not_serving")
+#: Refusals of a claim that are tried again after the back-off, not every second: those that
+#: say "later", and one that names a graph the control plane does not keep (contract.py's).
+CLAIM_LATER = (*TRY_AGAIN, "graph_not_found")
 #: Refusals that say that the attempt of a message is over, or its task not held.
 GONE = ("attempt_over", "task_not_held")
 #: Refusals of this supervisor's credential: its messages wait for a good one.

@@ -6,10 +6,10 @@ note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
 tasks and waits; a second one (or a loop that died) cancels the routines, gives
 their tasks back as failed attempts through the outbox, and exits 1. The heartbeat
-is heartbeat.py's; what a task is while it runs, held.py's; which states it claims after
-the served graph changed, versions.py's. Every answer is bounded and typed (answers.py):
-a bad one is one log line and a try again after the back-off, and a grant whose context
-does not fit the routine's model fails its attempt without running the routine.
+is heartbeat.py's; what a task is while it runs, held.py's; which graph it claims for,
+versions.py's. Every answer is bounded and typed (answers.py): a bad one is one log line
+and a try again after the back-off, and a grant whose context does not fit the routine's
+model fails its attempt without running the routine.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import contextlib
 import functools
 import logging
 import random
-import shlex
 import signal
 import time
 import uuid
@@ -30,7 +29,6 @@ from typing import Any
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
-from stateous.model.invocation import invoked_as
 from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
 from stateous.supervisor.attempt import failed_report, report_of, run_routine
@@ -47,6 +45,7 @@ from stateous.supervisor.heartbeat import Heart
 from stateous.supervisor.held import TOOK_BACK, Running, Sink, given_back
 from stateous.supervisor.outbox import Message, Outbox
 from stateous.supervisor.refusals import (
+    CLAIM_LATER,
     DENIED,
     DENIED_EVERY,
     GONE,
@@ -58,7 +57,7 @@ from stateous.supervisor.refusals import (
     backoff,
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
-from stateous.supervisor.versions import Watch
+from stateous.supervisor.versions import Watch, unkept
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -312,14 +311,8 @@ class Supervisor:
                 ) from None
             finally:
                 connection.close()
-            if health.checksum != self.routines.checksum or not await self.watch.start():
-                contract = self.folder / "contract.py"
-                folder = shlex.quote(str(self.folder))
-                raise FolderError(
-                    f"{contract} is for another version of the workflow "
-                    f"({self.routines.checksum}; the control plane serves {health.checksum}): "
-                    f"run `{invoked_as()} init supervisor --refresh {folder}`"
-                )
+            if not await self.watch.start(health.checksum):
+                raise unkept(self.folder, self.routines.checksum, health.checksum)
             return True
         return False
 
@@ -333,7 +326,8 @@ class Supervisor:
         """
         body = {
             "supervisor": self.settings.name,
-            "states": self.watch.serving,
+            "states": self.watch.written,
+            "checksum": self.routines.checksum,
             "request": uuid.uuid4().hex,
             "wait": CLAIM_WAIT,
         }
@@ -356,7 +350,7 @@ class Supervisor:
                     await self._pause(DENIED_EVERY)
                     continue
                 log.warning("the control plane refused a claim: %s", ex.message)
-                await self._pause(IDLE if ex.code not in TRY_AGAIN else backoff(tries))
+                await self._pause(IDLE if ex.code not in CLAIM_LATER else backoff(tries))
                 tries += 1
         return None
 

@@ -1,29 +1,41 @@
-"""Which of a folder's states still match the graph that the control plane serves.
+"""Which of a folder's states match the graph that the control plane serves.
 
-A running supervisor reads `/health` every few seconds. When its checksum changes, it
-reads the new graph and compares it, state by state, with the graph it started on (whose
-checksum is contract.py's): a state matches when it still exists with the same context
-model, the same events and the same payload models. It claims only the states that
-match, says so in one log line, and serves them all again when the contract's own graph
-comes back.
+A supervisor claims every state whose routine is written, naming the graph it was built
+for (contract.py's checksum), so that the control plane grants it only the tasks whose
+state has the same contract there: the tasks of its own version, and those of any other
+version whose state did not change. It may start while the control plane serves another
+version, as long as the control plane keeps the graph of contract.py (older tokens run
+it). At start, and whenever `/health` shows another checksum, it compares the served
+graph with its own, state by state (a state matches when it exists with the same context
+model, the same events and the same payload models) and says in one log line which
+states the new tokens' tasks still match; the others serve the tokens of its version.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.model import contracts
 from stateous.model.graph_file import GraphFile, checksum
+from stateous.model.invocation import invoked_as
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_graph, read_health
+from stateous.supervisor.folder import FolderError
 
 log = logging.getLogger("stateous.supervisor")
 
 #: Seconds between two reads of /health by a running supervisor.
 WATCH_EVERY = 3.0
+#: The refusal of a graph that the control plane does not keep.
+UNKEPT = "graph_not_found"
+#: What a failed read of the control plane is: its claims and heartbeat say so already.
+UNREAD = (Unreachable, NotServing, Refused, BadAnswer)
 
 
 def still_matching(built_for: GraphFile, served: GraphFile, states: Iterable[str]) -> list[str]:
@@ -31,36 +43,63 @@ def still_matching(built_for: GraphFile, served: GraphFile, states: Iterable[str
     return sorted(state for state in states if contracts.same(built_for, served, state))
 
 
+def unkept(folder: Path, contract: str, served: str) -> FolderError:
+    """The refusal to start on a contract.py whose graph the control plane neither serves
+    nor keeps."""
+    return FolderError(
+        f"{folder / 'contract.py'} is for another version of the workflow ({contract}, a graph "
+        f"the control plane does not keep; it serves {served}): "
+        f"run `{invoked_as()} init supervisor --refresh {shlex.quote(str(folder))}`"
+    )
+
+
 class Watch:
-    """The states that a supervisor claims now, kept up to date from `/health`."""
+    """The graph a supervisor was built for, and which of its states match the served one."""
 
     def __init__(
         self, states: Iterable[str], contract: str, connect: Callable[[], BoundedConnection]
     ) -> None:
-        self.written = frozenset(states)
+        #: Every state whose routine is written, sorted: what the claims list.
+        self.written = sorted(states)
         self.contract = contract
         self.connect = connect
-        #: The graph of contract.py, as the control plane served it at start.
+        #: The graph of contract.py, as the control plane keeps it.
         self.built_for: GraphFile | None = None
+        #: The checksum of the graph served when last read.
         self.seen = contract
-        self.serving = sorted(self.written)
 
     async def _ask(self, connection: BoundedConnection, path: str, read: Any) -> Any:
         return await asyncio.to_thread(connection.ask, "GET", path, None, read)
 
-    async def start(self) -> bool:
-        """Read the graph of contract.py from the control plane; False when it serves
-        another one now. A graph that cannot be read now (a credential refused, say: the
-        claims say why) is read when the control plane serves it again."""
+    async def _own(self, connection: BoundedConnection) -> GraphFile | None:
+        """The graph of contract.py as the control plane keeps it; None when it keeps none
+        (a control plane that knows no `?checksum=` answers the one it serves)."""
+        path = f"/workflow?checksum={quote(self.contract, safe='')}"
+        try:
+            graph: GraphFile = await self._ask(connection, path, read_graph)
+        except Refused as ex:
+            if ex.code == UNKEPT:
+                return None
+            raise
+        return graph if checksum(graph) == self.contract else None
+
+    async def start(self, served: str) -> bool:
+        """Read the graph of contract.py, and the served one when it is another; False when
+        the control plane serves another graph and does not keep this one. A graph that
+        cannot be read now (a credential refused, say: the claims say why) is read when the
+        served graph next changes."""
+        self.seen = served
         connection = self.connect()
         try:
-            graph = await self._ask(connection, "/workflow", read_graph)
-        except (Unreachable, NotServing, Refused, BadAnswer):
-            return True
+            self.built_for = await self._own(connection)
+            if served == self.contract or self.built_for is None:
+                return served == self.contract
+            self.changed(await self._ask(connection, "/workflow", read_graph))
+        except UNREAD:
+            return served == self.contract
         finally:
             connection.close()
-        self.built_for = graph
-        return checksum(graph) == self.contract
+        return True
 
     async def loop(self) -> None:
         """Read /health on a cadence; on a new checksum, read the graph and compare it. When
@@ -75,31 +114,38 @@ class Watch:
                     if health.checksum == self.seen:
                         continue
                     graph = await self._ask(connection, "/workflow", read_graph)
-                except (Unreachable, NotServing, Refused, BadAnswer):
-                    continue  # the claims and the heartbeat say so already
+                    if self.built_for is None:
+                        self.built_for = await self._own(connection)
+                except UNREAD:
+                    continue
                 self.changed(graph)
         finally:
             connection.abort()
 
     def changed(self, graph: GraphFile) -> None:
-        """Serve the states that match `graph`, and say so in one line."""
+        """Say in one line which states the new tokens' tasks still match in `graph`."""
         self.seen = checksum(graph)
         if self.seen == self.contract:
-            self.built_for = graph
-        if self.seen == self.contract or self.built_for is None:
-            self.serving = sorted(self.written)
             log.info(
-                "the control plane serves the workflow of contract.py again (%s); serving %s",
+                "the control plane serves the workflow of contract.py again (%s); "
+                "every state matches: %s",
                 self.seen,
-                ", ".join(self.serving),
+                ", ".join(self.written),
             )
             return
-        self.serving = still_matching(self.built_for, graph, self.written)
-        dropped = sorted(self.written - set(self.serving))
+        if self.built_for is None:
+            log.warning(
+                "the control plane serves another version of the workflow (%s); the graph of "
+                "contract.py cannot be read to compare them",
+                self.seen,
+            )
+            return
+        matching = still_matching(self.built_for, graph, self.written)
+        own = [state for state in self.written if state not in matching]
         log.warning(
-            "the control plane serves another version of the workflow (%s); still matching: "
-            "%s; not served until contract.py matches again: %s",
+            "the control plane serves another version of the workflow (%s); still matching, "
+            "for its new tokens too: %s; for the tokens of contract.py's version only: %s",
             self.seen,
-            ", ".join(self.serving) or "none",
-            ", ".join(dropped) or "none",
+            ", ".join(matching) or "none",
+            ", ".join(own) or "none",
         )

@@ -41,3 +41,34 @@ def test_workflow_list_names_each_version_with_its_live_tokens_and_show_prints_a
         f"error: the control plane at {second.url} refused (404): this database keeps no "
         "graph file of checksum 'sha256:00'\n"
     )
+
+
+def test_token_show_says_which_supervisors_a_queued_task_of_an_older_version_waits_for(
+    launcher: Launcher, tmp_path: Path
+) -> None:
+    db = tmp_path / "orders.sqlite"
+    old_path, new_path = tmp_path / "old.json", tmp_path / "new.json"
+    old = checksum(write_graph(old_path, orders()))
+    write_graph(new_path, orders(extra_state=True))
+    first = launcher.serve(old_path, db)
+    first.ok("POST", "/tokens", {"token": "ORDER-1", "context": {"title": "a"}})
+    assert first.stop() == 0
+    second = launcher.serve(new_path, db)
+    second.ok("POST", "/tokens", {"token": "ORDER-2", "context": {"title": "b"}})
+
+    shown = run_stateous("token", "show", "ORDER-1", "--url", second.url, cwd=tmp_path)
+    new = run_stateous("token", "show", "ORDER-2", "--url", second.url, cwd=tmp_path)
+    claim = {"supervisor": "plain", "states": ["draft"]}
+    assert second.request("POST", "/tasks/claim", claim)[0] == 200  # ORDER-1's, the oldest
+    claimed = run_stateous("token", "show", "ORDER-1", "--url", second.url, cwd=tmp_path)
+
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[:3] == [
+        "ORDER-1: draft, active",
+        "accepts now: submitted",
+        f"waits for a supervisor of {old} or one whose draft has the same contract",
+    ]
+    assert lines[3].startswith("-- ")
+    assert not [line for line in new.stdout.splitlines() if line.startswith("waits for")]
+    assert not [line for line in claimed.stdout.splitlines() if line.startswith("waits for")]

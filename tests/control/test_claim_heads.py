@@ -12,12 +12,15 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
+from stateous.control.serve import record_graph
 from stateous.control.store.columns import (
     DUE_TIMERS,
     EXPIRED_LEASES,
     LISTED,
     NEXT_QUEUED,
+    QueueBy,
     any_queued_sql,
+    next_queued_sql,
 )
 from tests.control.support import (
     NO_POSTGRES,
@@ -249,4 +252,50 @@ def test_on_postgres_the_kept_plans_of_a_claim_walk_the_queue_by_state(postgres:
         assert "Scan using tasks_queue on tasks queued" in plan
         assert "Index Cond: (state = s.value)" in plan
         whole = ("Seq Scan", "Hash", "Bitmap Heap Scan on tasks")  # the queue read at once
+        assert not [word for word in whole if word in plan], plan
+
+
+def test_on_sqlite_a_claim_by_contract_walks_the_contracts_queue(tmp_path: Path) -> None:
+    plane = plane_for(lanes(2), Backend("sqlite", tmp_path, str(tmp_path / "db.sqlite")))
+    for index in range(50):
+        queue(plane, f"T{index}", index % 2)
+    plane.store.close()
+    path = str(tmp_path / "db.sqlite")
+
+    claim = [detail for _, detail in sqlite_plan(path, next_queued_sql(QueueBy.CONTRACT))]
+    head = "SEARCH queued USING COVERING INDEX tasks_contract_queue (contract=?)"
+    assert head in claim
+    assert [detail for detail in claim if "TEMP B-TREE" in detail] == [
+        "USE TEMP B-TREE FOR ORDER BY"
+    ]
+    any_queued = [
+        detail for _, detail in sqlite_plan(path, any_queued_sql(LISTED, QueueBy.CONTRACT))
+    ]
+    assert head in any_queued
+    assert not [detail for detail in any_queued if "TEMP B-TREE" in detail]
+
+
+def test_on_postgres_the_kept_plans_of_a_claim_by_contract_walk_its_queue(
+    postgres: Backend,
+) -> None:
+    from tests.postgres.test_plans import generic_plans
+
+    plane = plane_for(lanes(2), postgres)
+    checksum = plane.engine.graph.checksum
+    try:
+        record_graph(plane.store, plane.engine.graphs)
+        queue(plane, "A", 0)
+        grant = plane.engine.claim("s1", ["lane0", "lane1"], checksum=checksum)
+        assert grant is not None and grant.token == "A"
+        assert plane.engine.claim("s1", ["lane0"], checksum=checksum) is None  # the look deeper
+        assert plane.engine.claim("s1", ["lane0"], checksum=checksum) is None  # only reads
+        plans = generic_plans(plane.store)  # type: ignore[arg-type]
+    finally:
+        plane.store.close()
+    queue_plans = [plan for sql, plan in plans.items() if "queued.contract" in sql]
+    assert len(queue_plans) == 3  # whether any is queued, the claim, the look deeper
+    for plan in queue_plans:
+        assert "Scan using tasks_contract_queue on tasks queued" in plan
+        assert "Index Cond: (contract = s.value)" in plan
+        whole = ("Seq Scan", "Hash", "Bitmap Heap Scan on tasks")
         assert not [word for word in whole if word in plan], plan

@@ -188,6 +188,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "lease_until": "2027-01-15T08:04:00Z",
             "queued_at": START,
             "age": 150.0,
+            "checksum": plane.engine.graph.checksum,
         },
         {
             "task": 4,
@@ -199,6 +200,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "lease_until": None,
             "queued_at": "2027-01-15T08:01:00Z",
             "age": 90.0,
+            "checksum": plane.engine.graph.checksum,
         },
         {
             "task": 5,
@@ -210,6 +212,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "lease_until": None,
             "queued_at": "2027-01-15T08:02:00Z",
             "age": 30.0,
+            "checksum": plane.engine.graph.checksum,
         },
     ]
     assert ids(api.request("GET", "/tasks?status=queued")[2]) == [4, 5]

@@ -75,10 +75,12 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0017.
+UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN contract")
 #: What takes a database of the latest version back to before 0016.
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0016, *UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (*UNDO_0017, *UNDO_0016, *UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -279,8 +281,9 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         # Nor is it a GitHub webhook (0012).
         kept["credentials"] = [(*row, None, 0, None) for row in kept["credentials"]]
         for table, rows in kept.items():
-            # `result`, of 0010; `checksum`, of 0015 (no graph was on record).
-            added = (None, None) if table == "tokens" else ()
+            # `result`, of 0010; `checksum`, of 0015 (no graph was on record); a task's
+            # `contract`, of 0017 (named when a control plane next starts).
+            added = {"tokens": (None, None), "tasks": (None,)}.get(table, ())
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -330,6 +333,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
         *UNDO_0014,
@@ -356,6 +360,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
         *UNDO_0014,
@@ -382,6 +387,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
         f"INSERT INTO control_plane (id, structure, checksum) "
@@ -396,5 +402,33 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
         assert run_sql(backend, "SELECT checksum FROM graphs") == [(graph.checksum,)]
         assert upgraded.engine.fire("A", "submitted").state == "review"
         assert upgraded.engine.get("A").checksum == graph.checksum
+    finally:
+        upgraded.store.close()
+
+
+def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_next_start(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("A", {"title": "x"})
+    old.engine.start("B", {"title": "y"})
+    old.engine.fire("B", "submitted")
+    record_graph(old.store, old.engine.graphs)
+    old.store.close()
+    graph = old.engine.graph
+    run_sql(backend, *UNDO_0017, *UNDO_0016, "UPDATE stateous_version SET version_num = '0015'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        tasks = "SELECT token, state, status, contract FROM tasks ORDER BY id"
+        assert [row[3] for row in run_sql(backend, tasks)] == [None, None, None]
+        assert record_graph(upgraded.store, upgraded.engine.graphs) == []
+        assert run_sql(backend, tasks) == [
+            ("A", "draft", "queued", graph.contract("draft")),
+            ("B", "draft", "cancelled", None),  # ended: never claimed again
+            ("B", "review", "queued", graph.contract("review")),
+        ]
+        granted = upgraded.engine.claim("s1", ["review"], checksum=graph.checksum)
+        assert granted is not None and granted.token == "B"
     finally:
         upgraded.store.close()

@@ -42,6 +42,7 @@ CHECKED = [
 PARTIAL_WITH_WORDS = [
     "ledger_deferred",
     "tasks_claimed_age",
+    "tasks_contract_queue",
     "tasks_held",
     "tasks_lease",
     "tasks_live",

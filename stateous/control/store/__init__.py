@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+from stateous.control.store.columns import QueueBy, Queues
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
@@ -75,6 +76,8 @@ __all__ = [
     "Lock",
     "PlanRow",
     "PlanTokenRow",
+    "QueueBy",
+    "Queues",
     "Removed",
     "Result",
     "Store",

@@ -8,6 +8,7 @@ a statement carries is a parameter.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from typing import Any
@@ -178,13 +179,31 @@ def token_state_sql(token: str, columns: str = ", ".join(STATE_COLUMNS)) -> str:
     return f"SELECT {columns} FROM {_STATE_TABLES} WHERE k.token = {token}"
 
 
-def queued_in_state(columns: str, *, active: bool = True) -> str:
-    """The `columns` of the queued tasks of the state that `s.value` names, by the queue's
-    index (`state, queued_at, id WHERE status = 'queued'`); with `active`, only those whose
-    token is active (each token read by its key)."""
+class QueueBy(StrEnum):
+    """The column that a claim's queues are keyed by: a state's name, or a contract's digest
+    (for a claim that names the graph its supervisor was built for; the digest names the
+    state too)."""
+
+    STATE = "state"
+    CONTRACT = "contract"
+
+
+@dataclass(frozen=True, slots=True)
+class Queues:
+    """The queues that a claim takes from: the `keys` of column `by`."""
+
+    keys: list[str]
+    by: QueueBy = QueueBy.STATE
+
+
+def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE) -> str:
+    """The `columns` of the queued tasks of the queue that `s.value` names (a state, or a
+    contract: `by`), by that queue's index (`tasks_queue` or `tasks_contract_queue`:
+    `by, queued_at, id WHERE status = 'queued'`); with `active`, only those whose token is
+    active (each token read by its key)."""
     sql = (
         f"SELECT {columns} FROM tasks queued "
-        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.state = s.value"
+        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.{by} = s.value"
     )
     if active:
         sql += (
@@ -194,14 +213,16 @@ def queued_in_state(columns: str, *, active: bool = True) -> str:
     return sql
 
 
-def queue_head(columns: str, count: str, *, active: bool = True) -> str:
+def queue_head(
+    columns: str, count: str, *, active: bool = True, by: QueueBy = QueueBy.STATE
+) -> str:
     """The first `count` tasks of `queued_in_state`, oldest first (ties by id).
 
-    It walks the queue's index of one state in its order and stops at the first
-    tasks that fit: the queue is never sorted.
+    It walks the queue's index of one state (or contract) in its order and stops at
+    the first tasks that fit: the queue is never sorted.
     """
     return (
-        f"{queued_in_state(columns, active=active)} "
+        f"{queued_in_state(columns, active=active, by=by)} "
         f"ORDER BY queued.queued_at, queued.id LIMIT {count}"
     )
 
@@ -212,24 +233,31 @@ LISTED = "json_each(?) s"
 
 
 @cache
-def any_queued_sql(listed: str) -> str:
-    """Whether a task is queued for an active token in a state of the list that the SQL
+def any_queued_sql(listed: str, by: QueueBy = QueueBy.STATE) -> str:
+    """Whether a task is queued for an active token in a queue of the list that the SQL
     `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
-    into each state's queue until it finds one (a scalar subquery, which no planner turns
-    into a join over the whole queue, as Postgres does an EXISTS)."""
+    into each queue until it finds one (a scalar subquery, which no planner turns into a
+    join over the whole queue, as Postgres does an EXISTS)."""
     return (
-        f"SELECT 1 FROM {listed} WHERE ({queued_in_state('queued.id')} LIMIT 1) IS NOT NULL LIMIT 1"
+        f"SELECT 1 FROM {listed} "
+        f"WHERE ({queued_in_state('queued.id', by=by)} LIMIT 1) IS NOT NULL LIMIT 1"
     )
 
 
-#: The oldest queued task of the states of a JSON list whose token is active, as a row of
-#: `STATE_COLUMNS` (SQLite): the head of each state's queue, then the oldest of those heads.
-#: The task is its token's live task, so the row reads as `token_state_sql`'s does.
-NEXT_QUEUED = (
-    f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
-    f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1')}) "
-    "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
-)
+@cache
+def next_queued_sql(by: QueueBy = QueueBy.STATE) -> str:
+    """The oldest queued task of the queues of a JSON list whose token is active, as a row
+    of `STATE_COLUMNS` (SQLite): the head of each queue, then the oldest of those heads.
+    The task is its token's live task, so the row reads as `token_state_sql`'s does."""
+    return (
+        f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
+        f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1', by=by)}) "
+        "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
+    )
+
+
+#: The claim of a list of states (SQLite).
+NEXT_QUEUED = next_queued_sql()
 
 #: The claimed tasks whose lease is over (the times as of `?`, at most `?`), by the index of
 #: leases in its order.

@@ -133,9 +133,9 @@ class CountingTx(SqlTx):
         self.moved(Counter.LIVE_TOKENS, before, token_label(row.workflow, row.state, row.status))
         super().save_token(row)
 
-    def insert_task(self, token: str, state: str, visit: int) -> int:
+    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
         self.moved(Counter.LIVE_TASKS, None, task_label(state, TaskStatus.QUEUED))
-        return super().insert_task(token, state, visit)
+        return super().insert_task(token, state, visit, contract)
 
     def save_task(self, row: TaskRow) -> None:
         before = task_label(row.state, row.was)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from stateous.control.store.columns import word
+from stateous.control.store.columns import any_word, word
 from stateous.control.store.rows import GraphVersion, from_column
-from stateous.model.vocabulary import TokenStatus
+from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 #: A token that is active or paused, in SQL.
 _LIVE = f"status IN ({word(TokenStatus.ACTIVE)}, {word(TokenStatus.PAUSED)})"
@@ -62,6 +62,29 @@ class GraphsSql:
                 "OR checksum NOT IN (SELECT checksum FROM graphs)) GROUP BY checksum"
             )
         ]
+
+    def uncontracted(self) -> list[tuple[str, str]]:
+        """The checksums of the tokens and the states of the live tasks that name no
+        contract (kept before version 0017), each pair once."""
+        return [
+            (str(checksum), str(state))
+            for checksum, state in self.execute(
+                "SELECT DISTINCT k.checksum, t.state FROM tasks t "
+                "JOIN tokens k ON k.token = t.token "
+                f"WHERE {any_word('t.status', LIVE_TASK)} AND t.contract IS NULL "
+                "AND k.checksum IS NOT NULL"
+            )
+        ]
+
+    def set_contract(self, checksum: str, state: str, contract: str) -> None:
+        """Name `contract` in the live tasks of `state` that name none, of the tokens of the
+        graph `checksum`."""
+        self.execute(
+            f"UPDATE tasks SET contract = ? WHERE {any_word('status', LIVE_TASK)} "
+            "AND contract IS NULL AND state = ? "
+            "AND token IN (SELECT token FROM tokens WHERE checksum = ?)",
+            (contract, state, checksum),
+        )
 
     def repin(self, old: str | None, new: str) -> None:
         """Pin the tokens of checksum `old` (kept by no graph file) to the graph `new`."""

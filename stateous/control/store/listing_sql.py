@@ -30,6 +30,9 @@ from stateous.model.vocabulary import LIVE_TASK, TaskStatus
 
 #: Where a row of `TASK_COLUMNS` has its `queued_at`, as the column keeps it.
 TASK_QUEUED_AT = TASK_COLUMNS.split(", ").index("queued_at")
+#: The checksum of the graph of a listed task's token (read by its key): the version whose
+#: supervisors (or those whose state has the same contract) the task waits for.
+TASK_CHECKSUM = "(SELECT checksum FROM tokens WHERE tokens.token = tasks.token)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ def task_page_sql(query: TaskQuery) -> tuple[str, tuple[Any, ...]]:
         queued_at, ident = query.after
         bindings.extend((queued_at, queued_at, ident))
     sql = (
-        f"SELECT {TASK_COLUMNS} FROM tasks WHERE {' AND '.join(where)} "
+        f"SELECT {TASK_COLUMNS}, {TASK_CHECKSUM} FROM tasks WHERE {' AND '.join(where)} "
         "ORDER BY queued_at, id LIMIT ?"
     )
     return sql, (*bindings, query.limit)
@@ -163,10 +166,11 @@ class ListingSql:
         rows = self.execute(*token_page_sql(query))
         return [(token_row(row), row[-1]) for row in rows]
 
-    def task_page(self, query: TaskQuery) -> list[tuple[TaskRow, str]]:
-        """A page of live tasks, each with its `queued_at` as the column keeps it."""
+    def task_page(self, query: TaskQuery) -> list[tuple[TaskRow, str, str | None]]:
+        """A page of live tasks, each with its `queued_at` as the column keeps it and the
+        checksum of its token's graph."""
         rows = self.execute(*task_page_sql(query))
-        return [(task_row(row), row[TASK_QUEUED_AT]) for row in rows]
+        return [(task_row(row[:-1]), row[TASK_QUEUED_AT], row[-1]) for row in rows]
 
     def supervisors_seen(self, since: str, limit: int, after: str = "") -> list[SupervisorRow]:
         """Up to `limit` supervisors that claimed or sent a heartbeat after `since`, by name,

@@ -1,9 +1,10 @@
-"""A transaction that notes which states it queued a task in.
+"""A transaction that notes which queues it queued a task in.
 
 A claim may wait for a task (`stateous.control.waits`); once a write commits, the
-claims waiting for the states it queued a task in are woken to claim again. The
-state is noted where the task's row is inserted, by the name a claim lists (a child
-workflow's task is claimed as `child/state`); a retried task or a resumed token
+claims waiting for the queues it queued a task in are woken to claim again. The
+queues are noted where the task's row is inserted: its state, by the name a claim
+lists (a child workflow's task is claimed as `child/state`), and its contract, which
+a claim that names its supervisor's graph lists instead; a retried task or a resumed token
 (whose queued task becomes claimable again) wakes every waiting claim, since the
 state is not at hand there.
 """
@@ -22,17 +23,19 @@ WAKE_ALL = frozenset({Kind.TASK_RETRYING, Kind.RESUMED})
 
 
 class QueuedTx(CountingTx):
-    """`CountingTx` that keeps `queued_in`: how many tasks it queued in each state (None:
-    maybe some in any)."""
+    """`CountingTx` that keeps `queued_in`: how many tasks it queued in each state and in
+    each contract (None: maybe some in any)."""
 
     def __init__(self, now: float, hold: Hold | None = None) -> None:
         super().__init__(now, hold)
         self.queued_in: Counter[str] | None = Counter()
 
-    def insert_task(self, token: str, state: str, visit: int) -> int:
+    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
         if self.queued_in is not None:
             self.queued_in[state] += 1
-        return super().insert_task(token, state, visit)
+            if contract is not None:
+                self.queued_in[contract] += 1
+        return super().insert_task(token, state, visit, contract)
 
     def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
         if kind in WAKE_ALL:

@@ -20,7 +20,6 @@ from stateous.control.store.columns import (
     INSERT_TOKEN,
     LEDGER_BATCH,
     LISTED,
-    NEXT_QUEUED,
     PENDING_DUE,
     PLANNED_RETRY,
     STATE_LAST,
@@ -30,11 +29,13 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    Queues,
     any_queued_sql,
     any_word,
     decode,
     entry_row,
     json_text,
+    next_queued_sql,
     task_row,
     time_or_none,
     timer_row,
@@ -313,12 +314,12 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
         """Insert a row of a table whose rows have ids, and answer its id (each store
         knows the id its own way)."""
 
-    def insert_task(self, token: str, state: str, visit: int) -> int:
+    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
         self._live.pop(token, None)
         return self.insert_row(
             "tasks",
-            "token, state, visit, status, attempt, queued_at",
-            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp),
+            "token, state, visit, status, attempt, queued_at, contract",
+            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract),
         )
 
     def task(self, task: int) -> TaskRow | None:
@@ -362,20 +363,22 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
         )
         return None if row is None else task_row(row)
 
-    def next_queued(self, states: list[str]) -> TaskRow | None:
-        """The oldest queued task of these states whose token is active.
+    def next_queued(self, queues: Queues) -> TaskRow | None:
+        """The oldest queued task of these queues (of states, or of contracts) whose token
+        is active.
 
         One writer runs at a time on SQLite, so the first such task is free to take.
-        The states go as one JSON list, so the statement is the same for any number.
+        The keys go as one JSON list, so the statement is the same for any number.
         """
-        row = self.one(NEXT_QUEUED, (json_text(states),))
+        row = self.one(next_queued_sql(queues.by), (json_text(queues.keys),))
         if row is None:
             return None
         self.keep_state(row)
         return task_row(row[STATE_TASK:])
 
-    def any_queued(self, states: list[str]) -> bool:
-        return bool(self.execute(any_queued_sql(self.listed), (json_text(states),)))
+    def any_queued(self, queues: Queues) -> bool:
+        sql = any_queued_sql(self.listed, queues.by)
+        return bool(self.execute(sql, (json_text(queues.keys),)))
 
     def queued(self, row: tuple[Any, ...]) -> TaskRow:
         """Read a row of a claim's statement: keep its token's row, answer its task."""

@@ -55,6 +55,7 @@ VERSIONS = (
     "0014",
     "0015",
     "0016",
+    "0017",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

@@ -33,6 +33,8 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    QueueBy,
+    Queues,
     counts_columns,
     json_text,
     qualified,
@@ -118,9 +120,9 @@ def _family_sql(token: str) -> str:
 _LISTED = "json_array_elements_text(?::json) s(value)"
 
 
-def _heads(count: str) -> str:
-    """The first `count` queued tasks of each state of a JSON list (`?`), all of them oldest
-    first: the candidates of a claim.
+def _heads(count: str, by: QueueBy) -> str:
+    """The first `count` queued tasks of each queue (state or contract: `by`) of a JSON list
+    (`?`), all of them oldest first: the candidates of a claim.
 
     Their tokens are not read here: with the token's status in the condition, the
     planner, which cannot tell how many tasks it passes over, may prefer to read and
@@ -129,13 +131,14 @@ def _heads(count: str) -> str:
     """
     return (
         f"SELECT h.id, h.queued_at FROM {_LISTED} CROSS JOIN LATERAL "
-        f"({queue_head('queued.id, queued.queued_at', count, active=False)}) h "
+        f"({queue_head('queued.id, queued.queued_at', count, active=False, by=by)}) h "
         "ORDER BY h.queued_at, h.id"
     )
 
 
-def _claim_sql(count: str) -> str:
-    """The claim among the first `count` tasks of each state: the first candidate whose task
+@cache
+def _claim_sql(count: str, by: QueueBy) -> str:
+    """The claim among the first `count` tasks of each queue: the first candidate whose task
     and token no other transaction holds, both locked, and still queued and active once
     locked, then what the grant shows besides the token (the data of the event that
     brought the token into its state, and the memory of the state), then the token's last
@@ -149,7 +152,7 @@ def _claim_sql(count: str) -> str:
     The grant's reads run outside the locking query, so once, for the row it locked.
     """
     locked = (
-        f"SELECT c.* FROM ({_heads(count)}) h CROSS JOIN LATERAL ("
+        f"SELECT c.* FROM ({_heads(count, by)}) h CROSS JOIN LATERAL ("
         f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')}, "
         "t.status AS task_status, k.status AS token_status, t.token AS of_token, "
         "k.state AS of_state FROM tasks t JOIN tokens k ON k.token = t.token "
@@ -166,25 +169,23 @@ def _claim_sql(count: str) -> str:
     )
 
 
-#: The states that a claim lists, as a table `s` of one column `value`, from a JSON list.
-_LISTED = "json_array_elements_text(?::json) s(value)"
-#: A claim among the heads of the states' queues (one statement for any number of states,
-#: its plan the same for every claim), and among the first `?` tasks of each.
-_CLAIM = _claim_sql("1")
-_CLAIM_DEEPER = _claim_sql("?")
 #: How many queued tasks a claim's first look takes in all (at least each state's head):
 #: as many as there are claims racing for one queue when eight supervisors serve the same
 #: state, so that each finds a free task in one statement instead of two to four more.
 FIRST_LOOK = 8
-#: Whether some state of the list has at least `?` queued tasks: then a deeper look may
-#: find one that is free.
-_DEEPER = (
-    f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
-    f"WHERE (SELECT count(*) FROM ({queue_head('1', '?', active=False)}) h) >= ?)"
-)
 
 
-#: How a row of `_CLAIM` ends: the statuses of the task and the token, the two columns that
+@cache
+def _deeper_sql(by: QueueBy) -> str:
+    """Whether some queue of the list has at least `?` queued tasks: then a deeper look may
+    find one that is free."""
+    return (
+        f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
+        f"WHERE (SELECT count(*) FROM ({queue_head('1', '?', active=False, by=by)}) h) >= ?)"
+    )
+
+
+#: How a row of `_claim_sql` ends: the statuses of the task and the token, the two columns that
 #: name the token and its state, the grant's two reads, and the token's two counts.
 _CLAIM_TAIL = 8
 
@@ -453,26 +454,27 @@ class PostgresTx(QueuedTx):
         row = self._lock("(SELECT token FROM timers WHERE id = ?)", timer, TIMER_BY_ID)
         return None if row is None else timer_row(row)
 
-    def next_queued(self, states: list[str]) -> TaskRow | None:
-        """The oldest queued task of these states whose active token no one else holds.
+    def next_queued(self, queues: Queues) -> TaskRow | None:
+        """The oldest queued task of these queues whose active token no one else holds.
 
-        The claim looks at the first tasks of each state's queue (`FIRST_LOOK` in all,
-        at least the head of each), oldest first, and locks the first whose task and
-        token are free (`SKIP LOCKED`) and whose token is active: a token that another
+        The claim looks at the first tasks of each queue (of a state, or of a contract:
+        `queues.by`; `FIRST_LOOK` in all, at least the head of each), oldest first, and
+        locks the first whose task and token are free (`SKIP LOCKED`) and whose token
+        is active: a token that another
         transaction holds is passed over, and so is a task that another claim took
         after this statement began (its row is read again once locked, no longer
         queued). When every one is held, gone or of a token not active, it looks
-        again at twice as many tasks of each state, until it locks one or no state
+        again at twice as many tasks of each queue, until it locks one or no queue
         has as many queued tasks as it looked at. The same statement reads what the
         grant shows: while the task stays queued, its token has not moved and no
         routine writes the memory of its state, so those reads are current too.
         """
-        listed = json_text(states)
-        depth = max(1, FIRST_LOOK // len(states))
-        row = self._claim_among(listed, depth)
-        while row is None and self.one(_DEEPER, (listed, depth, depth)) == (True,):
+        listed, by = json_text(queues.keys), queues.by
+        depth = max(1, FIRST_LOOK // len(queues.keys))
+        row = self._claim_among(listed, depth, by)
+        while row is None and self.one(_deeper_sql(by), (listed, depth, depth)) == (True,):
             depth *= 2
-            row = self._claim_among(listed, depth)
+            row = self._claim_among(listed, depth, by)
         if row is None:
             return None
         _, _, token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
@@ -486,12 +488,13 @@ class PostgresTx(QueuedTx):
         self._timers.setdefault(token, timers)
         return self.queued(row[:-_CLAIM_TAIL])
 
-    def _claim_among(self, listed: str, depth: int) -> tuple[Any, ...] | None:
-        """The claim among the first `depth` tasks of each state of `listed`: the heads
-        alone by the statement whose plan is made for one row a state."""
+    def _claim_among(self, listed: str, depth: int, by: QueueBy) -> tuple[Any, ...] | None:
+        """The claim among the first `depth` tasks of each queue of `listed`: the heads
+        alone by the statement whose plan is made for one row a queue (one statement for
+        any number of queues, its plan the same for every claim)."""
         if depth == 1:
-            return self.one(_CLAIM, (listed,))
-        return self.one(_CLAIM_DEEPER, (listed, depth))
+            return self.one(_claim_sql("1", by), (listed,))
+        return self.one(_claim_sql("?", by), (listed, depth))
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
         known = self._grant_reads.pop((token, state), None)

@@ -52,7 +52,9 @@ CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL;
 CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred';
 CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
--- `tasks_live` finds a token's task without reading its ended ones (0002).
+-- `tasks_live` finds a token's task without reading its ended ones (0002). `contract` is
+-- the digest of the task's state's contract in its token's graph; `tasks_contract_queue`,
+-- the queue of a claim that names the graph its supervisor was built for (0017).
 CREATE TABLE tasks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     token TEXT NOT NULL,
@@ -64,9 +66,12 @@ CREATE TABLE tasks (
     attempt INTEGER NOT NULL,
     claimed_by TEXT,
     lease_until TEXT,
-    queued_at TEXT NOT NULL
+    queued_at TEXT NOT NULL,
+    contract TEXT
 );
 CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token)
+    WHERE status = 'queued';
+CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id, token)
     WHERE status = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
