@@ -59,7 +59,7 @@ class Migrations:
         """The migration of `token`, inside a transaction opened by the caller (a plan's
         apply marks the token in the same one)."""
         engine = self.engine
-        target = engine.graphs.kept(tx, engine.graph.checksum if to is None else to)
+        target = engine.graphs.kept(engine.graph.checksum if to is None else to, tx)
         top = engine.token_row(tx, token)
         if top.parent is not None:
             raise ChildToken(

@@ -155,7 +155,7 @@ class Plans:
 
         def operation(tx: Tx) -> PlanView:
             if action == "migrate":
-                self.engine.graphs.kept(tx, options["to"])
+                self.engine.graphs.kept(options["to"], tx)
             rows = [] if matches_nothing(query) else tx.token_page(query)
             if len(rows) > MAX_PLAN_TOKENS:
                 raise PlanTooLarge(

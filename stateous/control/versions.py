@@ -16,6 +16,7 @@ from stateous.model.wire import VersionView
 
 
 def not_kept(checksum: str) -> str:
+    """The refusal's sentence for a checksum of no graph file kept."""
     return f"this database keeps no graph file of checksum {checksum!r}"
 
 
@@ -45,19 +46,6 @@ class Graphs:
         self._known[checksum] = graph
         return graph
 
-    def kept(self, tx: Tx, checksum: str) -> Graph:
-        """The graph file of `checksum`, served or kept, read in `tx` the first time;
-        `GraphNotFound` when the database keeps none."""
-        known = self._known.get(checksum)
-        if known is not None and known.checksum == checksum:
-            return known
-        document = tx.graph_document(checksum) if checks.keepable(checksum) else None
-        if document is None:
-            raise GraphNotFound(not_kept(checksum))
-        raw = document.encode()
-        graph = self._known[checksum] = Graph(graph_file.load(raw), raw)
-        return graph
-
     def record(self, tx: Tx) -> None:
         """Keep the served graph file, and say it is served now; name in each live task kept
         before version 0017 the contract of its state in its token's graph."""
@@ -67,16 +55,23 @@ class Graphs:
             if contract is not None:
                 tx.set_contract(checksum, state, contract)
 
-    def kept(self, checksum: str) -> Graph:
-        """The graph file kept for `checksum`, read the first time; `GraphNotFound` when the
-        database keeps none (a token's moves fall back on the served graph; a claim's
-        contracts cannot)."""
-        graph = self._known.get(checksum)
-        if graph is not None and graph.checksum == checksum:
-            return graph
-        raw = self.file(checksum)
-        graph = Graph(graph_file.load(raw), raw)
-        self._known[checksum] = graph
+    def kept(self, checksum: str, tx: Tx | None = None) -> Graph:
+        """The graph file of `checksum`, served or kept, read the first time (in `tx` when
+        given); `GraphNotFound` when the database keeps none: a token's moves fall back on
+        the served graph, but a migration's target and a claim's contracts cannot."""
+        known = self._known.get(checksum)
+        if known is not None and known.checksum == checksum:
+            return known
+        document: str | None = None
+        if checks.keepable(checksum):  # Postgres holds no NUL: no file is kept by one
+            if tx is None:
+                document = self.store.read(lambda read: read.graph_document(checksum))
+            else:
+                document = tx.graph_document(checksum)
+        if document is None:
+            raise GraphNotFound(not_kept(checksum))
+        raw = document.encode()
+        graph = self._known[checksum] = Graph(graph_file.load(raw), raw)
         return graph
 
     def contracts(self, checksum: str, states: list[str]) -> list[str]:

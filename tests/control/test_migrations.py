@@ -80,7 +80,16 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 #: What takes a database of the latest version back to before 0016.
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0017, *UNDO_0016, *UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (
+    *UNDO_0017,
+    *UNDO_0016,
+    *UNDO_0015,
+    *UNDO_0014,
+    *UNDO_0012,
+    *UNDO_0011,
+    *UNDO_0010,
+    *UNDO_0009,
+)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
