@@ -16,7 +16,6 @@ from typing import TypeAlias, TypeVar, overload
 
 from stateous._version import __version__
 
-
 #: The namespace that a caller gives to fill.
 N = TypeVar("N")
 
