@@ -210,7 +210,8 @@ def run() -> int:
         print(f"error: {ex}", file=sys.stderr)
         return 1
     sys.path.insert(0, folder)
-    return importlib.import_module("stateous.cli.main").main()
+    code: int = importlib.import_module("stateous.cli.main").main()
+    return code
 
 
 if __name__ == "__main__":

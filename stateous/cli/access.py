@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import functools
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from stateous.cli.errors import CommandError
 
@@ -53,7 +53,8 @@ def refuse_token_option(parser: argparse.ArgumentParser, hint: str = TOKEN_FILE_
         "--token",
         nargs="?",
         default=argparse.SUPPRESS,
-        action=functools.partial(_NoSecretOption, hint=hint),
+        # argparse calls `action` to make the action; its stubs take a class only.
+        action=cast("type[argparse.Action]", functools.partial(_NoSecretOption, hint=hint)),
         help=argparse.SUPPRESS,
     )
 

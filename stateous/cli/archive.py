@@ -22,6 +22,7 @@ from typing import IO, Any
 from stateous.cli.backup import USAGE, FileExists, size, staged
 from stateous.cli.errors import CommandError
 from stateous.cli.history import shown_lines
+from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_DB
 
 #: The line that says how to write the date of `--ended-before`.
@@ -113,7 +114,7 @@ def run_show(args: argparse.Namespace) -> int:
     raise CommandError(f"the archive {args.file} holds no token {args.id!r}")
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `archive` and `archive show` to the parser."""
     archive = commands.add_parser(
         "archive",

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from stateous.cli.errors import CommandError
+from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_DB
 from stateous.model.vocabulary import Role
 
@@ -182,7 +183,7 @@ def run_setting(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `auth add`, `auth list`, `auth revoke`, `auth enable` and `auth disable` to the
     parser."""
     auth = commands.add_parser(

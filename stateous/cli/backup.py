@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from stateous.cli.errors import CommandError
+from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_DB
 
 #: The exit code of a command line that cannot be done as typed: the usage errors' code.
@@ -179,7 +180,7 @@ def run_backup(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `backup` to the parser."""
     backup = commands.add_parser(
         "backup",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_LISTEN
 
 DEFAULT_FOLDER = "stateous-demo"
@@ -16,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     return run_demo(args)
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `demo` to the parser."""
     demo = commands.add_parser(
         "demo",

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from stateous.cli.demo import DEFAULT_FOLDER, DEFAULT_TOKENS
 from stateous.cli.errors import CommandError
@@ -107,7 +107,7 @@ class PlaneLines(io.TextIOBase):
         self.out.flush()
 
 
-def is_start_entry(entry: dict) -> bool:
+def is_start_entry(entry: dict[str, Any]) -> bool:
     """Whether a ledger entry is the engine's own move out of START, which nobody fires."""
     data = entry.get("data") or {}
     return entry["kind"] == Kind.EVENT_ACCEPTED and data.get("event") == STARTED
@@ -248,7 +248,9 @@ def title(number: int, rework: bool) -> str:
     return f"order {number}" + (" (rework)" if rework else "")
 
 
-def open_plane(graph: Path, db: str, listen: str | None, err: TextIO) -> ControlPlane:
+def open_plane(
+    graph: Path, db: str, listen: str | None, err: TextIO | io.TextIOBase
+) -> ControlPlane:
     """Serve on --listen; without it on 8080, or on a free port when 8080 is taken."""
     from stateous.control.serve import ControlPlane, ServeError
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from stateous.cli.access import access_of, add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
+from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_URL
 from stateous.model.invocation import invoked_as
 
@@ -153,7 +154,7 @@ def run_init_supervisor(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_command(init: argparse._SubParsersAction) -> None:
+def add_command(init: Commands) -> None:
     """Add `init supervisor` to the `init` command."""
     command = init.add_parser(
         "supervisor",

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from stateous.cli.errors import CommandError
+from stateous.cli.parser import Commands
 from stateous.cli.tokens import with_client
 from stateous.model.sentences import state_name, utc
 
@@ -120,7 +121,7 @@ def add_options(command: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def add_token_list(verbs: argparse._SubParsersAction, url: argparse.ArgumentParser) -> None:
+def add_token_list(verbs: Commands, url: argparse.ArgumentParser) -> None:
     """Add `token list` to the verbs of `token`."""
     listed = verbs.add_parser(
         "list",
@@ -142,7 +143,7 @@ def add_token_list(verbs: argparse._SubParsersAction, url: argparse.ArgumentPars
     )
 
 
-def add_commands(commands: argparse._SubParsersAction, url: argparse.ArgumentParser) -> None:
+def add_commands(commands: Commands, url: argparse.ArgumentParser) -> None:
     """Add `tasks` to the parser."""
     tasks = commands.add_parser(
         "tasks",

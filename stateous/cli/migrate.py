@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateous.cli import plans
 from stateous.cli.errors import CommandError
+from stateous.cli.parser import Commands
 from stateous.cli.tokens import with_client
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def migrate(client: Client, args: argparse.Namespace) -> list[str]:
     return moved_lines(client.migrate(args.id, args.to, dry_run=args.dry_run))
 
 
-def add_command(verbs: argparse._SubParsersAction, url: argparse.ArgumentParser) -> None:
+def add_command(verbs: Commands, url: argparse.ArgumentParser) -> None:
     """Add `token migrate` to the verbs of `token`."""
     command = verbs.add_parser(
         "migrate",

@@ -11,9 +11,13 @@ tests). A command's module imports what running it needs only when it runs.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias, TypeVar, overload
 
 from stateous._version import __version__
+
+#: The namespace that a caller gives to fill.
+N = TypeVar("N")
 
 
 class Parser(argparse.ArgumentParser):
@@ -26,16 +30,27 @@ class Parser(argparse.ArgumentParser):
     the class of their parent.
     """
 
+    # argparse's own overloads: the namespace answered is the one given, else a new one.
+    @overload
     def parse_known_args(
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
+        self, args: Iterable[str] | None = None, namespace: None = None
+    ) -> tuple[argparse.Namespace, list[str]]: ...
+    @overload
+    def parse_known_args(self, args: Iterable[str] | None, namespace: N) -> tuple[N, list[str]]: ...
+    @overload
+    def parse_known_args(self, *, namespace: N) -> tuple[N, list[str]]: ...
+    def parse_known_args(
+        self, args: Iterable[str] | None = None, namespace: object = None
+    ) -> tuple[object, list[str]]:
         parsed, unknown = super().parse_known_args(args, namespace)
         if unknown:
             self.error(f"unrecognized arguments: {' '.join(unknown)}")
         return parsed, unknown
 
 
-Commands = argparse._SubParsersAction
+#: What `add_subparsers` answers, which every command's module adds its parser to (argparse
+#: names its class privately; a string, as it is generic in the stubs only).
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_init(commands: Commands) -> None:
@@ -150,7 +165,8 @@ def command_named(argv: Sequence[str]) -> str | None:
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Build the parser: in full for `command`, and for every command when it is None; any
     other command by its name and help line only."""
-    parser = Parser(
+    # Typed as its base, as the commands' parsers are (their parents are plain parsers).
+    parser: argparse.ArgumentParser = Parser(
         prog="stateous",
         description="Durable workflows: compile a graph of states, serve it, and do its work.",
     )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli import plans
 from stateous.cli.errors import CommandError
 from stateous.cli.history import token_line
+from stateous.cli.parser import Commands
 from stateous.cli.tokens import json_object, with_client
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def retry(client: Client, args: argparse.Namespace) -> list[str]:
     return [token_line(client.retry(args.id, args.state, context))]
 
 
-def add_command(verbs: argparse._SubParsersAction, url: argparse.ArgumentParser) -> None:
+def add_command(verbs: Commands, url: argparse.ArgumentParser) -> None:
     """Add `token retry` to the verbs of `token`."""
     retried = verbs.add_parser(
         "retry",

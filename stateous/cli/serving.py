@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from stateous.cli.errors import CommandError
+from stateous.cli.parser import Commands
 from stateous.cli.supervising import start_logging
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
@@ -86,7 +87,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return plane.run(beside)
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `serve` to the parser."""
     serve = commands.add_parser(
         "serve",

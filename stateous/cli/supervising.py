@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from stateous.cli.access import SETTINGS_HINT, refuse_token_option
+from stateous.cli.parser import Commands
 
 LOG_FORMAT = "%(asctime)s %(name)s: %(message)s"
 
@@ -26,7 +27,7 @@ def run_supervise(args: argparse.Namespace) -> int:
     return supervise(Path(args.folder))
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:
+def add_commands(commands: Commands) -> None:
     """Add `supervise` to the parser."""
     supervise = commands.add_parser(
         "supervise",

@@ -23,6 +23,7 @@ from stateous.cli import plans
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
 from stateous.cli.history import accepted_events, shown_lines, token_line
+from stateous.cli.parser import Commands
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
 
@@ -184,9 +185,7 @@ def url_options() -> argparse.ArgumentParser:
     return url
 
 
-def add_commands(
-    commands: argparse._SubParsersAction, url: argparse.ArgumentParser
-) -> argparse._SubParsersAction:
+def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
     """Add `token` and its commands to the parser; answer its verbs, for more."""
     token = commands.add_parser(
         "token",

@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from stateous.cli.parser import Commands
 from stateous.cli.tokens import with_client
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def shown(client: Client, args: argparse.Namespace) -> list[str]:
     return [json.dumps(client.workflow(args.checksum), indent=2)]
 
 
-def add_commands(commands: argparse._SubParsersAction, url: argparse.ArgumentParser) -> None:
+def add_commands(commands: Commands, url: argparse.ArgumentParser) -> None:
     """Add `workflow list` and `workflow show` to the parser."""
     workflow = commands.add_parser(
         "workflow",

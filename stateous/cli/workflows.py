@@ -7,6 +7,7 @@ from pathlib import Path
 
 from stateous.cli.errors import CommandError
 from stateous.cli.folders import add_stateous_path, shown, stateous_checkout
+from stateous.cli.parser import Commands
 from stateous.model.invocation import invoked_as
 from stateous.model.names import name_problem
 
@@ -61,7 +62,7 @@ def run_init_workflow(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_compile(commands: argparse._SubParsersAction) -> None:
+def add_compile(commands: Commands) -> None:
     """Add `compile` to the parser."""
     compile_command = commands.add_parser(
         "compile",
@@ -77,7 +78,7 @@ def add_compile(commands: argparse._SubParsersAction) -> None:
     compile_command.set_defaults(run=run_compile)
 
 
-def add_init_workflow(init: argparse._SubParsersAction) -> None:
+def add_init_workflow(init: Commands) -> None:
     """Add `init workflow` to the `init` command."""
     workflow = init.add_parser(
         "workflow",

@@ -95,9 +95,16 @@ class Client:
         path: str,
         body: Any = None,
         headers: dict[str, str] | None = None,
-    ) -> Any:
-        """Send one request and return its JSON; send it again while the database is busy."""
-        return self._exchange(method, path, body, headers)[1]
+    ) -> dict[str, Any]:
+        """Send one request and return its JSON object; send it again while the database is
+        busy."""
+        answer: dict[str, Any] = self._exchange(method, path, body, headers)[1]
+        return answer
+
+    def _rows(self, path: str) -> list[dict[str, Any]]:
+        """GET `path`, whose answer is a JSON array of objects, and return it."""
+        rows: list[dict[str, Any]] = self._exchange("GET", path)[1]
+        return rows
 
     def _exchange(
         self,
@@ -154,7 +161,7 @@ class Client:
 
     def history(self, token: str) -> list[dict[str, Any]]:
         """Return the ledger entries of a token, in order."""
-        return self._call("GET", f"/tokens/{segment(token)}/history")
+        return self._rows(f"/tokens/{segment(token)}/history")
 
     def watch(
         self, token: str | None = None, *, after: int | None = None, retry_for: float = 60.0
@@ -193,7 +200,7 @@ class Client:
         """One page of a listing (`/tokens`, `/tasks`) and the cursor of the next page, to pass
         as `after`, or None when it is the last."""
         given = urlencode({name: value for name, value in query.items() if value is not None})
-        rows = self._call("GET", f"{path}?{given}" if given else path)
+        rows = self._rows(f"{path}?{given}" if given else path)
         return rows, next_cursor(self._connection.link)
 
     def listed(
@@ -308,7 +315,7 @@ class Client:
 
     def workflows(self) -> list[dict[str, Any]]:
         """Return every graph file the database keeps, with its live tokens."""
-        return self._call("GET", "/workflows")
+        return self._rows("/workflows")
 
     def health(self) -> dict[str, Any]:
         """Return the served workflow's name and its checksum."""

@@ -66,7 +66,7 @@ class Contract:
 
     def task_states(self) -> list[tuple[Scope, str]]:
         """Every state that has work for a routine, in graph order; parallel states have none."""
-        found = []
+        found: list[tuple[Scope, str]] = []
         for scope in self.scopes:
             spec = self.graph.workflow_spec(scope.workflow)
             found.extend((scope, state) for state, item in spec.states.items() if not item.parallel)

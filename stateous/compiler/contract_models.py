@@ -128,11 +128,11 @@ class Types:
                     name = model.refs.get(target[1]) if target else None
                     if name is not None:
                         tags.setdefault(name, set()).add((key, value))
-        for name, found in tags.items():
+        for name, pairs in tags.items():
             model = self.models[name]
-            if len(found) != 1 or model.schema.get("type") != "object":
+            if len(pairs) != 1 or model.schema.get("type") != "object":
                 continue
-            ((key, value),) = found
+            ((key, value),) = pairs
             if self.literals(model.schema.get("properties", {}).get(key, {})) == (value,):
                 model.tag = (key, value)
 

@@ -134,6 +134,8 @@ class Methods:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
+        # Falcon calls this only for a request routed to a resource, which has a template.
+        assert req.uri_template is not None
         if not has_rule(req.method, req.uri_template):
             raise falcon.HTTPMethodNotAllowed(methods_of(req.uri_template))
 
@@ -164,11 +166,13 @@ class Guard:
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
     ) -> None:
+        assert req.uri_template is not None  # routed, as in `Methods`
         rule = rule_of(req.method, req.uri_template)
         if rule is None:
             return
         signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
         authorization = req.get_header("Authorization")
+        who: Caller | None
         if rule.webhook == "hook":
             # Only the named webhook's key is tried, with or without authentication: its
             # settings are on its credential.
@@ -515,14 +519,14 @@ def create_app(
     guard: Guard | None = None,
     warning: str | None = None,
     streams: Streams | None = None,
-) -> falcon.App:
+) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
     http, deliveries = metrics.HttpMetrics(engine), metrics.Deliveries()
     # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
     # method that the path takes.
-    middleware: list[object] = [http, Paths(), Methods()]
-    app = falcon.App(middleware=middleware if guard is None else [*middleware, guard])
+    middleware = (http, Paths(), Methods())
+    app = falcon.App(middleware=middleware if guard is None else (*middleware, guard))
     tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
     figures = Figures(engine, http, deliveries)
     app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
@@ -565,12 +569,12 @@ STANDBY = (
 )
 
 
-def standing_by(req: falcon.Request, resp: falcon.Response) -> None:
+def standing_by(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
     """Every path of a standby, with every method: `not_serving`, saying why."""
     raise NotServing(STANDBY)
 
 
-def create_standby_app() -> falcon.App:
+def create_standby_app() -> falcon.App[falcon.Request, falcon.Response]:
     """Build the WSGI app of a standby: 503 `not_serving` to every request, until it holds
     the database and serves the API instead."""
     app = falcon.App()

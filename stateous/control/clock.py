@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from stateous.control.engine import Engine
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
@@ -97,8 +98,8 @@ def one_round(engine: Engine) -> tuple[int, int, bool]:
     """End the leases that are over and fire the due timers, up to `BATCH` of each, each in
     its own transaction; answer how many ended and fired, and whether a batch was full."""
     leases, timers = due_work(engine)
-    ended = sum(engine.store.write(lambda tx, i=i: end_lease(engine, tx, i)) for i in leases)
-    fired = sum(engine.store.write(lambda tx, i=i: fire_timer(engine, tx, i)) for i in timers)
+    ended = sum(engine.store.write(partial(end_lease, engine, ident=i)) for i in leases)
+    fired = sum(engine.store.write(partial(fire_timer, engine, ident=i)) for i in timers)
     return ended, fired, max(len(leases), len(timers)) >= BATCH
 
 

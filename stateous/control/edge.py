@@ -130,7 +130,7 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
     )
 
 
-class Parser(HTTPRequestParser):
+class Parser(HTTPRequestParser):  # type: ignore[misc]  # waitress ships no types
     """Waitress's request parser, refusing ambiguous framing and needless 100 Continues."""
 
     #: The waiter of a claim served again after its wait, and the body it was sent with.
@@ -187,7 +187,7 @@ def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
     return 500, FAILED, "unexpected"
 
 
-class Refusal(ErrorTask):
+class Refusal(ErrorTask):  # type: ignore[misc]  # waitress ships no types
     """Waitress's error answer, written as ours: `{"error", "code"}` with a documented code."""
 
     def execute(self) -> None:
@@ -201,7 +201,7 @@ class Refusal(ErrorTask):
         self.write(body)
 
 
-class Task(WSGITask):
+class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
     """Waitress's WSGI task, able to hand its connection over to a live stream, or to the
     waiting room while its claim waits."""
 
@@ -254,7 +254,7 @@ class Task(WSGITask):
             channel.total_outbufs_len = 0
         outlet = Outlet(channel.socket, self.chunked_response, unsent + head)
         # The outlet frames and ends the answer, and the socket outlives this task.
-        self.chunked_response = False
+        self.chunked_response: bool = False
         self.close_on_finish = False
         with channel.requests_lock:
             for later in channel.requests[1:]:
@@ -264,7 +264,7 @@ class Task(WSGITask):
         return outlet
 
 
-class Channel(HTTPChannel):
+class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
     """One connection: parks when its client stops reading, lingers after a refusal."""
 
     parser_class = Parser
@@ -418,7 +418,7 @@ class Channel(HTTPChannel):
         for it in any of these cases, so closing it from the loop is safe."""
         if self.lingering_until:
             return now >= self.lingering_until
-        timeout = self.adj.channel_timeout
+        timeout: int = self.adj.channel_timeout
         if self.parked:
             return now - self.last_activity > timeout
         request = self.request
@@ -433,7 +433,7 @@ class LoopWrites(Protocol):
     def end_loop_turn(self) -> bool: ...
 
 
-class Server(TcpWSGIServer):
+class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
     """Waitress's server with our channel, closing connections that overstay, the waiting
     room of its claims that wait, and writes served by its loop in turns."""
 

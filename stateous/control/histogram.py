@@ -14,8 +14,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 
 #: Bounds for durations in seconds, from a tenth of a millisecond to ten seconds.
-SECONDS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5)
-SECONDS += (1.0, 2.5, 5.0, 10.0)
+SECONDS: tuple[float, ...] = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05)
+SECONDS += (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: Bounds for sizes, such as the operations that one commit takes.
 SIZES = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 

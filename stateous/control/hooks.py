@@ -100,7 +100,7 @@ def hook_of(value: dict[str, Any] | None) -> Hook | None:
 
 def kept(hook: Hook | None) -> dict[str, Any] | None:
     """What a credential's row keeps of a hook."""
-    return None if hook is None else msgspec.to_builtins(hook)  # type: ignore[no-any-return]
+    return None if hook is None else msgspec.to_builtins(hook)
 
 
 def hook_problem(hook: Hook, may_start: bool) -> str | None:

@@ -122,9 +122,9 @@ def joined_edges(spec: WorkflowSpec) -> dict[tuple[str, str], str]:
 def back_edges(names: list[str], pairs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
     """The edges that lead back to a state on the way from START (a depth-first walk)."""
     following: dict[str, list[str]] = {name: [] for name in names}
-    for source, target in pairs:
-        if source != target:
-            following[source].append(target)
+    for source, destination in pairs:
+        if source != destination:
+            following[source].append(destination)
     found: set[tuple[str, str]] = set()
     seen: set[str] = set()
     for root in names:

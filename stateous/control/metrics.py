@@ -26,7 +26,7 @@ from stateous.control import stats
 from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.listings import SEEN_FOR
-from stateous.control.store import Counter, SupervisorRow, to_column
+from stateous.control.store import Counter, SupervisorRow, Tx, to_column
 from stateous.control.waits import RESUMED
 from stateous.model.vocabulary import ENDING, LIVE_TASK
 
@@ -228,7 +228,7 @@ def fleet_families(engine: Engine) -> list[Family]:
     """When each supervisor seen in the last day was last heard from, and the build: the
     supervisors are those of the last day, at most `SEEN_SERIES`, so series do not pile up."""
 
-    def seen(tx: Any) -> list[SupervisorRow]:
+    def seen(tx: Tx) -> list[SupervisorRow]:
         return tx.supervisors_seen(to_column(tx.now - SEEN_FOR), SEEN_SERIES)
 
     last_seen = Family(

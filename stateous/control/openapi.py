@@ -94,7 +94,7 @@ DELIVERY = [
     {"name": "X-GitHub-Delivery", "in": "header", "schema": {"type": "string", "minLength": 1}},
 ]
 #: A GitHub delivery to `POST /hooks/{name}`: signed by that webhook's key, of a kind.
-HOOK = [
+HOOK: list[dict[str, Any]] = [
     {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}},
     {"name": "X-Hub-Signature-256", "in": "header", "required": True, "schema": SIGNATURE},
     {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}},
@@ -245,7 +245,7 @@ MEANINGS = {
 
 
 def parameters(method: str, template: str) -> list[dict[str, Any]]:
-    found = []
+    found: list[dict[str, Any]] = []
     if "{token}" in template:
         found.append(TOKEN_PARAM)
     if "{task}" in template:

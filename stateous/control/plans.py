@@ -150,7 +150,8 @@ class Plans:
         filters = parse_where(where)
         if "state" in filters:
             known_state(self.engine.graph, filters["state"])
-        query = token_query(MAX_PLAN_TOKENS + 1, **filters)
+        # From the first token on: `where` names the filters only, never a page's cursor.
+        query = token_query(MAX_PLAN_TOKENS + 1, after=None, **filters)
         ident = secrets.token_hex(8)
 
         def operation(tx: Tx) -> PlanView:

@@ -11,6 +11,7 @@ on its port and asks for the lock four times a second; it serves once it has it.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import logging
 import os
@@ -191,7 +192,7 @@ class ControlPlane:
         db: str,
         listen: str,
         lease: float,
-        err: TextIO = sys.stderr,
+        err: TextIO | io.TextIOBase = sys.stderr,
         *,
         no_auth: bool = False,
         allowed_hosts: tuple[str, ...] = (),
@@ -462,7 +463,7 @@ class Switch:
         return self.app(environ, start_response)
 
 
-class Draining(ThreadedTaskDispatcher):
+class Draining(ThreadedTaskDispatcher):  # type: ignore[misc]  # waitress ships no types
     """Request threads that, when the server stops, first answer the requests already read.
 
     Waitress would drop them (and log that it did), leaving their clients without

@@ -58,8 +58,8 @@ def brief_answer(answer: TokenView | Duplicate) -> TokenBrief | DuplicateBrief:
 def delivered(answer: TokenView | Duplicate, kind: str, event: str, started: bool) -> Delivered:
     """The answer to a GitHub delivery that started a token, fired its event, or repeated
     one already applied; never the context."""
-    duplicate = isinstance(answer, Duplicate)
-    token = answer.token if duplicate else answer
+    token = answer.token if isinstance(answer, Duplicate) else answer
+    duplicate = token is not answer
     return Delivered(
         token=token.token,
         state=token.state,

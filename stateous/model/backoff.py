@@ -40,7 +40,7 @@ def ceiling(delay: str, cap: str | None, attempt: int) -> float:
     longest = delay_seconds = float(parse_duration(delay))
     if cap is not None:
         longest = float(parse_duration(cap))
-    return min(longest, delay_seconds * 2 ** min(attempt - 1, 64))
+    return min(longest, delay_seconds * 2.0 ** min(attempt - 1, 64))
 
 
 def jittered(ceiling_seconds: float, seed: str) -> float:

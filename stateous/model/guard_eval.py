@@ -94,7 +94,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _json_equal(left: Any, right: Any) -> bool:
+def _json_equal(left: object, right: object) -> bool:
     """Compare two JSON values as JSON does: true is not 1, but 1 is 1.0."""
     if isinstance(left, bool) or isinstance(right, bool):
         return isinstance(left, bool) and isinstance(right, bool) and left == right
@@ -125,9 +125,9 @@ def _compare(op: str, left: Any, right: Any) -> bool:
     if not (both_numbers or (isinstance(left, str) and isinstance(right, str))):
         return False
     if op == "<":
-        return left < right
+        return bool(left < right)
     if op == "<=":
-        return left <= right
+        return bool(left <= right)
     if op == ">":
-        return left > right
-    return left >= right
+        return bool(left > right)
+    return bool(left >= right)

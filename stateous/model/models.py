@@ -44,5 +44,6 @@ def json_schema(model: type) -> dict[str, Any]:
         if components:
             schema["$defs"] = dict(sorted(components.items()))
         return schema
-    schema: dict[str, Any] = model.model_json_schema()  # type: ignore[attr-defined]
-    return schema
+    # A pydantic model: pydantic is never imported here, so its class is typed as a type.
+    described: dict[str, Any] = model.model_json_schema()  # type: ignore[attr-defined]
+    return described

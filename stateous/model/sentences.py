@@ -76,7 +76,7 @@ def _ended(reason_kind: str) -> Callable[[Data], str]:
     return sentence
 
 
-SENTENCES: dict[Kind, Callable[[Data], str]] = {
+SENTENCES: dict[str, Callable[[Data], str]] = {
     Kind.STARTED: _started,
     Kind.EVENT_ACCEPTED: _accepted,
     Kind.ENTERED: _entered,

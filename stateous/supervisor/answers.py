@@ -161,10 +161,12 @@ class BoundedConnection(Connection):
     #: again, so a stop that comes while it connects is seen by one side or the other.
     _opened: http.client.HTTPConnection | None = None
 
-    def _open(self) -> http.client.HTTPConnection:
+    def _open(
+        self, url: str | None = None, timeout: float | None = None
+    ) -> http.client.HTTPConnection:
         if self.cut:
             raise Unreachable(CUT)
-        connection = super()._open()
+        connection = super()._open(url, timeout)
         connection.response_class = _Answer
         self._opened = connection
         if self.cut:

@@ -124,7 +124,7 @@ class Outbox:
         """Every message that has not landed yet, oldest first; drop those that never can."""
         with self._guard:
             self._dropped.clear()
-            rows = self._db.execute(
+            rows: list[tuple[Any, ...]] = self._db.execute(
                 "SELECT id, task, attempt, token, kind, body FROM messages ORDER BY id"
             ).fetchall()
         messages = []
@@ -140,7 +140,7 @@ class Outbox:
         """The tasks whose report waits here, with the attempt it reports: the supervisor
         still holds them until it lands."""
         with self._guard:
-            rows = self._db.execute(
+            rows: list[tuple[Any, ...]] = self._db.execute(
                 "SELECT task, attempt FROM messages WHERE kind = 'report'"
             ).fetchall()
         return {task: attempt for task, attempt in rows}

@@ -153,7 +153,7 @@ class Occurrence(Generic[Payload]):
         return f"{type(self).__name__}({self.payload!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.payload == self.payload  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.payload == self.payload
 
     def __hash__(self) -> int:
         return hash(self.name)

@@ -120,7 +120,8 @@ def sqlite_path(url: str) -> str:
 def serving_lock(url: str) -> Lock:
     """The serving lock of the database at `url`, not taken yet."""
     if url.startswith(POSTGRES):
-        return _postgres().AdvisoryLock(url)
+        lock: Lock = _postgres().AdvisoryLock(url)
+        return lock
     from stateous.control.store.locks import FileLock
 
     return FileLock(sqlite_path(url))
@@ -139,7 +140,8 @@ def open_held(url: str, lock: Lock, *, connections: int) -> Store:
     the store cannot be opened."""
     try:
         if url.startswith(POSTGRES):
-            return _postgres().PostgresStore(url, size=connections)
+            store: Store = _postgres().PostgresStore(url, size=connections)
+            return store
         from stateous.control.store.sqlite import SqliteStore
 
         return SqliteStore(sqlite_path(url))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import apsw
 
@@ -115,7 +116,7 @@ def _copy(source: apsw.Connection, path: str, target: str, pages: int) -> Copied
         checked = destination.execute("PRAGMA integrity_check").fetchall()
         if checked != [("ok",)]:
             raise BackupFailed(f"the copy of {path} failed its integrity check: {checked[0][0]}")
-        tokens = destination.execute("SELECT count(*) FROM tokens").fetchall()[0][0]
+        tokens: Any = destination.execute("SELECT count(*) FROM tokens").fetchall()[0][0]
         version = destination.execute("SELECT max(version_num) FROM stateous_version")
         return Copied(tokens=int(tokens), version=str(version.fetchall()[0][0]))
     except apsw.Error as ex:

@@ -523,7 +523,7 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
             "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?",
             (supervisor,),
         )
-        return None if row is None else ClaimRow(*row[:3], time_or_none(row[3]))
+        return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))
 
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None

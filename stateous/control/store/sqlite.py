@@ -347,11 +347,11 @@ class SqliteStore:
             if not batch or not self._begin(batch):
                 return
             self._run_apart(batch, hold)
-        failed = self._commit_now(len(batch))
-        if failed is not None:
+        refused = self._commit_now(len(batch))
+        if refused is not None:
             for job in batch:
                 job.result = None
-                job.error = DatabaseBusy(f"the database could not commit ({failed}); try again")
+                job.error = DatabaseBusy(f"the database could not commit ({refused}); try again")
 
     def _commit_now(self, operations: int) -> apsw.Error | None:
         """Commit the write transaction of `operations` and time it; when the commit fails,

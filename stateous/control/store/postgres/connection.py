@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -25,8 +25,19 @@ from stateous.model.errors import Failure
 CONNECT_SECONDS = 10
 STATEMENT_MILLISECONDS = 30_000
 LOCK_MILLISECONDS = 10_000
+
+
+class Keepalives(TypedDict):
+    """libpq's keepalive parameters, which a connection is opened with by name."""
+
+    keepalives: int
+    keepalives_idle: int
+    keepalives_interval: int
+    keepalives_count: int
+
+
 #: TCP keepalives: the first probe after 30 s of silence, then every 10 s, 3 probes.
-KEEPALIVES = {
+KEEPALIVES: Keepalives = {
     "keepalives": 1,
     "keepalives_idle": 30,
     "keepalives_interval": 10,

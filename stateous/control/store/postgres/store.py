@@ -297,7 +297,7 @@ class PostgresStore:
     ) -> Result:
         """Run one transaction in a pipeline and commit it; roll it back on any error."""
         kept: Exception | None = None
-        result: Any = None
+        result: Result | None = None
         committing = False
         pipeline = Pipeline(connection)
         tx = PostgresTx(pipeline, self.clock(), self._ids, hold)
@@ -330,7 +330,7 @@ class PostgresStore:
             pipeline.close()
         if kept is not None:
             raise kept
-        return result
+        return result  # type: ignore[return-value]  # the operation ran whole: it set result
 
     @staticmethod
     def _roll_back(pipeline: Pipeline) -> None:
