@@ -15,6 +15,11 @@ from stateous.cli.errors import CommandError
 if TYPE_CHECKING:
     from stateous.client import Client
 
+#: How many tokens one apply request acts on: a long plan goes in parts, so that no one
+#: request holds the database's writer for the whole plan (on SQLite, a request is one
+#: transaction).
+PART = 100
+
 
 def add_options(parser: argparse.ArgumentParser) -> None:
     """Add `--where` and `--apply` to a steering command, whose ID becomes optional."""
@@ -48,7 +53,24 @@ def run(
     """Make the plan of `--where`, or apply the plan of `--apply`."""
     if args.where is not None:
         return made_lines(client.make_plan(action, args.where, state, to))
-    return applied_lines(client.apply_plan(args.apply, action, state, to=to))
+    return applied_lines(applied(client, args.apply, action, state, to))
+
+
+def pending(plan: dict[str, Any]) -> int:
+    return sum(1 for token in plan["tokens"] if token["outcome"] == "pending")
+
+
+def applied(
+    client: Client, plan: str, action: str, state: str | None, to: str | None
+) -> dict[str, Any]:
+    """Apply the plan `PART` tokens at a time until none is pending; the last answer holds
+    every token's outcome. A part that acts on none (another apply took them) ends it."""
+    answer = client.apply_plan(plan, action, state, limit=PART, to=to)
+    while (left := pending(answer)) > 0:
+        answer = client.apply_plan(plan, action, state, limit=PART, to=to)
+        if pending(answer) == left:
+            break
+    return answer
 
 
 def made_lines(plan: dict[str, Any]) -> list[str]:
