@@ -75,8 +75,10 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0016.
+UNDO_0016 = ("DROP TABLE schedule_history", "DROP TABLE schedules")
 #: What takes a database of the latest version back to 0008, the newest step first.
-BACK_TO_0008 = (*UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
+BACK_TO_0008 = (*UNDO_0016, *UNDO_0015, *UNDO_0014, *UNDO_0012, *UNDO_0011, *UNDO_0010, *UNDO_0009)
 
 
 def test_a_database_of_version_0001_counts_the_visits_from_its_ledger(backend: Backend) -> None:
@@ -328,6 +330,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0016,
         *UNDO_0015,
         *UNDO_0014,
         *UNDO_0012,
@@ -353,6 +356,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0016,
         *UNDO_0015,
         *UNDO_0014,
         *UNDO_0012,
@@ -378,6 +382,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0016,
         *UNDO_0015,
         f"INSERT INTO control_plane (id, structure, checksum) "
         f"VALUES (1, '{graph.structure}', '{graph.checksum}')",

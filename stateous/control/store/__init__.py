@@ -33,6 +33,8 @@ holds its database by a `Lock` that lives as long as its process (`locks.py`).
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from types import ModuleType
 
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
@@ -41,6 +43,7 @@ from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQu
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.retention_sql import Removed, Tree
+from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -77,6 +80,7 @@ __all__ = [
     "PlanTokenRow",
     "Removed",
     "Result",
+    "ScheduleRow",
     "Store",
     "StoreError",
     "SupervisorRow",
@@ -131,15 +135,17 @@ def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
     return lock, open_held(url, lock, connections=connections)
 
 
-def open_held(url: str, lock: Lock, *, connections: int) -> Store:
+def open_held(
+    url: str, lock: Lock, *, connections: int, clock: Callable[[], float] = time.time
+) -> Store:
     """Open the store at `url` under its serving `lock`, taken already; give the lock back if
-    the store cannot be opened."""
+    the store cannot be opened. `clock` is the time of its transactions."""
     try:
         if url.startswith(POSTGRES):
-            return _postgres().PostgresStore(url, size=connections)
+            return _postgres().PostgresStore(url, size=connections, clock=clock)
         from stateous.control.store.sqlite import SqliteStore
 
-        return SqliteStore(sqlite_path(url))
+        return SqliteStore(sqlite_path(url), clock=clock)
     except BaseException:
         lock.release()
         raise

@@ -49,6 +49,7 @@ from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Hold
 from stateous.control.store.retention_sql import RetentionSql
+from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -63,7 +64,7 @@ from stateous.control.store.rows import (
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger

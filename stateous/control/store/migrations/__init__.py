@@ -54,6 +54,7 @@ VERSIONS = (
     "0013",
     "0014",
     "0015",
+    "0016",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.
