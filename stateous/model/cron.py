@@ -158,7 +158,9 @@ def zone(name: object) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise CronError(f"{name!r} is no time zone known here; use a name such as 'Europe/Paris'")
+        raise CronError(
+            f"{name!r} is no time zone known here; use a name such as 'Europe/Paris'"
+        ) from None
 
 
 def _exists(wall: datetime, tz: ZoneInfo) -> bool:

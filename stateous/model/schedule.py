@@ -26,7 +26,9 @@ CATCH_UPS = ("latest", "none")
 FLOW, ADDED = "flow", "added"
 
 
-def problems(name: object, cron: object, tz: object, overlap: object, catch_up: object) -> list[str]:
+def problems(
+    name: object, cron: object, tz: object, overlap: object, catch_up: object
+) -> list[str]:
     """Every problem of a schedule's fields, each naming its field; empty when it is good."""
     found = []
     problem = name_problem(name)

@@ -16,8 +16,8 @@ from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.models import is_model
-from stateous.model.schedule import problems
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.schedule import problems
 
 JOINS = ("all", "any")
 #: The keywords of `Workflow.state`, in the order an error lists them.

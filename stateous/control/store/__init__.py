@@ -43,7 +43,6 @@ from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQu
 from stateous.control.store.locks import HoldLost, HoldRefused, Lock
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.retention_sql import Removed, Tree
-from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -58,6 +57,7 @@ from stateous.control.store.rows import (
     to_column,
     to_iso,
 )
+from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.model.errors import Failure
 
 #: The schemes of a Postgres URL.

@@ -13,7 +13,6 @@ from stateous.control.histogram import WriterTimes
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.retention_sql import Removed, Tree
-from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -25,6 +24,7 @@ from stateous.control.store.rows import (
     TimerRow,
     TokenRow,
 )
+from stateous.control.store.schedule_sql import ScheduleRow
 
 Result = TypeVar("Result")
 
@@ -120,7 +120,9 @@ class Tx(Protocol):
         self, schedule: str, at: float, outcome: str, token: str | None, missed: int, reason: str
     ) -> None: ...
     def last_skips(self) -> dict[str, tuple[float, str]]: ...
-    def occurrences(self, schedule: str) -> list[tuple[float, str, str | None, int, str | None]]: ...
+    def occurrences(
+        self, schedule: str
+    ) -> list[tuple[float, str, str | None, int, str | None]]: ...
 
     # retention and the archive (`retention_sql.py`)
     def remove_ended(self, before: str, limit: int) -> Removed: ...

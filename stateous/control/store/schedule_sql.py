@@ -155,13 +155,3 @@ class ScheduleSql:
             "WHERE schedule = h.schedule AND outcome = 'skipped')"
         )
         return {name: (from_column(at), reason or "") for name, at, reason in rows}
-
-    def occurrences(self, schedule: str) -> list[tuple[float, str, str | None, int, str | None]]:
-        """Every occurrence a schedule handled, oldest first: when, its outcome, its token,
-        the occurrences it stood for, the reason of a skip."""
-        rows = self.execute(
-            "SELECT at, outcome, token, missed, reason FROM schedule_history "
-            "WHERE schedule = ? ORDER BY at",
-            (schedule,),
-        )
-        return [(from_column(at), outcome, token, missed, reason) for at, outcome, token, missed, reason in rows]

@@ -49,7 +49,6 @@ from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Hold
 from stateous.control.store.retention_sql import RetentionSql
-from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.control.store.rows import (
     ClaimRow,
     ControlRow,
@@ -61,6 +60,7 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
+from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
