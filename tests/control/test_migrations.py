@@ -153,7 +153,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 OURS = (
     "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
-    "settings, tasks, timers, tokens"
+    "schedule_history, schedules, settings, tasks, timers, tokens"
 )
 
 
