@@ -115,6 +115,7 @@ WEB_MODULES = {
     "stateous.control.api",
     "stateous.control.bodies",
     "stateous.control.refusals",
+    "stateous.control.schedule_routes",
     "stateous.control.edge",
     "stateous.control.serve",
 }

@@ -106,6 +106,12 @@ def add_token(commands: Commands) -> None:
     listing.add_token_list(verbs, url)
 
 
+def add_schedule(commands: Commands) -> None:
+    from stateous.cli import schedules, tokens
+
+    schedules.add_commands(commands, tokens.url_options())
+
+
 def add_tasks(commands: Commands) -> None:
     from stateous.cli import listing, tokens
 
@@ -146,6 +152,10 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
         add_archive,
     ),
     "token": ("start, fire, show and steer tokens", add_token),
+    "schedule": (
+        "add, list, pause, resume and remove the schedules that start tokens",
+        add_schedule,
+    ),
     "tasks": ("list the live tasks, the oldest queued first", add_tasks),
     "workflow": ("list the graph files kept, or print one", add_workflow),
     "supervise": ("run the routines of a supervisor's folder", add_supervise),

@@ -321,5 +321,19 @@ class Client:
         """Return the served workflow's name and its checksum."""
         return self._call("GET", "/health")
 
+    # schedules
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """Every schedule, with its next and last occurrences and its last skip."""
+        return self._rows("/schedules")
+
+    def add_schedule(self, name: str, cron: str, **options: Any) -> dict[str, Any]:
+        """Add a schedule; `options` are `tz`, `context`, `overlap` and `catch_up`."""
+        return self._call("POST", "/schedules", {"name": name, "cron": cron, **options})
+
+    def schedule_action(self, name: str, action: str) -> dict[str, Any]:
+        """Pause, resume or remove a schedule."""
+        return self._call("POST", f"/schedules/{segment(name)}/{action}")
+
     #: Another name of `tokens`.
     list = tokens

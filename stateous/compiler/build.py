@@ -6,6 +6,7 @@ same flow always gives the same bytes.
 
 from __future__ import annotations
 
+from stateous.compiler.schedule_rules import schedule_specs
 from stateous.compiler.schemas import Models
 from stateous.model.graph_file import (
     FORMAT,
@@ -75,4 +76,5 @@ def build_graph(tree: list[Workflow], models: Models) -> GraphFile:
         transitions=top.transitions,
         workflows={child.name: workflow_spec(child, models) for child in tree[1:]},
         schemas=dict(models.schemas),
+        schedules=schedule_specs(tree[0]),
     )

@@ -18,6 +18,7 @@ from stateous.compiler.rules import (
     check_paths,
     groups,
 )
+from stateous.compiler.schedule_rules import check_schedules
 from stateous.compiler.schemas import Models
 from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, dump
@@ -43,6 +44,7 @@ def problems_of(top: Workflow, tree: list[Workflow], models: Models) -> list[str
     problems = list(models.problems)
     problems.extend(check_names(tree))
     problems.extend(check_nesting(top))
+    problems.extend(check_schedules(top, tree))
     for workflow in tree:
         problems.extend(check_ends(workflow, top))
         problems.extend(check_paths(workflow, top))

@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import metrics, migration, openapi, plans, stats, ui
+from stateous.control import metrics, migration, openapi, plans, schedule_routes, stats, ui
 from stateous.control.access import (
     SIGNATURES,
     Access,
@@ -553,6 +553,7 @@ def create_app(
     app.add_route("/ui/{file}", dashboard, suffix="file")
     app.add_route("/stream", Stream(engine, streams))
     app.add_route("/hooks/{name}", Hooks(engine, deliveries))
+    schedule_routes.add_routes(app, engine)
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
     for action in ("report", "note", "memory"):

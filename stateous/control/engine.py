@@ -129,14 +129,16 @@ class Engine:
         """Start a token, or answer the one that exists with this id, whatever the context
         (the context is checked only for a token that is new)."""
         checks.token_id(token)
+        return self._write(lambda tx: self.start_in(tx, token, context), by)
 
-        def operation(tx: Tx) -> tuple[TokenView, bool]:
-            existing = self._existing(tx, token)
-            if existing is not None:
-                return view(existing), False
-            return self._start(tx, token, context), True
-
-        return self._write(operation, by)
+    def start_in(
+        self, tx: Tx, token: str, context: dict[str, Any] | None
+    ) -> tuple[TokenView, bool]:
+        """Start a token in `tx`, or answer the one of this id (a schedule's start)."""
+        existing = self._existing(tx, token)
+        if existing is not None:
+            return view(existing), False
+        return self._start(tx, token, context), True
 
     @staticmethod
     def _existing(tx: Tx, token: str) -> TokenRow | None:

@@ -124,6 +124,28 @@ class PlanTooLarge(EngineError, ValueError):
     code, status = "plan_too_large", 422
 
 
+class ScheduleNotFound(EngineError, LookupError):
+    code, status = "schedule_not_found", 404
+
+
+class InvalidSchedule(EngineError, ValueError):
+    """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
+
+    code, status = "invalid_schedule", 422
+
+
+class ScheduleExists(EngineError):
+    """A schedule of this name exists already (from the graph file, or added)."""
+
+    code, status = "schedule_exists", 409
+
+
+class ScheduleInFlow(EngineError):
+    """The schedule comes from the graph file: only a new graph file removes it."""
+
+    code, status = "schedule_in_flow", 409
+
+
 class TaskNotHeld(EngineError):
     code, status = "task_not_held", 409
 

@@ -17,6 +17,7 @@ from stateous.model.durations import parse_duration
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.schedule import problems as schedule_problems
 
 JOINS = ("all", "any")
 
@@ -31,6 +32,11 @@ def problems(document: GraphFile) -> Iterator[str]:
     for name in (document.workflow, *document.workflows):
         prefix = "" if name == document.workflow else f"workflows.{name}."
         yield from _workflow(document, name, document.workflow_spec(name), prefix)
+    for name, schedule in document.schedules.items():
+        for problem in schedule_problems(
+            name, schedule.cron, schedule.tz, schedule.overlap, schedule.catch_up
+        ):
+            yield f"schedules.{name}.{problem}"
 
 
 def _workflow(document: GraphFile, name: str, spec: WorkflowSpec, prefix: str) -> Iterator[str]:

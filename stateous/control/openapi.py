@@ -18,6 +18,7 @@ import msgspec
 from stateous._version import __version__
 from stateous.control.layout import Layout
 from stateous.model import wire
+from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 REF = "#/components/schemas/{name}"
@@ -100,6 +101,9 @@ HOOK: list[dict[str, Any]] = [
     {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}},
     DELIVERY[2],
 ]
+SCHEDULE = Operation(
+    "pause or resume a schedule", answers=((200, ScheduleView),), refusals=(401, 403, 404)
+)
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
 #: The token as an answer shows it: whole, or without its context to a webhook.
 STARTED = (wire.TokenView, wire.TokenBrief)
@@ -201,6 +205,21 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         ((200, wire.PlanView),),
         (401, 403, 404, 409, 422),
     ),
+    ("GET", "/schedules"): Operation(
+        "every schedule: its next and last occurrences, paused or not, its last skip",
+        answers=((200, list[ScheduleView]),),
+        refusals=(401, 403),
+    ),
+    ("POST", "/schedules"): Operation(
+        "add a schedule at run time", ScheduleBody, ((201, ScheduleView),), (401, 403, 409, 422)
+    ),
+    ("POST", "/schedules/{name}/pause"): SCHEDULE,
+    ("POST", "/schedules/{name}/resume"): SCHEDULE,
+    ("POST", "/schedules/{name}/remove"): Operation(
+        "remove a schedule added at run time (one of the graph file is refused)",
+        answers=((200, ScheduleView),),
+        refusals=(401, 403, 404, 409),
+    ),
     ("GET", "/tasks"): Operation(
         "live tasks, the oldest queued first",
         answers=((200, list[wire.TaskView]),),
@@ -261,6 +280,8 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
         found.extend(STREAM)
     if (method, template) == ("POST", "/hooks/{name}"):
         found.extend(HOOK)
+    elif "{name}" in template:
+        found.append({**PLAN_PARAM, "name": "name"})
     return found
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from waitress import wasyncore
 from waitress.task import ThreadedTaskDispatcher
 
+from stateous.control import schedules
 from stateous.control.access import Access, served_hosts, served_origins
 from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock, renew_leases
@@ -44,6 +45,7 @@ from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
 from stateous.control.hold import Hold
+from stateous.control.offset_clock import serving_clock
 from stateous.control.retention import Retention
 from stateous.control.store import (
     POSTGRES,
@@ -241,7 +243,12 @@ class ControlPlane:
     def _open(self, lock: Lock) -> None:
         """Open the database under its serving lock, check it, hold it and make the clock."""
         self.lock = lock
-        self.store = open_held(self.db, lock, connections=self.limits.threads + SPARE_CONNECTIONS)
+        self.store = open_held(
+            self.db,
+            lock,
+            connections=self.limits.threads + SPARE_CONNECTIONS,
+            clock=serving_clock(),
+        )
         try:
             streams = Streams(self.store, self.limits.streams)
             published = Published(self.store, streams)
@@ -250,6 +257,7 @@ class ControlPlane:
             self.access = Access(self.store, enabled=not self.no_auth, exposed=exposed)
             self._check_open_to_others()
             self.older = record_graph(self.store, self.engine.graphs)
+            schedules.sync(self.engine, self.graph.document)
             self.hold = Hold(self.store, self.lock)
             self.hold.take(self.graph.structure, self.graph.checksum)
         except BaseException:
@@ -260,8 +268,13 @@ class ControlPlane:
         renewed = renew_leases(self.engine)
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
-        self.clock = Clock(self.engine, self.hold, self._lose, also=self._recheck)
+        self.clock = Clock(self.engine, self.hold, self._lose, also=self._beat)
         self.retention = None if self.keep_ended is None else Retention(self.store, self.keep_ended)
+
+    def _beat(self) -> None:
+        """At each beat, after the tick: the access, then the schedules' due occurrences."""
+        self._recheck()
+        schedules.fire_due(self.engine)
 
     def _recheck(self) -> None:
         """At each beat: read the credentials again, and end the streams they no longer let

@@ -63,6 +63,16 @@ class WorkflowSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkn
     transitions: list[TransitionSpec]
 
 
+class ScheduleSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A schedule of `flow.py`: a token of the workflow at each occurrence of `cron`."""
+
+    cron: str
+    tz: str = "UTC"
+    context: dict[str, Any] = {}
+    overlap: str = "skip"
+    catch_up: str = "latest"
+
+
 class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     """The whole graph file: the top workflow, its child workflows, and every model's schema."""
 
@@ -74,6 +84,8 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     transitions: list[TransitionSpec]
     workflows: dict[str, WorkflowSpec] = {}
     schemas: dict[str, dict[str, Any]]
+    #: Absent from a graph file without schedules, so its checksum stays what it was.
+    schedules: dict[str, ScheduleSpec] = {}
 
     def workflow_spec(self, name: str) -> WorkflowSpec:
         """Return the top workflow or a child workflow in the same shape."""
@@ -131,13 +143,14 @@ def checksum(graph: GraphFile) -> str:
 
 
 def structure(graph: GraphFile) -> str:
-    """Hash the graph without the states' timing: `timeout`, `retries`, `retry_delay` and
-    `retry_delay_max`.
+    """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay` and
+    `retry_delay_max`) and without its schedules.
 
     Changing only those keeps the structure, so a database with live tokens can take the
-    new file.
+    new file: a schedule says when tokens start, never how one moves.
     """
     document = msgspec.to_builtins(graph)
+    document.pop("schedules", None)
     for workflow in (document, *document.get("workflows", {}).values()):
         for state in workflow["states"].values():
             for key in TIMING:

@@ -17,6 +17,7 @@ from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.schedule import problems
 
 JOINS = ("all", "any")
 #: The keywords of `Workflow.state`, in the order an error lists them.
@@ -72,6 +73,18 @@ class Event:
     workflow: Workflow = field(repr=False)
     name: str
     payload: type | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """When tokens of the workflow start by themselves (`stateous.model.schedule`)."""
+
+    name: str
+    cron: str
+    context: dict[str, Any]
+    overlap: str
+    catch_up: str
+    tz: str
 
 
 Source = State | Terminal | str
@@ -134,6 +147,7 @@ class Workflow:
         self.states: dict[str, State] = {}
         self.events: dict[str, Event] = {}
         self.transitions: list[Transition] = []
+        self.schedules: dict[str, Schedule] = {}
 
     def __repr__(self) -> str:
         return f"Workflow({self.name!r})"
@@ -270,6 +284,31 @@ class Workflow:
         transition = Transition(source, target, on=on, when=when, otherwise=otherwise)
         self.transitions.append(transition)
         return transition
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        context: dict[str, Any] | None = None,
+        overlap: str = "skip",
+        catch_up: str = "latest",
+        tz: str = "UTC",
+        **unknown: Any,
+    ) -> Schedule:
+        """Start a token of this workflow at each occurrence of `cron` in the zone `tz`."""
+        what = f"schedule {name!r}"
+        _unknown_keywords(what, unknown, ("cron", "context", "overlap", "catch_up", "tz"))
+        found = problems(name, cron, tz, overlap, catch_up)
+        if name in self.schedules:
+            found.append(f"it is declared twice in workflow {self.name!r}")
+        if context is not None and not isinstance(context, dict):
+            found.append(f"context: {context!r} is not a dict")
+        if found:
+            raise DefinitionError(f"{what}: {'; '.join(found)}")
+        schedule = Schedule(name, cron, dict(context or {}), overlap, catch_up, tz)
+        self.schedules[name] = schedule
+        return schedule
 
     def _check_end(self, what: str, end: object, role: str) -> None:
         if isinstance(end, State) and end.workflow is not self:

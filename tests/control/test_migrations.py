@@ -75,12 +75,15 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0018.
+UNDO_0018 = ("DROP TABLE schedule_history", "DROP TABLE schedules")
 #: What takes a database of the latest version back to before 0017.
 UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN contract")
 #: What takes a database of the latest version back to before 0016.
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0018,
     *UNDO_0017,
     *UNDO_0016,
     *UNDO_0015,
@@ -164,7 +167,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 OURS = (
     "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
-    "settings, tasks, timers, tokens"
+    "schedule_history, schedules, settings, tasks, timers, tokens"
 )
 
 
@@ -342,6 +345,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
@@ -369,6 +373,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
@@ -396,6 +401,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
         *UNDO_0015,
@@ -425,7 +431,13 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     record_graph(old.store, old.engine.graphs)
     old.store.close()
     graph = old.engine.graph
-    run_sql(backend, *UNDO_0017, *UNDO_0016, "UPDATE stateous_version SET version_num = '0015'")
+    run_sql(
+        backend,
+        *UNDO_0018,
+        *UNDO_0017,
+        *UNDO_0016,
+        "UPDATE stateous_version SET version_num = '0015'",
+    )
 
     upgraded = plane_for(orders(), backend)
     try:

@@ -33,6 +33,8 @@ holds its database by a `Lock` that lives as long as its process (`locks.py`).
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from types import ModuleType
 
 from stateous.control.store.columns import QueueBy, Queues
@@ -56,6 +58,7 @@ from stateous.control.store.rows import (
     to_column,
     to_iso,
 )
+from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.model.errors import Failure
 
 #: The schemes of a Postgres URL.
@@ -80,6 +83,7 @@ __all__ = [
     "Queues",
     "Removed",
     "Result",
+    "ScheduleRow",
     "Store",
     "StoreError",
     "SupervisorRow",
@@ -135,16 +139,18 @@ def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
     return lock, open_held(url, lock, connections=connections)
 
 
-def open_held(url: str, lock: Lock, *, connections: int) -> Store:
+def open_held(
+    url: str, lock: Lock, *, connections: int, clock: Callable[[], float] = time.time
+) -> Store:
     """Open the store at `url` under its serving `lock`, taken already; give the lock back if
-    the store cannot be opened."""
+    the store cannot be opened. `clock` is the time of its transactions."""
     try:
         if url.startswith(POSTGRES):
-            store: Store = _postgres().PostgresStore(url, size=connections)
+            store: Store = _postgres().PostgresStore(url, size=connections, clock=clock)
             return store
         from stateous.control.store.sqlite import SqliteStore
 
-        return SqliteStore(sqlite_path(url))
+        return SqliteStore(sqlite_path(url), clock=clock)
     except BaseException:
         lock.release()
         raise

@@ -61,10 +61,11 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
+from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, ABC):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     A transaction reads each token's row once: the row, the token's last ledger

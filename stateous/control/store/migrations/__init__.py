@@ -56,6 +56,7 @@ VERSIONS = (
     "0015",
     "0016",
     "0017",
+    "0018",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

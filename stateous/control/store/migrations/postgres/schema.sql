@@ -188,3 +188,32 @@ CREATE TABLE plan_tokens (
     applied_at TEXT COLLATE "C",
     PRIMARY KEY (plan, n)
 );
+
+-- Schedules (0018): from the graph file or added at run time, with where their
+-- occurrences stand; and the outcome of each occurrence, with the reason of a skip.
+CREATE TABLE schedules (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    source TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    tz TEXT NOT NULL,
+    context JSON NOT NULL,
+    overlap TEXT NOT NULL,
+    catch_up TEXT NOT NULL,
+    paused INTEGER NOT NULL,
+    next_at TEXT COLLATE "C",
+    last_at TEXT COLLATE "C",
+    last_token TEXT,
+    waiting_at TEXT COLLATE "C",
+    added_at TEXT COLLATE "C" NOT NULL,
+    added_by TEXT
+);
+CREATE TABLE schedule_history (
+    schedule TEXT NOT NULL,
+    at TEXT COLLATE "C" NOT NULL,
+    outcome TEXT NOT NULL,
+    token TEXT,
+    missed INTEGER NOT NULL,
+    reason TEXT,
+    recorded_at TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (schedule, at)
+);

@@ -191,3 +191,32 @@ CREATE TABLE plan_tokens (
     applied_at TEXT,
     PRIMARY KEY (plan, n)
 );
+
+-- Schedules (0018): from the graph file or added at run time, with where their
+-- occurrences stand; and the outcome of each occurrence, with the reason of a skip.
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    source TEXT NOT NULL,
+    cron TEXT NOT NULL,
+    tz TEXT NOT NULL,
+    context TEXT NOT NULL,
+    overlap TEXT NOT NULL,
+    catch_up TEXT NOT NULL,
+    paused INTEGER NOT NULL,
+    next_at TEXT,
+    last_at TEXT,
+    last_token TEXT,
+    waiting_at TEXT,
+    added_at TEXT NOT NULL,
+    added_by TEXT
+);
+CREATE TABLE schedule_history (
+    schedule TEXT NOT NULL,
+    at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    token TEXT,
+    missed INTEGER NOT NULL,
+    reason TEXT,
+    recorded_at TEXT NOT NULL,
+    PRIMARY KEY (schedule, at)
+);
