@@ -506,7 +506,7 @@ def create_app(
 ) -> falcon.App:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    http, deliveries = metrics.HttpMetrics(engine), metrics.Deliveries()
+    http, deliveries = metrics.HttpMetrics(), metrics.Deliveries()
     # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
     # method that the path takes.
     middleware: list[object] = [http, Paths(), Methods()]

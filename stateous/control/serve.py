@@ -34,7 +34,6 @@ from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.edge import (
     DEFAULT_LIMITS,
     Limits,
-    LoopWrites,
     Server,
     create_server,
     open_files_short,
@@ -389,8 +388,8 @@ class ControlPlane:
             self.streams.close()
 
     def _start_serving(self) -> None:
-        if isinstance(self.store, LoopWrites):
-            self.server.share_writes(self.store)
+        if self.store.one_writer:
+            self.server.serve_writes(self.store)
         self.access.refresh()
         self.clock.start()
         if self.older:
