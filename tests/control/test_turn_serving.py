@@ -104,6 +104,21 @@ def test_a_write_with_a_large_body_waits_beside_the_loop_for_a_locked_file(
     assert status == 201 and token["token"] == "big"
 
 
+def test_a_plan_is_made_beside_the_loop(plane: Served, tmp_path: Path) -> None:
+    """A plan acts on up to 10,000 tokens, one write each: a request thread serves it."""
+    plane.ok("POST", "/tokens", {"token": "one", "context": {"title": "x"}})
+    with ThreadPoolExecutor(1) as pool:
+        with file_locked(tmp_path / "db.sqlite"):
+            made = pool.submit(
+                plane.request, "POST", "/plans", {"action": "cancel", "where": "status=active"}
+            )
+            time.sleep(QUICKLY)
+            assert not made.done()
+            assert plane.request("GET", "/health")[0] == 200
+        status, plan = made.result(30)
+    assert status == 201 and [row["token"] for row in plan["tokens"]] == ["one"]
+
+
 def test_what_a_write_of_the_loop_kept_is_read_by_the_requests_after_it(plane: Served) -> None:
     link = plane.connect()
     try:
