@@ -18,8 +18,6 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from waitress.parser import HTTPRequestParser
-
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store import Store
 
@@ -33,7 +31,16 @@ BESIDE_LOOP = "/plans"
 log = logging.getLogger("stateous.control.edge")
 
 
-def loop_serves(request: HTTPRequestParser) -> bool:
+class Request(Protocol):
+    """A request as waitress's parser reads it."""
+
+    error: Any
+    command: str | None
+    path: str
+    body_bytes_received: int
+
+
+def loop_serves(request: Request) -> bool:
     """Whether the loop serves `request` itself: a write with a small body, to no plan. One
     that cannot be read (no method) gets waitress's refusal from a request thread."""
     return (

@@ -349,8 +349,9 @@ class SqliteStore:
             job.woken.release()
 
     def _pass_turn(self) -> None:
-        """End a write or a pause: a pause that waits goes next, else the writes that wait,
-        led by the first of them (so its thread needs no other wake-up), else no one."""
+        """End a write, a turn or a pause: a pause or a turn that waits goes next, else the
+        writes that wait, led by the first of them (so its thread needs no other wake-up),
+        else no one."""
         with self._guard:
             if self._waiting or not self._jobs:
                 self._writing = False
