@@ -70,7 +70,7 @@ from stateous.control.defaults import (
     DEFAULT_THREADS,
 )
 from stateous.control.held import STALL, close_over_bounds
-from stateous.control.loop_writes import LoopTurns, loop_serves
+from stateous.control.loop_writes import LoopTurns, Request
 from stateous.control.outlet import Outlet
 from stateous.control.refusals import FAILED
 from stateous.control.store import Store
@@ -288,11 +288,10 @@ class Channel(HTTPChannel):
     #: commit before it is sent.
     held = False
 
-    def writes(self) -> bool:
-        """Whether the request to serve next is one the loop serves itself (a write with a
-        small body). Asked by the loop as it queues the connection, often under
-        `requests_lock`, when no request thread serves it."""
-        return bool(self.requests) and loop_serves(self.requests[0])
+    def next_request(self) -> Request | None:
+        """The request to serve next, if any. Asked by the loop as it queues the connection,
+        often under `requests_lock`, when no request thread serves it."""
+        return self.requests[0] if self.requests else None
 
     def _flush_some(self, do_close: bool = True) -> bool:
         if self.held:
@@ -433,12 +432,22 @@ class Server(TcpWSGIServer):
         self.waiting_room = WaitingRoom(self.trigger.pull_trigger)
         #: The writes the loop serves itself, once it has a store of one writer.
         self.turns: LoopTurns | None = None
+        #: The thread of the writes too heavy for the loop (`loop_writes.heavy`).
+        self.beside: Draining | None = None
         self.loop_thread: int | None = None
         self.stopped = False
 
     def serve_writes(self, store: Store) -> None:
-        """Serve the requests that may write from the loop, in turns of `store`."""
-        self.turns = LoopTurns(store, super().add_task)
+        """Serve the requests that may write from the loop, in turns of `store`, but the
+        heavy ones on a thread of their own."""
+        self.beside = Draining()
+        self.beside.set_thread_count(1)
+        self.turns = LoopTurns(store, super().add_task, self.beside.add_task)
+
+    def drain(self) -> None:
+        """Answer the heavy writes already read, then end their thread (once stopped)."""
+        if self.beside is not None:
+            self.beside.shutdown()
 
     def run(self) -> None:
         """Serve until `stop`: each turn, wait for the sockets and serve what they bring,
@@ -478,6 +487,20 @@ class Server(TcpWSGIServer):
             if channel.overdue(now):
                 channel.close_now()
         close_over_bounds(self.active_channels.values(), now)
+
+
+class Draining(ThreadedTaskDispatcher):
+    """Request threads that, when the server stops, first answer the requests already read.
+
+    Waitress would drop them (and log that it did), leaving their clients without
+    an answer to a request that the server had taken.
+    """
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return bool(super().shutdown(cancel_pending, max(0.0, deadline - time.monotonic())))
 
 
 class Printable(logging.Filter):

@@ -6,10 +6,11 @@ their writes share its transaction, one sync for them all and no hand-off to a r
 thread, and leaving the block commits them; their answers are held until then
 (`Channel.held`), and so is a read pipelined behind one of them, which goes to a request
 thread once the commit has made what it follows visible. When the commit fails, those
-connections are closed with no answer. A request whose body passes `LOOP_BODY` bytes goes
-to a request thread instead, where its write has a transaction of its own: its cost grows
-with its body, and the loop must not hold every other socket meanwhile. So does a request
-to a plan (`BESIDE_LOOP`), which acts on up to 10,000 tokens, one write each.
+connections are closed with no answer. A write whose body passes `LOOP_BODY` bytes goes
+to a thread of its own beside the loop instead, where it has a transaction of its own: its
+cost grows with its body, and the loop must not hold every other socket meanwhile; nor
+must such writes take every request thread from the reads. So does a write to a plan
+(`BESIDE_LOOP`), which acts on up to 10,000 tokens, one write each.
 """
 
 from __future__ import annotations
@@ -40,15 +41,15 @@ class Request(Protocol):
     body_bytes_received: int
 
 
-def loop_serves(request: Request) -> bool:
-    """Whether the loop serves `request` itself: a write with a small body, to no plan. One
-    that cannot be read (no method) gets waitress's refusal from a request thread."""
-    return (
-        request.error is None
-        and request.command not in READS
-        and request.body_bytes_received <= LOOP_BODY
-        and not request.path.startswith(BESIDE_LOOP)
-    )
+def writes(request: Request) -> bool:
+    """Whether `request` may write. One that cannot be read (no method) gets waitress's
+    refusal from a request thread."""
+    return request.error is None and request.command not in READS
+
+
+def heavy(request: Request) -> bool:
+    """Whether the cost of a write grows with its body or with the tokens it acts on."""
+    return request.body_bytes_received > LOOP_BODY or request.path.startswith(BESIDE_LOOP)
 
 
 class Held(Protocol):
@@ -61,18 +62,21 @@ class Held(Protocol):
 
     @property
     def waiter(self) -> Any: ...
-    def writes(self) -> bool: ...
+    def next_request(self) -> Request | None: ...
     def service(self) -> None: ...
     def close_now(self) -> None: ...
 
 
 class LoopTurns:
     """The requests the loop serves in its turns over `store`; `hand_off` gives a connection
-    to the request threads."""
+    to the request threads, `beside` to the thread of the heavy writes."""
 
-    def __init__(self, store: Store, hand_off: Callable[[Any], None]) -> None:
+    def __init__(
+        self, store: Store, hand_off: Callable[[Any], None], beside: Callable[[Any], None]
+    ) -> None:
         self.store = store
         self.hand_off = hand_off
+        self.beside = beside
         #: The connections whose requests the loop serves at the end of this turn.
         self.writing: list[Held] = []
         #: Held connections whose next request reads: it goes to a request thread after
@@ -81,9 +85,14 @@ class LoopTurns:
 
     def take(self, channel: Held) -> bool:
         """Keep `channel` for this turn, when its request is the loop's to serve or must wait
-        for the turn's commit; False when it goes to a request thread now."""
-        if channel.writes():
-            self.writing.append(channel)
+        for the turn's commit, or give it to the thread of the heavy writes; False when it
+        goes to a request thread now."""
+        request = channel.next_request()
+        if request is not None and writes(request):
+            if heavy(request):
+                self.beside(channel)
+            else:
+                self.writing.append(channel)
         elif channel.held:
             self.after_turn.append(channel)
         else:

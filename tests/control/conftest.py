@@ -141,6 +141,7 @@ def looping(server: Server, sockets: dict[int, Any]) -> Iterator[None]:
         server.stop()
         thread.join()
         server.task_dispatcher.shutdown()
+        server.drain()
         wasyncore.close_all(sockets)
 
 
