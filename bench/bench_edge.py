@@ -18,12 +18,13 @@ A third way, "a commit a turn", serves from the same loop but commits once a tur
 first write of a turn of the loop opens a transaction, each write runs in a savepoint of
 its own, and the answers of the turn are sent after its one commit, so that the writes of
 several clients share a sync as the group commit of `serve` makes them do, through the
-store's own turns (`SqliteStore.share_writes_of`, `end_loop_turn`), which `serve` now uses.
+store's own unit of work (`with store.turn()`), which `serve` now uses.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import io
 import selectors
@@ -32,7 +33,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -122,8 +122,6 @@ def serve_one_thread(graph: str, db: str, port: int, per_turn: bool) -> None:
     plane = ControlPlane(graph, db, f"127.0.0.1:{port}", 120.0, no_auth=True)
     store = plane.store
     assert isinstance(store, SqliteStore)
-    if per_turn:
-        store.share_writes_of(threading.get_ident())
     app = plane._app()
     listener = plane.listener
     listener.listen(128)
@@ -133,31 +131,44 @@ def serve_one_thread(graph: str, db: str, port: int, per_turn: bool) -> None:
     buffers: dict[socket.socket, bytes] = {}
     while True:
         answers: list[tuple[socket.socket, bytes]] = []
-        for key, _ in selector.select():
-            if key.fileobj is listener:
-                connection, _ = listener.accept()
-                selector.register(connection, selectors.EVENT_READ)
-                buffers[connection] = b""
-                continue
-            connection = key.fileobj  # type: ignore[assignment]
-            try:
-                data = connection.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                selector.unregister(connection)
-                connection.close()
-                del buffers[connection]
-                continue
-            buffer = buffers[connection] + data
-            while (found := complete(buffer)) is not None:
-                head, body, buffer = found
-                answers.append((connection, answer(app, port, head, body)))
-            buffers[connection] = buffer
-        if per_turn:
-            store.end_loop_turn()
+        ready = selector.select()
+        with store.turn() if per_turn else contextlib.nullcontext():
+            read(ready, listener, selector, buffers, answers, app, port)
         for connection, whole in answers:
             connection.sendall(whole)
+
+
+def read(
+    ready: list[tuple[selectors.SelectorKey, int]],
+    listener: socket.socket,
+    selector: selectors.BaseSelector,
+    buffers: dict[socket.socket, bytes],
+    answers: list[tuple[socket.socket, bytes]],
+    app: Any,
+    port: int,
+) -> None:
+    """Read what the ready sockets bring and answer each whole request into `answers`."""
+    for key, _ in ready:
+        if key.fileobj is listener:
+            connection, _ = listener.accept()
+            selector.register(connection, selectors.EVENT_READ)
+            buffers[connection] = b""
+            continue
+        connection = key.fileobj  # type: ignore[assignment]
+        try:
+            data = connection.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            selector.unregister(connection)
+            connection.close()
+            del buffers[connection]
+            continue
+        buffer = buffers[connection] + data
+        while (found := complete(buffer)) is not None:
+            head, body, buffer = found
+            answers.append((connection, answer(app, port, head, body)))
+        buffers[connection] = buffer
 
 
 def start(edge: str, graph: Path, database: Path, port: int) -> subprocess.Popen[bytes]:

@@ -522,7 +522,7 @@ def create_app(
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
     out with every `/health`; `streams` holds the live streams."""
-    http, deliveries = metrics.HttpMetrics(engine), metrics.Deliveries()
+    http, deliveries = metrics.HttpMetrics(), metrics.Deliveries()
     # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
     # method that the path takes.
     middleware = (http, Paths(), Methods())

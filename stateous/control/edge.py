@@ -26,11 +26,12 @@ leave open:
 - a claim that waits for a task gives its request thread back and leaves the loop for
   the waiting room (`Task.park`, `waiting_room.WaitingRoom`), which sends it back to be
   served again once it is woken or its wait ends;
-- on SQLite, a request that may write (any method but GET, HEAD and OPTIONS) is served
-  by the loop itself, not handed to a request thread: the writes of one turn of the loop
-  share a transaction, which the loop commits before its next look at the sockets, and
-  their answers are held until then (`Server.share_writes`, `Channel.held`). Reads stay
-  on the request threads, so that a long listing holds no other connection.
+- on SQLite, a request that may write, with a small body, is served by the loop itself,
+  not handed to a request thread: the writes of one turn of the loop share a unit of work
+  of the store, which commits before the loop's next look at the sockets, and their
+  answers are held until then (`loop_writes.LoopTurns`, `Channel.held`). Reads, and writes
+  whose cost grows with a large body, stay on the request threads, so that they hold no
+  other connection.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -46,7 +47,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import msgspec
 from waitress import wasyncore
@@ -69,8 +70,10 @@ from stateous.control.defaults import (
     DEFAULT_THREADS,
 )
 from stateous.control.held import STALL, close_over_bounds
+from stateous.control.loop_writes import LoopTurns, Request
 from stateous.control.outlet import Outlet
 from stateous.control.refusals import FAILED
+from stateous.control.store import Store
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter
@@ -89,8 +92,6 @@ SWEEP = 1
 #: A size never reached: no request thread waits for a client to read (waiting is what
 #: parking is for), and no unsent answer spills to a file, out of sight of `held`'s bounds.
 NEVER = 2**62
-#: The methods that only read: their requests go to the request threads.
-READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 _encode = msgspec.json.Encoder().encode
 log = logging.getLogger("stateous.control.edge")
@@ -287,15 +288,10 @@ class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
     #: commit before it is sent.
     held = False
 
-    def writes(self) -> bool:
-        """Whether the request to serve next may write (what the loop serves itself). Asked
-        by the loop as it queues the connection, often under `requests_lock`, when no
-        request thread serves it."""
-        if not self.requests:
-            return False
-        request = self.requests[0]
-        # A request that cannot be read (no method) gets waitress's refusal from a thread.
-        return request.error is None and request.command not in READS
+    def next_request(self) -> Request | None:
+        """The request to serve next, if any. Asked by the loop as it queues the connection,
+        often under `requests_lock`, when no request thread serves it."""
+        return self.requests[0] if self.requests else None
 
     def _flush_some(self, do_close: bool = True) -> bool:
         if self.held:
@@ -425,14 +421,6 @@ class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
         return request is not None and not self.requests and now - request.began > timeout
 
 
-@runtime_checkable
-class LoopWrites(Protocol):
-    """A store whose writes from one thread can share a transaction per turn of its loop."""
-
-    def share_writes_of(self, loop: int | None) -> None: ...
-    def end_loop_turn(self) -> bool: ...
-
-
 class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
     """Waitress's server with our channel, closing connections that overstay, the waiting
     room of its claims that wait, and writes served by its loop in turns."""
@@ -442,40 +430,36 @@ class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.waiting_room = WaitingRoom(self.trigger.pull_trigger)
-        #: The store whose writes the loop serves itself, once it has one.
-        self.loop_writes: LoopWrites | None = None
+        #: The writes the loop serves itself, once it has a store of one writer.
+        self.turns: LoopTurns | None = None
+        #: The thread of the writes too heavy for the loop (`loop_writes.heavy`).
+        self.beside: Draining | None = None
         self.loop_thread: int | None = None
-        #: The connections whose requests may write, for the loop to serve this turn.
-        self.writing: list[Channel] = []
-        #: The connections whose answers wait for the turn's commit.
-        self.held: list[Channel] = []
-        #: Held connections whose next request reads: it goes to a request thread after
-        #: the commit, so that it sees what the request before it wrote.
-        self.after_turn: list[Channel] = []
         self.stopped = False
 
-    def share_writes(self, store: LoopWrites) -> None:
-        """Serve the requests that may write from the loop, committing once a turn."""
-        if self.loop_thread is not None:
-            store.share_writes_of(self.loop_thread)
-        self.loop_writes = store
+    def serve_writes(self, store: Store) -> None:
+        """Serve the requests that may write from the loop, in turns of `store`, but the
+        heavy ones on a thread of their own."""
+        self.beside = Draining()
+        self.beside.set_thread_count(1)
+        self.turns = LoopTurns(store, super().add_task, self.beside.add_task)
+
+    def drain(self) -> None:
+        """Answer the heavy writes already read, then end their thread (once stopped)."""
+        if self.beside is not None:
+            self.beside.shutdown()
 
     def run(self) -> None:
-        """Serve until `stop`: each turn, commit the last turn's writes and release their
-        answers, then wait for the sockets and serve what they bring."""
+        """Serve until `stop`: each turn, wait for the sockets and serve what they bring,
+        then the writes that the loop serves itself, committed before the next turn."""
         self.loop_thread = threading.get_ident()
-        if self.loop_writes is not None:
-            self.loop_writes.share_writes_of(self.loop_thread)
         try:
             while self._map and not self.stopped:
-                self.end_turn()
                 wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
-                self.serve_writes()
+                if self.turns is not None:
+                    self.turns.serve()
         finally:
-            self.end_turn()
             self.loop_thread = None
-            if self.loop_writes is not None:
-                self.loop_writes.share_writes_of(None)
 
     def stop(self) -> None:
         """Make `run` return after the turn under way (from any thread)."""
@@ -488,52 +472,10 @@ class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
         if threading.get_ident() != self.loop_thread:
             super().pull_trigger()
 
-    def end_turn(self) -> None:
-        """Commit the writes the loop served, then let their answers go and hand the reads
-        that waited for them to the request threads; when the commit failed, close their
-        connections instead: no answer says the change is on disk."""
-        held, self.held = self.held, []
-        reads, self.after_turn = self.after_turn, []
-        committed = False
-        try:
-            committed = self.loop_writes is None or self.loop_writes.end_loop_turn()
-        finally:
-            for channel in held:
-                channel.held = False
-                if not committed:
-                    if channel.waiting is not None:
-                        channel.waiter.leave()  # its claim never got to wait
-                    channel.close_now()
-            if committed:
-                for channel in reads:
-                    super().add_task(channel)
-
     def add_task(self, task: Any) -> None:
-        channel: Channel = task
-        if self.loop_writes is None or threading.get_ident() != self.loop_thread:
-            super().add_task(channel)
-        elif channel.writes():
-            self.writing.append(channel)
-        elif channel.held:
-            self.after_turn.append(channel)
-        else:
-            super().add_task(channel)
-
-    def serve_writes(self) -> None:
-        """Serve the requests that may write queued in this turn (and the requests that
-        follow them on their connections, which serving queues again), holding their
-        answers for the turn's commit."""
-        while self.writing:
-            channel = self.writing.pop(0)
-            channel.held = True
-            self.held.append(channel)
-            try:
-                channel.service()
-            except Exception:
-                # As waitress's request threads do: one request's failure ends its
-                # connection, not the server.
-                log.exception("serving a request on the loop failed")
-                channel.close_now()
+        turns = self.turns
+        if turns is None or threading.get_ident() != self.loop_thread or not turns.take(task):
+            super().add_task(task)
 
     def close(self) -> None:
         self.waiting_room.close()
@@ -545,6 +487,20 @@ class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
             if channel.overdue(now):
                 channel.close_now()
         close_over_bounds(self.active_channels.values(), now)
+
+
+class Draining(ThreadedTaskDispatcher):  # type: ignore[misc]  # waitress ships no types
+    """Request threads that, when the server stops, first answer the requests already read.
+
+    Waitress would drop them (and log that it did), leaving their clients without
+    an answer to a request that the server had taken.
+    """
+
+    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.queue and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return bool(super().shutdown(cancel_pending, max(0.0, deadline - time.monotonic())))
 
 
 class Printable(logging.Filter):

@@ -26,7 +26,7 @@ from stateous.control import stats
 from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.listings import SEEN_FOR
-from stateous.control.store import Counter, SupervisorRow, Tx, to_column
+from stateous.control.store import Counter, SupervisorRow, Tx, joined, to_column
 from stateous.control.waits import RESUMED
 from stateous.model.vocabulary import ENDING, LIVE_TASK
 
@@ -71,10 +71,9 @@ class HttpMetrics:
     """Falcon middleware that counts every request and times it, by route template.
 
     A write that the server's loop serves is answered once its turn commits, after the
-    app is done with it, so its time runs to that commit (`Store.after_commit`)."""
+    app is done with it, so its time runs to that commit (`turn.after`)."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, str], int] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
@@ -90,9 +89,7 @@ class HttpMetrics:
             return  # a claim parked to wait is counted once answered
         method = req.method if req.method in METHODS else OTHER_METHOD
         route, status = req.uri_template or UNMATCHED, str(resp.status_code)
-        self.engine.store.after_commit(
-            lambda: self.observe(route, method, status, time.perf_counter() - started)
-        )
+        joined().after(lambda: self.observe(route, method, status, time.perf_counter() - started))
 
     def observe(self, route: str, method: str, status: str, seconds: float) -> None:
         with self._lock:

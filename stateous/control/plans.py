@@ -205,9 +205,7 @@ class Plans:
         pending = [token for token in tokens if token.applied_at is None]
         for token in pending[:limit]:
             self._apply_one(row, token, by)
-        # Read in a write: the server's loop commits its writes at the end of its turn, and
-        # a read beside them would not see them yet.
-        return self.engine.store.write(lambda tx: plan_view(*self._read(tx, plan)))
+        return self.engine.store.read(lambda tx: plan_view(*self._read(tx, plan)))
 
     def _apply_one(self, plan: PlanRow, token: PlanTokenRow, by: str | None) -> None:
         """Act on one token and mark it done, in one transaction; a refusal of the token

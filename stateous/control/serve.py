@@ -19,14 +19,12 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from waitress import wasyncore
-from waitress.task import ThreadedTaskDispatcher
 
 from stateous.control import schedules
 from stateous.control.access import Access, served_hosts, served_origins
@@ -35,8 +33,8 @@ from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.edge import (
     DEFAULT_LIMITS,
+    Draining,
     Limits,
-    LoopWrites,
     Server,
     create_server,
     open_files_short,
@@ -378,6 +376,7 @@ class ControlPlane:
                 ended.wait()
                 loop.join()
             dispatcher.shutdown()
+            server.drain()
             stop.set()
             if waiter.is_alive():
                 waiter.join()
@@ -408,8 +407,8 @@ class ControlPlane:
             self.streams.close()
 
     def _start_serving(self) -> None:
-        if isinstance(self.store, LoopWrites):
-            self.server.share_writes(self.store)
+        if self.store.one_writer:
+            self.server.serve_writes(self.store)
         self.access.refresh()
         self.clock.start()
         if self.retention is not None:
@@ -474,20 +473,6 @@ class Switch:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         return self.app(environ, start_response)
-
-
-class Draining(ThreadedTaskDispatcher):  # type: ignore[misc]  # waitress ships no types
-    """Request threads that, when the server stops, first answer the requests already read.
-
-    Waitress would drop them (and log that it did), leaving their clients without
-    an answer to a request that the server had taken.
-    """
-
-    def shutdown(self, cancel_pending: bool = True, timeout: float = 5) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.queue and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return bool(super().shutdown(cancel_pending, max(0.0, deadline - time.monotonic())))
 
 
 class Companion(Protocol):

@@ -31,7 +31,7 @@ import msgspec
 
 from stateous.control.errors import InvalidArgument, NotServing, TooManyStreams
 from stateous.control.outlet import Outlet, Poller
-from stateous.control.store import Entry, Store, Tx, to_iso
+from stateous.control.store import Entry, Store, Tx, joined, to_iso
 from stateous.control.store.contract import PassingStore
 
 log = logging.getLogger("stateous.control.stream")
@@ -389,7 +389,7 @@ class Published(PassingStore):
         try:
             return self.store.write(operation)
         finally:
-            self.store.after_commit(self.streams.committed)
+            joined().after(self.streams.committed)
 
 
 def last_event_id(raw: str | None) -> int | None:

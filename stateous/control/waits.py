@@ -25,6 +25,7 @@ from typing import TypeVar
 
 from stateous.control.defaults import DEFAULT_CONNECTION_LIMIT
 from stateous.control.store.contract import PassingStore, Store, Tx
+from stateous.control.store.turn import joined
 
 Result = TypeVar("Result")
 
@@ -208,5 +209,5 @@ class Waking(PassingStore):
         # None means the tasks queued are not known (every claim is woken); empty, none was.
         if noted and (noted[-1] is None or noted[-1]):
             queued = noted[-1]
-            self.store.after_commit(lambda: self.waits.queued(queued))
+            joined().after(lambda: self.waits.queued(queued))
         return result

@@ -18,10 +18,9 @@ from waitress import wasyncore
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.control.api import Guard, create_app
-from stateous.control.edge import DEFAULT_LIMITS, Limits, LoopWrites, Server, create_server
+from stateous.control.edge import DEFAULT_LIMITS, Limits, Server, create_server
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
-from stateous.control.store.contract import PassingStore
 from stateous.model.graph_file import dump
 from tests.control.support import BACKENDS, Backend, open_backend
 
@@ -142,6 +141,7 @@ def looping(server: Server, sockets: dict[int, Any]) -> Iterator[None]:
         server.stop()
         thread.join()
         server.task_dispatcher.shutdown()
+        server.drain()
         wasyncore.close_all(sockets)
 
 
@@ -154,11 +154,8 @@ def serving(
     sockets: dict[int, Any] = {}
     listener = socket.create_server(("127.0.0.1", 0))
     server = create_server(create_app(engine, guard), limits, listener, map=sockets)
-    store = engine.store
-    while isinstance(store, PassingStore):
-        store = store.store
-    if isinstance(store, LoopWrites):
-        server.share_writes(store)
+    if engine.store.one_writer:
+        server.serve_writes(engine.store)
     try:
         with looping(server, sockets):
             yield Served(engine, int(server.effective_port))

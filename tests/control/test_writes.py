@@ -1,5 +1,5 @@
-"""How a write reaches the disk: on SQLite, alone in the caller's thread, in the writer's
-group, or in a turn of the server's loop; on either database, kept once answered, even
+"""How a write reaches the disk: on SQLite, alone in the caller's thread or in the writer's
+group (in a turn: `test_turns.py`); on either database, kept once answered, even
 across a kill -9; and the SQLite WAL checkpointed by a thread of its own, never by a write."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -165,117 +165,6 @@ def test_writes_in_which_nothing_fails_run_no_savepoint(tmp_path: Path) -> None:
         assert statements.count("ROLLBACK") == 1  # the write alone that failed
     finally:
         store.close()
-
-
-def committed_names(store: SqliteStore) -> list[str]:
-    """The credentials on disk, read by a thread of its own (the store reads on a
-    connection per thread, so the calling thread's turn does not show)."""
-    with ThreadPoolExecutor(1) as pool:
-        return sorted(pool.submit(names, store).result(PATIENCE))
-
-
-@pytest.fixture
-def loop_store(tmp_path: Path) -> Iterator[SqliteStore]:
-    """A store whose writes from this thread share turns, as the server's loop's do."""
-    store = SqliteStore(tmp_path / "db.sqlite")
-    store.share_writes_of(threading.get_ident())
-    yield store
-    store.close()
-
-
-def test_the_writes_of_the_loop_share_one_transaction_that_ends_with_its_turn(
-    loop_store: SqliteStore,
-) -> None:
-    statements = traced(loop_store)
-    put(loop_store, "first", "h1")
-    put(loop_store, "second", "h2")
-    assert committed_names(loop_store) == []
-    assert loop_store.end_loop_turn()
-    assert committed_names(loop_store) == ["first", "second"]
-    assert statements.count("BEGIN IMMEDIATE") == statements.count("COMMIT") == 1
-    batches = loop_store.writer.batch_size.read()
-    assert (batches.count, batches.total) == (1, 2.0)  # one commit of two writes
-    assert loop_store.end_loop_turn()  # a turn that wrote nothing commits nothing
-    assert statements.count("COMMIT") == 1
-    loop_store.share_writes_of(None)  # the loop has ended: this thread writes as any other
-    put(loop_store, "third", "h3")
-    assert committed_names(loop_store) == ["first", "second", "third"]
-
-
-def test_a_write_of_the_loop_that_fails_rolls_back_alone(loop_store: SqliteStore) -> None:
-    put(loop_store, "before", "h")
-    with pytest.raises(Refused, match="after its write"):
-        loop_store.write(fails)
-    with pytest.raises(Refused, match="kept with its write"):
-        loop_store.write(keeps)
-    put(loop_store, "after", "h")
-    assert loop_store.end_loop_turn()
-    assert committed_names(loop_store) == ["after", "before", "kept"]
-
-
-def test_what_waits_for_a_commit_of_the_loop_runs_once_its_turn_has_committed(
-    loop_store: SqliteStore,
-) -> None:
-    seen: list[list[str]] = []
-    loop_store.after_commit(lambda: seen.append(committed_names(loop_store)))
-    assert seen == [[]]  # nothing written in this turn: at once
-    put(loop_store, "first", "h")
-    loop_store.after_commit(lambda: seen.append(committed_names(loop_store)))
-    assert seen == [[]]
-    assert loop_store.end_loop_turn()
-    assert seen == [[], ["first"]]
-    with ThreadPoolExecutor(1) as pool:  # another thread's writes return committed
-        pool.submit(put, loop_store, "second", "h").result(PATIENCE)
-        pool.submit(loop_store.after_commit, lambda: seen.append(["other"])).result(PATIENCE)
-    assert seen[-1] == ["other"]
-
-
-def test_what_waits_for_a_commit_of_the_loop_and_fails_stops_nothing_else(
-    loop_store: SqliteStore, caplog: pytest.LogCaptureFixture
-) -> None:
-    ran: list[str] = []
-
-    def breaks() -> None:
-        raise RuntimeError("a listener broke")
-
-    put(loop_store, "first", "h")
-    loop_store.after_commit(breaks)
-    loop_store.after_commit(lambda: ran.append("after"))
-    assert loop_store.end_loop_turn()
-    assert ran == ["after"]
-    assert "a listener broke" in caplog.text
-    put(loop_store, "second", "h")  # the turn to write was passed on
-    assert loop_store.end_loop_turn()
-    assert committed_names(loop_store) == ["first", "second"]
-
-
-def test_a_write_of_another_thread_waits_for_the_loops_turn_to_commit(
-    loop_store: SqliteStore,
-) -> None:
-    put(loop_store, "loop", "h")
-    with ThreadPoolExecutor(1, thread_name_prefix="request") as pool:
-        other = pool.submit(put, loop_store, "request", "h")
-        wait_queued(loop_store, 1)
-        assert not other.done()
-        assert loop_store.end_loop_turn()
-        assert other.result(PATIENCE).startswith("request")
-    assert committed_names(loop_store) == ["loop", "request"]
-
-
-def test_a_turn_of_the_loop_whose_commit_fails_keeps_none_of_its_writes(
-    loop_store: SqliteStore,
-) -> None:
-    after: list[str] = []
-    put(loop_store, "lost", "h")
-    loop_store.after_commit(lambda: after.append("ran"))
-    loop_store._writer.set_commit_hook(lambda: True)  # SQLite turns the COMMIT into a rollback
-    assert not loop_store.end_loop_turn()
-    loop_store._writer.set_commit_hook(None)
-    assert after == []
-    assert committed_names(loop_store) == []
-    put(loop_store, "next", "h")  # the loop_store goes on
-    assert loop_store.end_loop_turn()
-    assert committed_names(loop_store) == ["next"]
 
 
 def wait_queued(store: SqliteStore, count: int) -> None:

@@ -7,6 +7,14 @@ function of one `Tx`, and the store promises:
   everything it wrote (tokens, ledger rows, tasks, timers, memory) together or
   nothing; it returns only once the commit is on disk, so an answer means the
   change is kept. `read` runs it on one consistent snapshot and writes nothing.
+- **Or one unit of work.** Inside `with store.turn() as turn:` (`turn.py`), a write
+  joins the turn's transaction instead, in a savepoint of its own (one that fails
+  rolls back alone), and a read sees what the turn wrote; leaving the block commits
+  them all, or raises `DatabaseBusy` with none kept, and only then runs what was
+  given to `turn.after` (an answer, a waking). On SQLite a turn waits for the
+  database a short while (`sqlite.TURN_BUSY_MILLISECONDS`), not the busy timeout,
+  then refuses its writes as busy; on Postgres, where each write commits on its own,
+  a turn opens nothing.
 - **Run again, so pure.** An operation may run more than once: the Postgres store
   runs it once more when it met another transaction (a deadlock, a unique key
   taken at the same moment); SQLite runs it once. So an operation is a function
@@ -59,12 +67,14 @@ from stateous.control.store.rows import (
     to_iso,
 )
 from stateous.control.store.schedule_sql import ScheduleRow
+from stateous.control.store.turn import COMMITTED, Turn, joined
 from stateous.model.errors import Failure
 
 #: The schemes of a Postgres URL.
 POSTGRES = ("postgresql://", "postgres://")
 
 __all__ = [
+    "COMMITTED",
     "POSTGRES",
     "ClaimRow",
     "ControlRow",
@@ -93,9 +103,11 @@ __all__ = [
     "TokenQuery",
     "TokenRow",
     "Tree",
+    "Turn",
     "Tx",
     "UnknownUrl",
     "from_column",
+    "joined",
     "open_database",
     "open_held",
     "open_store",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar
 
 from stateous.control.histogram import WriterTimes
@@ -26,6 +27,7 @@ from stateous.control.store.rows import (
     TokenRow,
 )
 from stateous.control.store.schedule_sql import ScheduleRow
+from stateous.control.store.turn import Turn
 
 Result = TypeVar("Result")
 
@@ -162,14 +164,16 @@ class Store(Protocol):
 
     #: Which database it is, `sqlite` or `postgres`, as `stateous_build_info` says it.
     database: str
+    #: The database takes one write at a time (SQLite): writes gain from sharing a turn, so
+    #: the server's loop serves them itself, in turns.
+    one_writer: bool
 
     def write(self, operation: Callable[[Tx], Result]) -> Result: ...
     def read(self, operation: Callable[[Tx], Result]) -> Result: ...
     def fence(self, error: Exception) -> None: ...
     def close(self) -> None: ...
-    #: Call `then` once what this thread wrote is committed: at once, or when the turn of
-    #: the server's loop that the writes joined commits (`SqliteStore.share_writes_of`).
-    def after_commit(self, then: Callable[[], None]) -> None: ...
+    #: Open a unit of work for a block: its writes commit together as it ends (`turn.py`).
+    def turn(self) -> AbstractContextManager[Turn]: ...
     #: The ledger position up to which every row that will commit has committed
     #: (`positions.py`): a reader of the ledger's order reads no further.
     def horizon(self) -> int: ...
@@ -198,6 +202,7 @@ class PassingStore:
         self.store = store
         self.writer = store.writer
         self.database = store.database
+        self.one_writer = store.one_writer
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         return self.store.write(operation)
@@ -208,8 +213,8 @@ class PassingStore:
     def horizon(self) -> int:
         return self.store.horizon()
 
-    def after_commit(self, then: Callable[[], None]) -> None:
-        self.store.after_commit(then)
+    def turn(self) -> AbstractContextManager[Turn]:
+        return self.store.turn()
 
     def fence(self, error: Exception) -> None:
         self.store.fence(error)

@@ -1,5 +1,5 @@
 """The SQLite store, through APSW: one write at a time, run by the callers' own threads,
-in groups when they arrive together.
+in groups when they arrive together, or in the turn that the caller opened.
 
 SQLite takes one writer at a time, and a commit costs a sync. A write that finds no
 other write running and none waiting runs at once in its caller's thread (no
@@ -7,12 +7,16 @@ hand-off to another thread and back). Writes that find one running wait in a
 queue; when it ends, the first of them leads: its thread runs all the operations
 that wait together in one transaction and commits them with one sync (a group
 commit; when one fails, the others run again each in a savepoint, so that it rolls
-back alone), then wakes the others. The server's loop writes in turns instead
-(`share_writes_of`): the writes it runs in one turn of its loop share a transaction,
-each in a savepoint, and the loop commits it before it sends their answers. Either
-way a caller is answered only after the commit is on disk. Reads run on a
-connection of the calling thread, beside the writes, thanks to WAL. Checkpoints run
-in a thread of their own (`checkpoints.py`), never in a write.
+back alone), then wakes the others. A caller may instead open a unit of work
+(`turn()`, `turn.py`), as the server's loop does around the writes it serves: the
+writes inside share its transaction, each in a savepoint, a read inside runs on that
+transaction, and leaving the block commits. A turn waits at most
+`TURN_BUSY_MILLISECONDS` for the database (another write of this process, or another
+process that holds the file's lock) and then refuses its writes as busy, so that
+its opener never waits for SQLite's busy timeout. Either way a caller is answered
+only after the commit is on disk. Reads run on a connection of the calling thread,
+beside the writes, thanks to WAL. Checkpoints run in a thread of their own
+(`checkpoints.py`), never in a write.
 """
 
 from __future__ import annotations
@@ -36,10 +40,14 @@ from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Hold, Positions
 from stateous.control.store.queued import QueuedTx
+from stateous.control.store.turn import Turn, entered, joined
 
 log = logging.getLogger("stateous.control.store")
 
 BUSY_MILLISECONDS = 30_000
+#: The longest a turn waits for the database to begin its transaction: for the write of
+#: another thread, or for another process that holds the file's lock (a backup, `auth add`).
+TURN_BUSY_MILLISECONDS = 100
 #: The most operations that one commit takes together.
 BATCH = 64
 
@@ -86,16 +94,23 @@ class _Job:
         self.error: BaseException | None = None
 
 
-class _LoopTurn:
-    """The transaction that the writes of one turn of the server's loop share, and what
-    waits for its commit."""
+class SqliteTurn(Turn):
+    """A turn of one store: the transaction its writes share, once the first has begun it,
+    and what waits for its commit."""
 
-    __slots__ = ("after", "hold", "writes")
+    __slots__ = ("hold", "refused", "store", "waiting", "writes")
 
-    def __init__(self, hold: Hold) -> None:
-        self.hold = hold
+    def __init__(self, store: SqliteStore) -> None:
+        self.store = store
+        #: The positions held from the turn's BEGIN to its end; None until its first write.
+        self.hold: Hold | None = None
+        #: Why the turn could not begin: its later writes are refused at once.
+        self.refused: DatabaseBusy | None = None
         self.writes = 0
-        self.after: list[Callable[[], None]] = []
+        self.waiting: list[Callable[[], None]] = []
+
+    def after(self, then: Callable[[], None]) -> None:
+        self.waiting.append(then)
 
 
 class SqliteStore:
@@ -105,6 +120,7 @@ class SqliteStore:
     """
 
     database = "sqlite"
+    one_writer = True
 
     def __init__(
         self,
@@ -134,16 +150,14 @@ class SqliteStore:
         self._readers: list[apsw.Connection] = []
         self._lock = threading.Lock()
         #: Guards the three fields below; a pause and `close` wait on it.
-        self._turn = threading.Condition()
+        self._guard = threading.Condition()
         #: A write runs now, or writes are paused.
         self._writing = False
-        #: The checkpointer waits to pause writes: new writes queue meanwhile.
-        self._pausing = False
+        #: The waits for the turn to write other than queued writes (the checkpointer's
+        #: pause, a turn's BEGIN): they go next, and new writes queue meanwhile.
+        self._waiting = 0
         self._jobs: list[_Job] = []
         self._fenced: Exception | None = None
-        #: The thread whose writes share the turns of its loop (`share_writes_of`).
-        self._loop: int | None = None
-        self._loop_turn: _LoopTurn | None = None
         self.writer = WriterTimes()
         # Once the WAL starts over, its file is cut back to the size of a checkpoint's frames.
         self._writer.pragma(
@@ -154,14 +168,16 @@ class SqliteStore:
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` in a write transaction; return once it is committed: at once
-        when no other write runs or waits, else in the next group."""
+        when no other write runs or waits, else in the next group. Inside a turn of this
+        store, in the turn's transaction, which the turn's end commits."""
         if self._fenced is not None:
             raise self._fenced
-        if self._loop == threading.get_ident():
-            return self._write_in_turn(operation)
+        turn = self._own_turn()
+        if turn is not None:
+            return self._write_in_turn(turn, operation)
         job = _Job(operation)
-        with self._turn:
-            queued = self._writing or self._pausing or bool(self._jobs)
+        with self._guard:
+            queued = self._writing or bool(self._waiting) or bool(self._jobs)
             if queued:
                 job.woken.acquire()
                 self._jobs.append(job)
@@ -175,46 +191,40 @@ class SqliteStore:
             raise job.error
         return job.result  # type: ignore[no-any-return]
 
-    def share_writes_of(self, loop: int | None) -> None:
-        """From now on, the writes of the thread `loop` (the server's, which reads many
-        requests in one turn) share one transaction until `end_loop_turn` commits it: one
-        sync for them all, and no hand-off to another thread. None once the loop has
-        ended, since a later thread may get its number."""
-        self._loop = loop
-
-    def end_loop_turn(self) -> bool:
-        """Commit the writes of the loop's turn, if any, then run what waited for them;
-        False when the commit failed and they are rolled back."""
-        turn, self._loop_turn = self._loop_turn, None
-        if turn is None:
-            return True
-        try:
-            failed = self._commit_now(turn.writes)
-        finally:
-            turn.hold.release()
-            self._pass_turn()
-        if failed is not None:
-            return False
-        for then in turn.after:
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[Turn]:
+        """Open a unit of work for this block (`turn.py`): its writes share one transaction,
+        committed as the block ends, or rolled back when it raises. A commit that fails
+        raises `DatabaseBusy`: none of the turn's writes is kept. Inside a turn of this
+        store, the turn open goes on."""
+        open_turn = self._own_turn()
+        if open_turn is not None:
+            yield open_turn
+            return
+        turn = SqliteTurn(self)
+        with entered(turn):
+            try:
+                yield turn
+            except BaseException:
+                self._end_turn(turn, commit=False)
+                raise
+        self._end_turn(turn, commit=True)
+        for then in turn.waiting:
             try:
                 then()
             except Exception:
-                # In a request thread it would fail that request; here it must not stop
-                # the loop, nor what else waited for the commit.
+                # It must not fail the turn's opener (the server's loop), which holds
+                # other answers, nor what else waited for the commit.
                 log.exception("what waited for a commit failed")
-        return True
-
-    def after_commit(self, then: Callable[[], None]) -> None:
-        turn = self._loop_turn
-        if turn is not None and self._loop == threading.get_ident():
-            turn.after.append(then)
-        else:
-            then()
 
     def read(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` on a consistent snapshot, beside the writer."""
         if self._fenced is not None:
             raise self._fenced
+        turn = self._own_turn()
+        if turn is not None and turn.hold is not None:
+            # On the turn's transaction, which holds writes that are not committed yet.
+            return operation(SqliteTx(self._writer, self.clock()))
         connection = getattr(self._local, "connection", None)
         if connection is None:
             connection = connect(self.path, self.busy)
@@ -235,11 +245,11 @@ class SqliteStore:
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
         """No write runs while this lasts; it waits for the write in progress to end."""
-        with self._turn:
-            self._pausing = True
+        with self._guard:
+            self._waiting += 1
             while self._writing:
-                self._turn.wait()
-            self._pausing = False
+                self._guard.wait()
+            self._waiting -= 1
             self._writing = True
         try:
             yield
@@ -252,38 +262,81 @@ class SqliteStore:
 
     def close(self) -> None:
         """Let the writes in flight finish, then close every connection."""
-        with self._turn:
+        with self._guard:
             while self._writing or self._jobs:
-                self._turn.wait()
+                self._guard.wait()
         self.checkpointer.close()
         with self._lock:
             for connection in self._readers:
                 connection.close()
         self._writer.close()
 
-    def _write_in_turn(self, operation: Callable[[Tx], Result]) -> Result:
-        """Run a write of the loop in the transaction of its turn, opening it first if
-        need be; in a savepoint, so that one that fails rolls back alone."""
-        turn = self._loop_turn or self._open_loop_turn()
+    def _own_turn(self) -> SqliteTurn | None:
+        """The turn of this store open in this context, if any."""
+        turn = joined()
+        return turn if isinstance(turn, SqliteTurn) and turn.store is self else None
+
+    def _write_in_turn(self, turn: SqliteTurn, operation: Callable[[Tx], Result]) -> Result:
+        """Run a write in the transaction of its turn, beginning it first if need be; in a
+        savepoint, so that one that fails rolls back alone."""
+        if turn.hold is None:
+            self._begin_turn(turn)
+        assert turn.hold is not None
         result, error = self._in_savepoint(operation, turn.hold)
         turn.writes += 1
         if error is not None:
             raise error
         return result  # type: ignore[no-any-return]
 
-    def _open_loop_turn(self) -> _LoopTurn:
-        """Take the turn to write, as a group's leader does, and begin the transaction."""
-        with self._turn:
-            while self._writing or self._pausing:
-                self._turn.wait()
+    def _begin_turn(self, turn: SqliteTurn) -> None:
+        """Take the turn to write, as a group's leader does, and begin the transaction; wait
+        for neither longer than `TURN_BUSY_MILLISECONDS`, after which the turn is refused."""
+        if turn.refused is not None:
+            raise turn.refused
+        deadline = time.monotonic() + TURN_BUSY_MILLISECONDS / 1000
+        with self._guard:
+            self._waiting += 1
+            try:
+                while self._writing and self._guard.wait(deadline - time.monotonic()):
+                    pass
+            finally:
+                self._waiting -= 1
+            if self._writing:
+                turn.refused = DatabaseBusy("the database is busy; try again")
+                raise turn.refused
             self._writing = True
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        self._writer.setbusytimeout(left)
         try:
             self._writer.execute("BEGIN IMMEDIATE")
         except BaseException as ex:
             self._pass_turn()
-            raise failure(ex) from None
-        self._loop_turn = _LoopTurn(self.positions.hold())
-        return self._loop_turn
+            refused = failure(ex)
+            if isinstance(refused, DatabaseBusy):
+                turn.refused = refused
+            raise refused from None
+        finally:
+            self._writer.setbusytimeout(self.busy)
+        turn.hold = self.positions.hold()
+
+    def _end_turn(self, turn: SqliteTurn, *, commit: bool) -> None:
+        """Commit a turn's transaction, or roll it back, and pass the turn to write on;
+        `DatabaseBusy` when the commit failed and its writes are rolled back."""
+        if turn.hold is None:
+            return
+        failed: apsw.Error | None = None
+        try:
+            if commit:
+                failed = self._commit_now(turn.writes)
+            else:
+                with contextlib.suppress(apsw.Error):
+                    self._writer.execute("ROLLBACK")
+        finally:
+            turn.hold.release()
+            turn.hold = None
+            self._pass_turn()
+        if failed is not None:
+            raise DatabaseBusy(f"the database could not commit ({failed}); try again")
 
     def _lead(self, batch: list[_Job]) -> None:
         """Run a group of writes in this thread, pass the turn on, then wake the others of
@@ -296,12 +349,13 @@ class SqliteStore:
             job.woken.release()
 
     def _pass_turn(self) -> None:
-        """End a write or a pause: a pause that waits goes next, else the writes that wait,
-        led by the first of them (so its thread needs no other wake-up), else no one."""
-        with self._turn:
-            if self._pausing or not self._jobs:
+        """End a write, a turn or a pause: a pause or a turn that waits goes next, else the
+        writes that wait, led by the first of them (so its thread needs no other wake-up),
+        else no one."""
+        with self._guard:
+            if self._waiting or not self._jobs:
                 self._writing = False
-                self._turn.notify_all()
+                self._guard.notify_all()
                 return
             batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
         batch[0].batch = batch

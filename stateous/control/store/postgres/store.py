@@ -18,7 +18,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
 from functools import cache
 from typing import Any
 
@@ -63,6 +63,7 @@ from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
 from stateous.control.store.queued import QueuedTx
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
+from stateous.control.store.turn import COMMITTED, Turn
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.store")
@@ -194,6 +195,7 @@ class PostgresStore:
     """A control plane's database on a Postgres server."""
 
     database = "postgres"
+    one_writer = False
 
     def __init__(
         self,
@@ -255,8 +257,9 @@ class PostgresStore:
     def horizon(self) -> int:
         return self.positions.horizon()
 
-    def after_commit(self, then: Callable[[], None]) -> None:
-        then()  # a write returns once committed
+    def turn(self) -> AbstractContextManager[Turn]:
+        """Open nothing: each write commits on its own, before it returns."""
+        return nullcontext(COMMITTED)
 
     def fence(self, error: Exception) -> None:
         """Refuse every later read and write with `error`: this store is no longer ours."""

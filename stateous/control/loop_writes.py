@@ -1,0 +1,145 @@
+"""The writes that the server's loop serves itself, in turns (on a store of one writer).
+
+After each look at the sockets, the loop serves the requests that may write (any method
+but GET, HEAD and OPTIONS) inside one unit of work of the store (`with store.turn()`):
+their writes share its transaction, one sync for them all and no hand-off to a request
+thread, and leaving the block commits them; their answers are held until then
+(`Channel.held`), and so is a read pipelined behind one of them, which goes to a request
+thread once the commit has made what it follows visible. When the commit fails, those
+connections are closed with no answer. A write whose body passes `LOOP_BODY` bytes goes
+to a thread of its own beside the loop instead, where it has a transaction of its own: its
+cost grows with its body, and the loop must not hold every other socket meanwhile; nor
+must such writes take every request thread from the reads. So does a write to a plan
+(`BESIDE_LOOP`), which acts on up to 10,000 tokens, one write each.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from stateous.control.errors import DatabaseBusy
+from stateous.control.store import Store
+
+#: The methods that only read: their requests go to the request threads.
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The largest body, in bytes, of a write that the loop serves itself.
+LOOP_BODY = 2048
+#: The paths of the writes whose cost grows with the tokens they act on, not their body.
+BESIDE_LOOP = "/plans"
+
+log = logging.getLogger("stateous.control.edge")
+
+
+class Request(Protocol):
+    """A request as waitress's parser reads it."""
+
+    error: Any
+    command: str | None
+    path: str
+    body_bytes_received: int
+
+
+def writes(request: Request) -> bool:
+    """Whether `request` may write. One that cannot be read (no method) gets waitress's
+    refusal from a request thread."""
+    return request.error is None and request.command not in READS
+
+
+def heavy(request: Request) -> bool:
+    """Whether the cost of a write grows with its body or with the tokens it acts on."""
+    return request.body_bytes_received > LOOP_BODY or request.path.startswith(BESIDE_LOOP)
+
+
+class Held(Protocol):
+    """A connection as the loop's turns see it (`edge.Channel`)."""
+
+    #: Its answer waits for the turn's commit.
+    held: bool
+    #: The claim that waits, if any (`edge.Channel.waiting`).
+    waiting: Any
+
+    @property
+    def waiter(self) -> Any: ...
+    def next_request(self) -> Request | None: ...
+    def service(self) -> None: ...
+    def close_now(self) -> None: ...
+
+
+class LoopTurns:
+    """The requests the loop serves in its turns over `store`; `hand_off` gives a connection
+    to the request threads, `beside` to the thread of the heavy writes."""
+
+    def __init__(
+        self, store: Store, hand_off: Callable[[Any], None], beside: Callable[[Any], None]
+    ) -> None:
+        self.store = store
+        self.hand_off = hand_off
+        self.beside = beside
+        #: The connections whose requests the loop serves at the end of this turn.
+        self.writing: list[Held] = []
+        #: Held connections whose next request reads: it goes to a request thread after
+        #: the commit, so that it sees what the request before it wrote.
+        self.after_turn: list[Held] = []
+
+    def take(self, channel: Held) -> bool:
+        """Keep `channel` for this turn, when its request is the loop's to serve or must wait
+        for the turn's commit, or give it to the thread of the heavy writes; False when it
+        goes to a request thread now."""
+        request = channel.next_request()
+        if request is not None and writes(request):
+            if heavy(request):
+                self.beside(channel)
+            else:
+                self.writing.append(channel)
+        elif channel.held:
+            self.after_turn.append(channel)
+        else:
+            return False
+        return True
+
+    def serve(self) -> None:
+        """Serve the requests kept (and those that follow them on their connections, which
+        serving keeps again) in one turn of the store, then let their answers go."""
+        if not self.writing:
+            return
+        held: list[Held] = []
+        committed = False
+        try:
+            with self.store.turn():
+                while self.writing:
+                    channel = self.writing.pop(0)
+                    channel.held = True
+                    held.append(channel)
+                    self.serve_one(channel)
+            committed = True
+        except DatabaseBusy as ex:
+            log.error("the writes of a turn of the loop are not kept: %s", ex)
+        finally:
+            self.release(held, committed)
+
+    @staticmethod
+    def serve_one(channel: Held) -> None:
+        try:
+            channel.service()
+        except Exception:
+            # As waitress's request threads do: one request's failure ends its connection,
+            # not the server.
+            log.exception("serving a request on the loop failed")
+            channel.close_now()
+
+    def release(self, held: list[Held], committed: bool) -> None:
+        """Let the turn's answers go and hand the reads that waited to the request threads;
+        when the commit failed, close their connections instead: no answer says the
+        change is on disk."""
+        reads, self.after_turn = self.after_turn, []
+        for channel in held:
+            channel.held = False
+            if not committed:
+                if channel.waiting is not None:
+                    channel.waiter.leave()  # its claim never got to wait
+                channel.close_now()
+        if committed:
+            for channel in reads:
+                self.hand_off(channel)

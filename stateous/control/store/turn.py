@@ -1,0 +1,48 @@
+"""A unit of work: the writes of one block, kept in one transaction, committed as it ends.
+
+`with store.turn() as turn:` opens a turn for the code that runs inside the block, and
+only for it: the open turn lives in a `ContextVar`, so another thread, which runs in a
+context of its own, never joins it. On SQLite every write inside the block joins the
+turn's transaction (begun at its first write), each in a savepoint, so that one that
+fails rolls back alone; a read inside sees what the turn wrote; leaving the block
+commits them all with one sync, and a turn opened inside another joins it. What must
+wait for that commit (a waiting claim to wake, a live stream to send, an answer's time)
+is given to `turn.after`; `joined()` answers the turn a write joined, or, outside any,
+one whose `after` runs at once, since such a write returned committed. On Postgres, where
+each write commits on its own, `turn()` opens nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+
+class Turn:
+    """A turn with nothing left to commit: what was written is on disk already."""
+
+    def after(self, then: Callable[[], None]) -> None:
+        """Call `then` once what this turn wrote is committed: here, at once."""
+        then()
+
+
+#: The turn outside any block: every write has returned committed.
+COMMITTED = Turn()
+
+_open: ContextVar[Turn | None] = ContextVar("stateous_turn", default=None)
+
+
+def joined() -> Turn:
+    """The turn open in this context, or `COMMITTED` outside any."""
+    return _open.get() or COMMITTED
+
+
+@contextmanager
+def entered(turn: Turn) -> Iterator[Turn]:
+    """Make `turn` the one open in this context for the block."""
+    token = _open.set(turn)
+    try:
+        yield turn
+    finally:
+        _open.reset(token)
