@@ -13,6 +13,7 @@ from schemathesis.config import SchemathesisConfig
 
 from stateous.control import openapi
 from stateous.control.access import RULES
+from stateous.control.waits import LONGEST_WAIT
 from tests.control.conftest import Served
 from tests.control.test_access import app_routes
 
@@ -77,7 +78,8 @@ CODES = documented_codes() - {"unexpected"}
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_fuzzed_requests_get_documented_answers(case: schemathesis.Case, served: Served) -> None:
-    response = case.call(base_url=served.url)
+    # A valid claim may wait up to LONGEST_WAIT for a task before it answers.
+    response = case.call(base_url=served.url, timeout=LONGEST_WAIT + 10)
     status = response.status_code
     assert status < 500 or status == 503, (case.method, case.formatted_path, response.text)
     if status >= 400:
