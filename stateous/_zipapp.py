@@ -19,12 +19,16 @@ import os
 import sys
 import zipimport
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import IO
+
 #: Where the zip keeps the Python source, shared by every CPython it carries: the archive
-#: `source.zip`, and beside it the modules that a first run off Linux imports from the zip.
+#: `source.tar.xz`, and beside it the modules that a first run off Linux imports from the zip.
 PYTHON = "_python"
-SOURCE = PYTHON + "/source.zip"
+SOURCE = PYTHON + "/source.tar.xz"
 #: Where the zip keeps what each CPython needs of its own (compiled extensions, bytecode),
-#: one archive `<tag>.zip` each, the manifest of every file with its hash, and the targets:
+#: one archive `<tag>.tar.xz` each, the manifest of every file with its hash, and the targets:
 #: a first line naming the platform, then one line `<tag> <folder>` per CPython.
 CPYTHON = "_cpython"
 MANIFEST = CPYTHON + "/manifest.json"
@@ -123,15 +127,13 @@ def unpack(archive: str, folder: str, tag: str, root: str) -> str:
     if os.path.isdir(final):
         return final
     # Imported here, as only a first run needs them: a warm start stays short.
-    import hashlib
-    import io
     import json
     import shutil
     import tempfile
     import zipfile
 
     try:
-        import lzma  # noqa: F401  (zipfile's reader of the packed members)
+        import lzma  # noqa: F401  (the reader of the archives inside)
     except ImportError:
         raise CannotUnpack(
             "this Python was built without the lzma module, which stateous.pyz needs "
@@ -144,16 +146,12 @@ def unpack(archive: str, folder: str, tag: str, root: str) -> str:
         with zipfile.ZipFile(archive) as outer:
             manifest = json.loads(outer.read(MANIFEST))
             files = manifest["targets"][tag]["files"]
+            for name in (*manifest["source"], *files):
+                if outside(name):
+                    raise OSError(f"{archive} lists {name!r}, a path outside its folder")
             for group, listed in ((SOURCE, manifest["source"]), (inner_archive(tag), files)):
-                with zipfile.ZipFile(io.BytesIO(outer.read(group))) as source:
-                    for name, digest in sorted(listed.items()):
-                        data = source.read(name)
-                        if hashlib.sha256(data).hexdigest() != digest:
-                            raise OSError(f"{name} in {archive} does not match its hash")
-                        path = os.path.join(partial, *name.split("/"))
-                        os.makedirs(os.path.dirname(path), exist_ok=True)
-                        with open(path, "wb") as out:
-                            out.write(data)
+                with outer.open(group) as packed:
+                    extract(packed, listed, partial, group, archive)
         try:
             os.rename(partial, final)
         except OSError:
@@ -162,6 +160,51 @@ def unpack(archive: str, folder: str, tag: str, root: str) -> str:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
     return final
+
+
+def outside(name: str) -> bool:
+    """Tell whether a listed file's name would be written outside the folder it goes into."""
+    return any(part in ("", ".", "..") or "\\" in part or ":" in part for part in name.split("/"))
+
+
+def extract(
+    packed: "IO[bytes]", listed: "dict[str, str]", folder: str, group: str, archive: str
+) -> None:
+    """Write the files that listed names, from the tar.xz packed (the member group of the zip
+    archive), into folder, each checked against its hash; refuse anything else that the
+    archive holds and any file it lacks.
+
+    Only listed names are written, as files, by this code rather than by tarfile's
+    extraction: a member's own path, type or link is never followed. The archive is read
+    as a stream, one member at a time, in the order it was packed.
+    """
+    import hashlib
+    import lzma
+    import tarfile
+
+    where = f"{group} in {archive}"
+    left = dict(listed)
+    try:
+        with tarfile.open(fileobj=packed, mode="r|xz") as tar:
+            for member in tar:
+                digest = left.pop(member.name, None)
+                content = tar.extractfile(member) if member.isfile() else None
+                if digest is None or content is None:
+                    raise OSError(
+                        f"{where} holds {member.name!r}, which is not a file that its"
+                        " manifest lists"
+                    )
+                data = content.read()
+                if hashlib.sha256(data).hexdigest() != digest:
+                    raise OSError(f"{member.name} in {archive} does not match its hash")
+                path = os.path.join(folder, *member.name.split("/"))
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "wb") as out:
+                    out.write(data)
+    except (tarfile.TarError, lzma.LZMAError, EOFError) as ex:
+        raise OSError(f"{where} is damaged: {ex}") from None
+    if left:
+        raise OSError(f"{where} lacks {min(left)}")
 
 
 def remove_stale(root: str) -> None:
@@ -181,8 +224,8 @@ def remove_stale(root: str) -> None:
 
 
 def inner_archive(tag: str) -> str:
-    """Return the zip's member that holds a CPython's own files, e.g. `_cpython/cp312.zip`."""
-    return CPYTHON + "/" + tag + ".zip"
+    """Return the zip's member that holds a CPython's own files, e.g. `_cpython/cp312.tar.xz`."""
+    return CPYTHON + "/" + tag + ".tar.xz"
 
 
 def prepare(loader: zipimport.zipimporter) -> str:
