@@ -2,21 +2,24 @@
 """Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
 
 The package and the pure-Python wheels are written once, as source, into the archive
-`_python/source.zip` inside the zip. Each targeted CPython gets an archive
-`_cpython/<tag>.zip` of its own: its compiled extensions (apsw, msgspec, and psycopg's binary
-with `--with-postgres`) and the bytecode of the whole tree, compiled by that CPython
+`_python/source.tar.xz` inside the zip. Each targeted CPython gets an archive
+`_cpython/<tag>.tar.xz` of its own: its compiled extensions (apsw, msgspec, and psycopg's
+binary with `--with-postgres`) and the bytecode of the whole tree, compiled by that CPython
 (`compileall`, in `__pycache__` as the import system names it, so that no start compiles it
 again). A target whose interpreter is not on this machine gets no bytecode; the first run
 writes it. The archives inside keep the zip itself to a dozen members, since the import
-system reads the index of every member at each start of the zip. Everything but the tree's
-source is compressed with LZMA, which takes a fifth off the compiled extensions, the bulk of
-the zip. `_cpython/manifest.json` lists every file with its hash, and `_cpython/targets.txt`
+system reads the index of every member at each start of the zip. Each is a tar compressed
+as one LZMA stream (solid), which finds what its files share; on x86 the compiled ones go
+through the x86 branch filter first. They are stored in the zip as they are, and equal
+inputs give equal bytes: members in a fixed order, with no date and no owner.
+`_cpython/manifest.json` lists every file with its hash, and `_cpython/targets.txt`
 the platform and each target's cache folder; `stateous/_zipapp.py`, written as the zip's
 `__main__.py`, unpacks the source and the running interpreter's set into a cache folder on
-first run and runs from there. Wheels come from `pip download` and are kept in a user cache
-folder by name, so a rebuild asks nothing of the network. Each step says on stderr what it
-fetches or takes from the cache, so that a first build on a slow network does not look hung.
-It imports only the standard library and never installs anything.
+first run (with `stateous/_unpacking.py`, a member of its own) and runs from there. Wheels come
+from `pip download` and are kept in a user cache folder by name, so a rebuild asks nothing of
+the network. Each step says on stderr what it fetches or takes from the cache, so that a first
+build on a slow network does not look hung. It imports only the standard library and never
+installs anything.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ from typing import BinaryIO
 ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "stateous"
 BOOTSTRAP = PACKAGE / "_zipapp.py"
+#: The first run's unpacking, which the bootstrap imports from the zip's `_python/` by this name.
+UNPACKING = PACKAGE / "_unpacking.py"
+UNPACKING_MODULE = "_stateous_unpacking.py"
 PYTHON = "_python"
 #: The form of the archives inside: a tar in one xz stream, read by tarfile and lzma.
 PACKED = ".tar.xz"
@@ -273,6 +279,7 @@ def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
         (name, data) for name, data in tree.items() if name.startswith(IMPORTED_FROM_THE_ZIP)
     )
     archive.add_all(imported, f"{PYTHON}/")
+    archive.add(f"{PYTHON}/{UNPACKING_MODULE}", UNPACKING.read_bytes())
     source = archive.add_archive(SOURCE, tree.items(), machine_code=False)
     x86 = platform.endswith(X86_PLATFORMS)
     targets = {}

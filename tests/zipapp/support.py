@@ -15,7 +15,7 @@ import zipfile
 from pathlib import Path
 
 import build_zipapp
-from stateous import _zipapp
+from stateous import _unpacking, _zipapp
 from tests.conftest import ROOT
 
 TARGETS = ("3.11", "3.12", "3.13")
@@ -95,7 +95,7 @@ def cache_folders(cache: Path) -> list[Path]:
 def manifest_of(pyz: Path) -> dict:
     """Return the pyz's manifest."""
     with zipfile.ZipFile(pyz) as archive:
-        return json.loads(archive.read(_zipapp.MANIFEST))  # type: ignore[no-any-return]
+        return json.loads(archive.read(_unpacking.MANIFEST))  # type: ignore[no-any-return]
 
 
 def inner_archive(pyz: Path, group: str) -> tarfile.TarFile:

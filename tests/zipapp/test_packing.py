@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from stateous import _zipapp
+from stateous import _unpacking
 from tests.zipapp.support import build, cache_folders, manifest_of, run, running_entry
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -30,9 +30,9 @@ Members = list[tuple[tarfile.TarInfo, bytes]]
 def groups(pyz: Path) -> dict[str, dict[str, str]]:
     """Return each archive inside the pyz with the files and hashes that its manifest lists."""
     manifest = manifest_of(pyz)
-    listed = {_zipapp.SOURCE: manifest["source"]}
+    listed = {_unpacking.SOURCE: manifest["source"]}
     for tag, target in manifest["targets"].items():
-        listed[_zipapp.inner_archive(tag)] = target["files"]
+        listed[_unpacking.inner_archive(tag)] = target["files"]
     return listed
 
 
@@ -65,8 +65,8 @@ def repacked(pyz: Path, out: Path, edit: Callable[[dict, Members], None]) -> Pat
     """Copy pyz to out, its manifest and the members of its source archive passed through edit,
     which changes them in place."""
     with zipfile.ZipFile(pyz) as archive:
-        manifest = json.loads(archive.read(_zipapp.MANIFEST))
-        with tarfile.open(fileobj=io.BytesIO(archive.read(_zipapp.SOURCE)), mode="r:xz") as tar:
+        manifest = json.loads(archive.read(_unpacking.MANIFEST))
+        with tarfile.open(fileobj=io.BytesIO(archive.read(_unpacking.SOURCE)), mode="r:xz") as tar:
             members = [(member, tar.extractfile(member).read()) for member in tar]  # type: ignore[union-attr]
         edit(manifest, members)
         inner = io.BytesIO()
@@ -75,8 +75,8 @@ def repacked(pyz: Path, out: Path, edit: Callable[[dict, Members], None]) -> Pat
                 member.size = len(data)
                 tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
         changed = {
-            _zipapp.MANIFEST: json.dumps(manifest).encode(),
-            _zipapp.SOURCE: lzma.compress(inner.getvalue(), preset=1),
+            _unpacking.MANIFEST: json.dumps(manifest).encode(),
+            _unpacking.SOURCE: lzma.compress(inner.getvalue(), preset=1),
         }
         with zipfile.ZipFile(out, "w") as copy:
             for info in archive.infolist():
@@ -119,9 +119,9 @@ UNLISTED = "holds {name!r}, which is not a file that its manifest lists"
 #: Each tampering, and the sentence that refuses it.
 REFUSALS = {
     changed_content: f"{VICTIM} in {{pyz}} does not match its hash",
-    unlisted_file: f"{_zipapp.SOURCE} in {{pyz}} " + UNLISTED.format(name="../escaped.py"),
-    link_for_a_file: f"{_zipapp.SOURCE} in {{pyz}} " + UNLISTED.format(name=VICTIM),
-    missing_file: f"{_zipapp.SOURCE} in {{pyz}} lacks {VICTIM}",
+    unlisted_file: f"{_unpacking.SOURCE} in {{pyz}} " + UNLISTED.format(name="../escaped.py"),
+    link_for_a_file: f"{_unpacking.SOURCE} in {{pyz}} " + UNLISTED.format(name=VICTIM),
+    missing_file: f"{_unpacking.SOURCE} in {{pyz}} lacks {VICTIM}",
     path_outside: "{pyz} lists '../escaped.py', a path outside its folder",
 }
 
@@ -134,7 +134,7 @@ def test_an_archive_that_is_not_as_its_manifest_lists_is_not_unpacked(
     entry = running_entry(tampered)
     cache = tmp_path / "cache" / "root"
     with pytest.raises(OSError) as refused:
-        _zipapp.unpack(str(tampered), entry["hash"], entry["tag"], str(cache))
+        _unpacking.unpack(str(tampered), entry["hash"], entry["tag"], str(cache))
     assert str(refused.value) == REFUSALS[edit].format(pyz=tampered)
     assert cache_folders(cache) == []
     assert sorted(path.name for path in tmp_path.rglob("escaped.py")) == []
@@ -148,9 +148,13 @@ def test_a_damaged_archive_stops_the_first_run_with_one_line(
     with zipfile.ZipFile(pyz) as archive, zipfile.ZipFile(damaged, "w") as copy:
         for info in archive.infolist():
             data = archive.read(info)
-            copy.writestr(info, data[: len(data) // 2] if info.filename == _zipapp.SOURCE else data)
+            copy.writestr(
+                info, data[: len(data) // 2] if info.filename == _unpacking.SOURCE else data
+            )
     done = run(sys.executable, damaged, "--version", cwd=work, cache=cache)
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
-    assert done.stderr.startswith(f"error: {_zipapp.SOURCE} in {damaged} is damaged: "), done.stderr
+    assert done.stderr.startswith(f"error: {_unpacking.SOURCE} in {damaged} is damaged: "), (
+        done.stderr
+    )
     assert done.stderr.count("\n") == 1, done.stderr
     assert cache_folders(cache) == []

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import stateous
-from stateous import _zipapp
+from stateous import _unpacking, _zipapp
 from stateous.control import ui
 from tests.conftest import ROOT
 from tests.zipapp.support import (
@@ -142,14 +142,14 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
     assert len(infos) < 30, sorted(infos)
     assert infos["__main__.py"].compress_type == zipfile.ZIP_STORED
     assert "_python/platformdirs/__init__.py" in infos
-    source = inner_members(pyz, _zipapp.SOURCE)
+    source = inner_members(pyz, _unpacking.SOURCE)
     for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
         assert f"{module}.py" in source
     assert "yaml/__init__.py" in source
     assert set(source) == set(manifest["source"])
     assert not any(name.endswith(".so") for name in source)
     for tag, target in manifest["targets"].items():
-        files = inner_members(pyz, _zipapp.inner_archive(tag))
+        files = inner_members(pyz, _unpacking.inner_archive(tag))
         assert set(files) == set(target["files"])
         cached = f"{cache_tag(tag)}.pyc"
         for package, module in (("stateous", "__init__"), ("stateous/control", "engine")):
@@ -196,7 +196,9 @@ def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_sour
     tag = "cp" + version.stdout.split()[0].replace(".", "")
     magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
     cached = f"engine.{cache_tag(tag)}.pyc"
-    compiled = inner_read(pyz, _zipapp.inner_archive(tag), f"stateous/control/__pycache__/{cached}")
+    compiled = inner_read(
+        pyz, _unpacking.inner_archive(tag), f"stateous/control/__pycache__/{cached}"
+    )
     assert compiled[:4].hex() == magic.stdout.strip()
 
     work, cache = folders
@@ -228,14 +230,17 @@ def test_version_runs_in_isolated_mode_from_an_empty_folder(
 
 
 #: What a warm start of the pyz leaves out: the manifest's json (and re), sysconfig, zlib, the
-#: unpacking's modules, and for `--version` argparse and typing.
+#: unpacking and its modules, and for `--version` argparse and typing.
 NOT_ON_A_WARM_START = (
+    _zipapp.UNPACKING,
     "argparse",
     "hashlib",
     "json",
+    "lzma",
     "re",
     "shutil",
     "sysconfig",
+    "tarfile",
     "tempfile",
     "typing",
     "zipfile",
@@ -386,11 +391,11 @@ def test_a_rename_lost_to_another_run_uses_the_winners_folder(
 
     def late_rename(source: str, target: str) -> None:
         monkeypatch.setattr(os, "rename", rename)
-        _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
+        _unpacking.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
         rename(source, target)
 
     monkeypatch.setattr(os, "rename", late_rename)
-    folder = _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
+    folder = _unpacking.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
     assert folder == str(tmp_path / entry["hash"])
     assert cache_folders(tmp_path) == [tmp_path / entry["hash"]]
     assert_complete(Path(folder), pyz, entry)
@@ -405,7 +410,7 @@ def test_a_killed_extraction_does_not_break_the_next_run(
     for partial in (old, recent):
         (partial / "msgspec").mkdir(parents=True)
         (partial / "msgspec" / "__init__.py").write_text("raise ImportError('half written')\n")
-    long_ago = time.time() - 2 * _zipapp.STALE_AFTER
+    long_ago = time.time() - 2 * _unpacking.STALE_AFTER
     os.utime(old, (long_ago, long_ago))
     done = run(sys.executable, pyz, "--version", cwd=work, cache=cache)
     assert done.returncode == 0, done.stderr
