@@ -88,7 +88,8 @@ STRONGEST = 9 | lzma.PRESET_EXTREME
 LARGEST_DICTIONARY = 64 * 2**20
 SMALLEST_DICTIONARY = 4096
 #: The platforms whose compiled extensions are x86 code, which the x86 branch filter takes
-#: another 3 % off (its addresses made relative, so that repeated calls look alike).
+#: another 3 % off (it writes the targets of calls as absolute addresses, so that the calls
+#: of one function look alike).
 X86_PLATFORMS = ("x86_64", "amd64", "i686", "win32")
 EXTENSIONS = (".so", ".pyd")
 
@@ -233,9 +234,9 @@ class Archive:
         """Write members into a tar of their own, compressed as one stream (solid), stored as
         the one member name; return their names and content hashes.
 
-        Solid, LZMA finds what the files share (the bytecode of 250 modules, the three
-        copies of a license), which a zip's members compressed one by one cannot: it takes a
-        sixth off a CPython's set and two fifths off the source. A fresh TarInfo has owner 0,
+        Solid, LZMA finds what the files share (the names and constants of 250 modules'
+        bytecode), which a zip's members compressed one by one cannot: it takes a seventh
+        off a CPython's set and two fifths off the source. A fresh TarInfo has owner 0,
         date 0 and mode 0644, so the build machine's users and clock leave no trace.
         """
         inner = io.BytesIO()
