@@ -2,21 +2,24 @@
 """Write dist/stateous.pyz: the package and every runtime dependency in one executable zip.
 
 The package and the pure-Python wheels are written once, as source, into the archive
-`_python/source.zip` inside the zip. Each targeted CPython gets an archive
-`_cpython/<tag>.zip` of its own: its compiled extensions (apsw, msgspec, and psycopg's binary
-with `--with-postgres`) and the bytecode of the whole tree, compiled by that CPython
+`_python/source.tar.xz` inside the zip. Each targeted CPython gets an archive
+`_cpython/<tag>.tar.xz` of its own: its compiled extensions (apsw, msgspec, and psycopg's
+binary with `--with-postgres`) and the bytecode of the whole tree, compiled by that CPython
 (`compileall`, in `__pycache__` as the import system names it, so that no start compiles it
 again). A target whose interpreter is not on this machine gets no bytecode; the first run
 writes it. The archives inside keep the zip itself to a dozen members, since the import
-system reads the index of every member at each start of the zip. Everything but the tree's
-source is compressed with LZMA, which takes a fifth off the compiled extensions, the bulk of
-the zip. `_cpython/manifest.json` lists every file with its hash, and `_cpython/targets.txt`
+system reads the index of every member at each start of the zip. Each is a tar compressed
+as one LZMA stream (solid), which finds what its files share; on x86 the compiled ones go
+through the x86 branch filter first. They are stored in the zip as they are, and equal
+inputs give equal bytes: members in a fixed order, with no date and no owner.
+`_cpython/manifest.json` lists every file with its hash, and `_cpython/targets.txt`
 the platform and each target's cache folder; `stateous/_zipapp.py`, written as the zip's
 `__main__.py`, unpacks the source and the running interpreter's set into a cache folder on
-first run and runs from there. Wheels come from `pip download` and are kept in a user cache
-folder by name, so a rebuild asks nothing of the network. Each step says on stderr what it
-fetches or takes from the cache, so that a first build on a slow network does not look hung.
-It imports only the standard library and never installs anything.
+first run (with `stateous/_unpacking.py`, a member of its own) and runs from there. Wheels come
+from `pip download` and are kept in a user cache folder by name, so a rebuild asks nothing of
+the network. Each step says on stderr what it fetches or takes from the cache, so that a first
+build on a slow network does not look hung. It imports only the standard library and never
+installs anything.
 """
 
 from __future__ import annotations
@@ -25,10 +28,12 @@ import argparse
 import hashlib
 import io
 import json
+import lzma
 import os
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import tempfile
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -38,8 +43,13 @@ from typing import BinaryIO
 ROOT = Path(__file__).resolve().parent
 PACKAGE = ROOT / "stateous"
 BOOTSTRAP = PACKAGE / "_zipapp.py"
+#: The first run's unpacking, which the bootstrap imports from the zip's `_python/` by this name.
+UNPACKING = PACKAGE / "_unpacking.py"
+UNPACKING_MODULE = "_stateous_unpacking.py"
 PYTHON = "_python"
-SOURCE = f"{PYTHON}/source.zip"
+#: The form of the archives inside: a tar in one xz stream, read by tarfile and lzma.
+PACKED = ".tar.xz"
+SOURCE = f"{PYTHON}/source{PACKED}"
 CPYTHON = "_cpython"
 #: The source that a first run off Linux imports from the zip itself, before it can unpack:
 #: platformdirs finds the cache folder there. These stay members of the zip too.
@@ -72,9 +82,15 @@ UNREAD_METADATA = ("/RECORD", "/METADATA")
 #: Of apsw, Stateous runs only the compiled module `apsw` itself, not its Python tools (shell,
 #: full-text search helpers, tests) nor its second extension, `apsw._unicode`.
 APSW_KEPT = ("apsw/__init__.cpython-",)
-#: The compression of everything that only the first run reads, unpacking it: LZMA, in every
-#: CPython's standard library where liblzma was found at its build.
-PACKED = zipfile.ZIP_LZMA
+#: LZMA2 at its strongest, for what only a first run reads. Its dictionary need not be larger
+#: than the data (the preset's is 64 MiB), and a first run allocates what the stream names.
+STRONGEST = 9 | lzma.PRESET_EXTREME
+LARGEST_DICTIONARY = 64 * 2**20
+SMALLEST_DICTIONARY = 4096
+#: The platforms whose compiled extensions are x86 code, which the x86 branch filter takes
+#: another 3 % off (it writes the targets of calls as absolute addresses, so that the calls
+#: of one function look alike).
+X86_PLATFORMS = ("x86_64", "amd64", "i686", "win32")
 EXTENSIONS = (".so", ".pyd")
 
 
@@ -207,30 +223,43 @@ class Archive:
         info.external_attr = 0o644 << 16
         self.zip.writestr(info, data)
 
-    def add_all(
-        self,
-        members: Iterable[tuple[str, bytes]],
-        prefix: str = "",
-        compression: int = zipfile.ZIP_DEFLATED,
-    ) -> dict[str, str]:
-        """Write members under prefix and return their names and content hashes."""
-        hashes = {}
+    def add_all(self, members: Iterable[tuple[str, bytes]], prefix: str) -> None:
+        """Write members under prefix."""
         for name, data in members:
-            self.add(prefix + name, data, compression)
-            hashes[name] = hashlib.sha256(data).hexdigest()
-        return hashes
+            self.add(prefix + name, data)
 
     def add_archive(
-        self, name: str, members: Iterable[tuple[str, bytes]], compression: int
+        self, name: str, members: Iterable[tuple[str, bytes]], machine_code: bool
     ) -> dict[str, str]:
-        """Write members into a zip of their own, stored as the one member name; return
-        their names and content hashes."""
+        """Write members into a tar of their own, compressed as one stream (solid), stored as
+        the one member name; return their names and content hashes.
+
+        Solid, LZMA finds what the files share (the names and constants of 250 modules'
+        bytecode), which a zip's members compressed one by one cannot: it takes a seventh
+        off a CPython's set and two fifths off the source. A fresh TarInfo has owner 0,
+        date 0 and mode 0644, so the build machine's users and clock leave no trace.
+        """
         inner = io.BytesIO()
-        archive = Archive(inner)
-        with archive.zip:
-            hashes = archive.add_all(members, compression=compression)
-        self.add(name, inner.getvalue(), zipfile.ZIP_STORED)
+        hashes: dict[str, str] = {}
+        with tarfile.open(fileobj=inner, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path, data in members:
+                if path in hashes:
+                    raise BuildError(f"two wheels both hold {path}")
+                info = tarfile.TarInfo(path)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                hashes[path] = hashlib.sha256(data).hexdigest()
+        self.add(name, compressed(inner.getvalue(), machine_code), zipfile.ZIP_STORED)
         return hashes
+
+
+def compressed(data: bytes, machine_code: bool) -> bytes:
+    """Return data as one xz stream, through the x86 branch filter first if it holds x86
+    machine code."""
+    dictionary = min(max(len(data), SMALLEST_DICTIONARY), LARGEST_DICTIONARY)
+    lzma2 = {"id": lzma.FILTER_LZMA2, "preset": STRONGEST, "dict_size": dictionary}
+    filters = [{"id": lzma.FILTER_X86}, lzma2] if machine_code else [lzma2]
+    return lzma.compress(data, format=lzma.FORMAT_XZ, filters=filters)
 
 
 def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
@@ -251,14 +280,16 @@ def write(archive: Archive, pythons: list[str], with_postgres: bool) -> None:
         (name, data) for name, data in tree.items() if name.startswith(IMPORTED_FROM_THE_ZIP)
     )
     archive.add_all(imported, f"{PYTHON}/")
-    source = archive.add_archive(SOURCE, tree.items(), zipfile.ZIP_DEFLATED)
+    archive.add(f"{PYTHON}/{UNPACKING_MODULE}", UNPACKING.read_bytes())
+    source = archive.add_archive(SOURCE, tree.items(), machine_code=False)
+    x86 = platform.endswith(X86_PLATFORMS)
     targets = {}
     for python in pythons:
         tag = "cp" + python.replace(".", "")
         members = bytecode(tree, python)
         for wheel in compiled_wheels(compiled, python, platform):
             members += wheel_members(wheel)
-        files = archive.add_archive(f"{CPYTHON}/{tag}.zip", members, PACKED)
+        files = archive.add_archive(f"{CPYTHON}/{tag}{PACKED}", members, machine_code=x86)
         everything = {**source, **{f"{tag}/{name}": digest for name, digest in files.items()}}
         targets[tag] = {"tag": tag, "hash": f"{tag}-{content_hash(everything)}", "files": files}
     manifest = {"platform": platform, "source": source, "targets": targets}

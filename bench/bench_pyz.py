@@ -30,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.zipapp.test_pyz import DIST, SERVING, TARGETS, build, find_python, is_fresh  # noqa: E402
+from tests.zipapp.support import DIST, TARGETS, build, find_python, is_fresh  # noqa: E402
+from tests.zipapp.test_pyz import SERVING  # noqa: E402
 
 TOKEN = "BENCH-1"
 GRAPH = "orders/build/orders.json"

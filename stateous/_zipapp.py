@@ -1,17 +1,19 @@
 """The start of `stateous.pyz`: unpack the code for this CPython, then run the CLI from it.
 
 build_zipapp.py writes this file as the zip's `__main__.py`. The zip carries the Python source
-once, in the archive `_python/source.zip`, and per CPython, in `_cpython/<tag>.zip`, the
+once, in the archive `_python/source.tar.xz`, and per CPython, in `_cpython/<tag>.tar.xz`, the
 compiled extensions (which cannot load from inside a zip) and the bytecode of that source,
 compiled by that CPython. They are archives inside the zip, not members of it, because the
 import system reads the index of the whole zip at every start, at some 13 microseconds a
 member. The first run unpacks the source and the running interpreter's set into one cache
-folder named by their content hash, through a temporary folder and one rename, so that racing
-or killed first runs never leave a broken folder; every run imports from that folder, bytecode
-beside source as the import system expects it, with no compiling and no zip to read. A warm
-start reads only `_cpython/targets.txt`, a few lines that need neither json nor re. It must
-import nothing but the standard library and platformdirs (the rest of the package needs what
-it unpacks), and must stay readable by older Pythons, which get one line.
+folder named by their content hash (stateous/_unpacking.py, which the zip carries as
+`_python/_stateous_unpacking.py`: this file is compiled at every start, as a zip holds no
+bytecode that the import system writes, so what only a first run needs is not in it); every
+run imports from that folder, bytecode beside source as the import system expects it, with
+no compiling and no zip to read. A warm start reads only `_cpython/targets.txt`, a few lines
+that need neither json nor re. It must import nothing but the standard library and
+platformdirs (the rest of the package needs what it unpacks), and must stay readable by older
+Pythons, which get one line.
 """
 
 import importlib
@@ -19,21 +21,18 @@ import os
 import sys
 import zipimport
 
-#: Where the zip keeps the Python source, shared by every CPython it carries: the archive
-#: `source.zip`, and beside it the modules that a first run off Linux imports from the zip.
+#: Where the zip keeps the Python source, shared by every CPython it carries (the archive
+#: `source.tar.xz`), and beside it the modules that a first run imports from the zip itself:
+#: the unpacking, and platformdirs off Linux.
 PYTHON = "_python"
-SOURCE = PYTHON + "/source.zip"
+UNPACKING = "_stateous_unpacking"
 #: Where the zip keeps what each CPython needs of its own (compiled extensions, bytecode),
-#: one archive `<tag>.zip` each, the manifest of every file with its hash, and the targets:
+#: one archive `<tag>.tar.xz` each, the manifest of every file with its hash, and the targets:
 #: a first line naming the platform, then one line `<tag> <folder>` per CPython.
 CPYTHON = "_cpython"
-MANIFEST = CPYTHON + "/manifest.json"
 TARGETS = CPYTHON + "/targets.txt"
 #: An environment variable that names the cache folder instead of platformdirs' user cache.
 CACHE_VARIABLE = "STATEOUS_CACHE"
-#: A temporary folder left by a killed run is removed once it is this old, in seconds.
-STALE_AFTER = 3600.0
-PARTIAL_PREFIX = ".partial-"
 
 
 class NotCarried(Exception):
@@ -116,88 +115,31 @@ def cache_root() -> str:
     return platformdirs.user_cache_dir("stateous")
 
 
-def unpack(archive: str, folder: str, tag: str, root: str) -> str:
-    """Return the folder of the source and this tag's files under root, unpacking them
-    first if it is missing."""
-    final = os.path.join(root, folder)
-    if os.path.isdir(final):
-        return final
-    # Imported here, as only a first run needs them: a warm start stays short.
-    import hashlib
-    import io
-    import json
-    import shutil
-    import tempfile
-    import zipfile
-
-    try:
-        import lzma  # noqa: F401  (zipfile's reader of the packed members)
-    except ImportError:
-        raise CannotUnpack(
-            "this Python was built without the lzma module, which stateous.pyz needs "
-            "to unpack itself"
-        ) from None
-    os.makedirs(root, exist_ok=True)
-    remove_stale(root)
-    partial = tempfile.mkdtemp(prefix=PARTIAL_PREFIX, dir=root)
-    try:
-        with zipfile.ZipFile(archive) as outer:
-            manifest = json.loads(outer.read(MANIFEST))
-            files = manifest["targets"][tag]["files"]
-            for group, listed in ((SOURCE, manifest["source"]), (inner_archive(tag), files)):
-                with zipfile.ZipFile(io.BytesIO(outer.read(group))) as source:
-                    for name, digest in sorted(listed.items()):
-                        data = source.read(name)
-                        if hashlib.sha256(data).hexdigest() != digest:
-                            raise OSError(f"{name} in {archive} does not match its hash")
-                        path = os.path.join(partial, *name.split("/"))
-                        os.makedirs(os.path.dirname(path), exist_ok=True)
-                        with open(path, "wb") as out:
-                            out.write(data)
-        try:
-            os.rename(partial, final)
-        except OSError:
-            if not os.path.isdir(final):
-                raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return final
-
-
-def remove_stale(root: str) -> None:
-    """Remove temporary folders that killed runs left behind long ago."""
-    import shutil
-    import time
-
-    cutoff = time.time() - STALE_AFTER
-    for name in os.listdir(root):
-        path = os.path.join(root, name)
-        try:
-            stale = name.startswith(PARTIAL_PREFIX) and os.path.getmtime(path) < cutoff
-        except OSError:
-            continue
-        if stale:
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def inner_archive(tag: str) -> str:
-    """Return the zip's member that holds a CPython's own files, e.g. `_cpython/cp312.zip`."""
-    return CPYTHON + "/" + tag + ".zip"
-
-
 def prepare(loader: zipimport.zipimporter) -> str:
     """Unpack the running interpreter's code from the loader's zip (once) and return its
     folder.
 
     The targets are read through the zip importer, which has read the zip's index already.
-    Off Linux, finding the cache folder imports platformdirs from the zip's `_python/`.
+    Off Linux, finding the cache folder imports platformdirs from the zip's `_python/`; a
+    first run imports the unpacking from there.
     """
     targets = loader.get_data(os.path.join(loader.archive, *TARGETS.split("/")))
     tag = running_tag()
     folder = choose(targets.decode(), tag, running_platform())
     sys.path.append(os.path.join(loader.archive, PYTHON))
     try:
-        return unpack(loader.archive, folder, tag, cache_root())
+        root = cache_root()
+        final = os.path.join(root, folder)
+        if os.path.isdir(final):
+            return final
+        try:
+            import lzma  # noqa: F401  (the reader of the archives inside)
+        except ImportError:
+            raise CannotUnpack(
+                "this Python was built without the lzma module, which stateous.pyz needs "
+                "to unpack itself"
+            ) from None
+        return importlib.import_module(UNPACKING).unpack(loader.archive, folder, tag, root)
     finally:
         sys.path.pop()
 

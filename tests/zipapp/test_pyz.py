@@ -8,16 +8,14 @@ checkout. A target CPython that is not installed is skipped; none installed at a
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import importlib.machinery
-import io
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 import urllib.request
 import zipfile
@@ -25,18 +23,26 @@ from pathlib import Path
 
 import pytest
 
-import build_zipapp
 import stateous
-from stateous import _zipapp
+from stateous import _unpacking, _zipapp
 from stateous.control import ui
 from tests.conftest import ROOT
+from tests.zipapp.support import (
+    REPORT,
+    TARGETS,
+    assert_complete,
+    build,
+    cache_folders,
+    environment,
+    find_python,
+    inner_members,
+    inner_read,
+    manifest_of,
+    run,
+    running_entry,
+)
 
-TARGETS = ("3.11", "3.12", "3.13")
-DIST = ROOT / "dist" / "stateous.pyz"
 SERVING = re.compile(r"serving on (http://\S+) ")
-#: What a candidate interpreter prints: its version and its own path.
-REPORT = "import sys; print('%d.%d' % sys.version_info[:2], sys.executable)"
-
 DRAFT = '''"""Submit every draft at once."""
 
 from stateous import on_state
@@ -70,54 +76,6 @@ def review(ctx: ItemContext) -> events.reviewed:
 '''
 
 
-@functools.cache
-def find_python(version: str) -> str | None:
-    """Return an interpreter of CPython `version` (for example `3.12`), or None if none runs.
-
-    The answer is the interpreter's own path, not a launcher such as a pyenv shim.
-    """
-    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    candidates = [f"python{version}"]
-    candidates += [str(path) for path in sorted(pyenv.glob(f"versions/{version}.*/bin/python3"))]
-    for candidate in candidates:
-        try:
-            done = subprocess.run(
-                [candidate, "-I", "-c", REPORT],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-        except OSError:
-            continue
-        found, _, executable = done.stdout.strip().partition(" ")
-        if done.returncode == 0 and found == version:
-            return executable
-    return None
-
-
-def is_fresh(pyz: Path) -> bool:
-    """Tell whether pyz exists and is newer than the package and the build script."""
-    if not pyz.is_file():
-        return False
-    sources = [ROOT / "build_zipapp.py", *build_zipapp.package_files()]
-    newest = max(path.stat().st_mtime for path in sources)
-    return pyz.stat().st_mtime >= newest
-
-
-def build(out: Path, *options: str) -> Path:
-    """Build a pyz at out with build_zipapp.py and return its path."""
-    command = [sys.executable, str(ROOT / "build_zipapp.py"), "--out", str(out), *options]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return out
-
-
-def environment(cache: Path) -> dict[str, str]:
-    """Return the environment of a pyz run whose extensions go to cache."""
-    kept = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    return {**kept, "STATEOUS_CACHE": str(cache), "XDG_CACHE_HOME": str(cache.parent / "xdg")}
-
-
 def start(
     python: str, pyz: Path, *args: str, cwd: Path, cache: Path, log: Path
 ) -> subprocess.Popen[str]:
@@ -131,20 +89,6 @@ def start(
             stderr=subprocess.STDOUT,
             text=True,
         )
-
-
-def run(
-    python: str, pyz: Path, *args: str, cwd: Path, cache: Path
-) -> subprocess.CompletedProcess[str]:
-    """Run `python -I pyz ARGS` to its end and return the finished process."""
-    return subprocess.run(
-        [python, "-I", str(pyz), *args],
-        cwd=cwd,
-        env=environment(cache),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def wait_for_url(process: subprocess.Popen[str], log: Path, timeout: float = 30.0) -> str:
@@ -179,85 +123,9 @@ def stop(process: subprocess.Popen[str]) -> int:
     return process.wait(timeout=30)
 
 
-def cache_folders(cache: Path) -> list[Path]:
-    """Return every folder in the extension cache, hidden ones included."""
-    return sorted(path for path in cache.iterdir() if path.is_dir()) if cache.is_dir() else []
-
-
-def manifest_of(pyz: Path) -> dict:
-    """Return the pyz's manifest."""
-    with zipfile.ZipFile(pyz) as archive:
-        return json.loads(archive.read(_zipapp.MANIFEST))  # type: ignore[no-any-return]
-
-
 def cache_tag(tag: str) -> str:
     """The name that a wheel tag's CPython gives its bytecode: `cp312` is `cpython-312`."""
     return tag.replace("cp", "cpython-")
-
-
-def inner_members(pyz: Path, group: str) -> dict[str, zipfile.ZipInfo]:
-    """Return the members of an archive inside the pyz (`_python/source.zip`,
-    `_cpython/cp312.zip`) by name."""
-    with zipfile.ZipFile(pyz) as archive, zipfile.ZipFile(io.BytesIO(archive.read(group))) as inner:
-        return {info.filename: info for info in inner.infolist()}
-
-
-def inner_read(pyz: Path, group: str, name: str) -> bytes:
-    """Return one file of an archive inside the pyz."""
-    with zipfile.ZipFile(pyz) as archive, zipfile.ZipFile(io.BytesIO(archive.read(group))) as inner:
-        return inner.read(name)
-
-
-def running_entry(pyz: Path) -> dict:
-    """Return the pyz's manifest entry for the interpreter that runs the tests, checking that
-    its targets name the same cache folder."""
-    with zipfile.ZipFile(pyz) as archive:
-        targets = archive.read(_zipapp.TARGETS).decode()
-    folder = _zipapp.choose(targets, _zipapp.running_tag(), _zipapp.running_platform())
-    entry = manifest_of(pyz)["targets"][_zipapp.running_tag()]
-    assert entry["hash"] == folder
-    return entry  # type: ignore[no-any-return]
-
-
-def assert_complete(folder: Path, pyz: Path, entry: dict) -> None:
-    """Check that an unpacked folder holds the source and every file of its entry, each with
-    its hash."""
-    for name, digest in {**manifest_of(pyz)["source"], **entry["files"]}.items():
-        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest, name
-
-
-@pytest.fixture(scope="session")
-def pyz(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The pyz under test: dist/stateous.pyz if it is up to date, else a fresh build."""
-    if is_fresh(DIST):
-        return DIST
-    return build(tmp_path_factory.mktemp("pyz") / "stateous.pyz")
-
-
-@pytest.fixture(params=TARGETS)
-def python(request: pytest.FixtureRequest) -> str:
-    """An installed interpreter of each target CPython."""
-    found = find_python(request.param)
-    if found is None:
-        pytest.skip(f"CPython {request.param} is not installed")
-    return found
-
-
-@pytest.fixture
-def python_311() -> str:
-    """An installed CPython 3.11."""
-    found = find_python("3.11")
-    if found is None:
-        pytest.skip("CPython 3.11 is not installed")
-    return found
-
-
-@pytest.fixture
-def folders(tmp_path: Path) -> tuple[Path, Path]:
-    """An empty working folder and an empty cache folder beside it."""
-    work = tmp_path / "work"
-    work.mkdir()
-    return work, tmp_path / "cache"
 
 
 def test_at_least_one_target_python_is_installed() -> None:
@@ -274,20 +142,18 @@ def test_the_pyz_starts_with_a_python_line_and_carries_every_target(pyz: Path) -
     assert len(infos) < 30, sorted(infos)
     assert infos["__main__.py"].compress_type == zipfile.ZIP_STORED
     assert "_python/platformdirs/__init__.py" in infos
-    source = inner_members(pyz, _zipapp.SOURCE)
+    source = inner_members(pyz, _unpacking.SOURCE)
     for module in ("stateous/__init__", "stateous/control/engine", "falcon/__init__"):
         assert f"{module}.py" in source
     assert "yaml/__init__.py" in source
     assert set(source) == set(manifest["source"])
     assert not any(name.endswith(".so") for name in source)
     for tag, target in manifest["targets"].items():
-        files = inner_members(pyz, _zipapp.inner_archive(tag))
+        files = inner_members(pyz, _unpacking.inner_archive(tag))
         assert set(files) == set(target["files"])
         cached = f"{cache_tag(tag)}.pyc"
         for package, module in (("stateous", "__init__"), ("stateous/control", "engine")):
-            assert (
-                files[f"{package}/__pycache__/{module}.{cached}"].compress_type == zipfile.ZIP_LZMA
-            )
+            assert files[f"{package}/__pycache__/{module}.{cached}"].type == tarfile.REGTYPE
         # Of apsw, only the compiled module `apsw` itself: no tools, no stubs, no second
         # extension.
         assert [name for name in files if name.startswith("apsw/")] == [
@@ -330,7 +196,9 @@ def test_each_cpython_runs_the_bytecode_it_compiled_and_tracebacks_show_the_sour
     tag = "cp" + version.stdout.split()[0].replace(".", "")
     magic = subprocess.run([python, "-I", "-c", MAGIC], capture_output=True, text=True)
     cached = f"engine.{cache_tag(tag)}.pyc"
-    compiled = inner_read(pyz, _zipapp.inner_archive(tag), f"stateous/control/__pycache__/{cached}")
+    compiled = inner_read(
+        pyz, _unpacking.inner_archive(tag), f"stateous/control/__pycache__/{cached}"
+    )
     assert compiled[:4].hex() == magic.stdout.strip()
 
     work, cache = folders
@@ -362,14 +230,17 @@ def test_version_runs_in_isolated_mode_from_an_empty_folder(
 
 
 #: What a warm start of the pyz leaves out: the manifest's json (and re), sysconfig, zlib, the
-#: unpacking's modules, and for `--version` argparse and typing.
+#: unpacking and its modules, and for `--version` argparse and typing.
 NOT_ON_A_WARM_START = (
+    _zipapp.UNPACKING,
     "argparse",
     "hashlib",
     "json",
+    "lzma",
     "re",
     "shutil",
     "sysconfig",
+    "tarfile",
     "tempfile",
     "typing",
     "zipfile",
@@ -520,11 +391,11 @@ def test_a_rename_lost_to_another_run_uses_the_winners_folder(
 
     def late_rename(source: str, target: str) -> None:
         monkeypatch.setattr(os, "rename", rename)
-        _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
+        _unpacking.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
         rename(source, target)
 
     monkeypatch.setattr(os, "rename", late_rename)
-    folder = _zipapp.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
+    folder = _unpacking.unpack(str(pyz), entry["hash"], entry["tag"], str(tmp_path))
     assert folder == str(tmp_path / entry["hash"])
     assert cache_folders(tmp_path) == [tmp_path / entry["hash"]]
     assert_complete(Path(folder), pyz, entry)
@@ -539,7 +410,7 @@ def test_a_killed_extraction_does_not_break_the_next_run(
     for partial in (old, recent):
         (partial / "msgspec").mkdir(parents=True)
         (partial / "msgspec" / "__init__.py").write_text("raise ImportError('half written')\n")
-    long_ago = time.time() - 2 * _zipapp.STALE_AFTER
+    long_ago = time.time() - 2 * _unpacking.STALE_AFTER
     os.utime(old, (long_ago, long_ago))
     done = run(sys.executable, pyz, "--version", cwd=work, cache=cache)
     assert done.returncode == 0, done.stderr
