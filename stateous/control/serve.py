@@ -69,6 +69,8 @@ log = logging.getLogger("stateous.control.serve")
 SPARE_CONNECTIONS = 2
 #: How often a standby asks for the serving lock, in seconds.
 STANDBY_EVERY = 0.25
+#: How often the main thread looks for a stop signal while the loop serves, in seconds.
+SIGNAL_CHECK = 0.25
 NO_AUTH = "authentication is off (--no-auth): whoever reaches this port can do anything"
 TOOK_OVER = "took over the database: the control plane that served it is gone"
 
@@ -348,7 +350,9 @@ class ControlPlane:
         # The loop runs in a thread of its own, so that a stop signal, which Python raises
         # in the main thread, never breaks into a write that the loop serves. The main
         # thread waits on an event: a join that a signal interrupts may leave the thread
-        # marked as ended while it runs on.
+        # marked as ended while it runs on. It waits in short steps: a signal that the
+        # kernel hands to another thread does not wake a wait without a timeout, and
+        # Python runs its handler only when the main thread next runs.
         ended = threading.Event()
         loop = threading.Thread(
             target=self._loop, args=(server, ended), name="stateous-loop", daemon=True
@@ -365,7 +369,8 @@ class ControlPlane:
                 )
                 waiter.start()
             loop.start()
-            ended.wait()
+            while not ended.wait(SIGNAL_CHECK):
+                pass
         except KeyboardInterrupt:
             pass  # the stop signal: the loop ends its turn below, then the request threads
         finally:
@@ -373,7 +378,8 @@ class ControlPlane:
             signal.signal(signal.SIGINT, previous_interrupt)
             server.stop()
             if loop.ident is not None:
-                ended.wait()
+                while not ended.wait(SIGNAL_CHECK):
+                    pass
                 loop.join()
             dispatcher.shutdown()
             server.drain()
