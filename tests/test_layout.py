@@ -166,3 +166,34 @@ def test_the_rules_of_the_control_plane_catch_forbidden_imports() -> None:
 def test_no_module_is_longer_than_a_newcomer_reads_whole(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MODULE_LINES, f"{module_name(path)} has {lines} lines"
+
+
+#: The one module that spells the refusal codes; every other module names them from it.
+CODES = PACKAGE / "model" / "codes.py"
+
+
+def code_literals(path: Path, codes: set[str]) -> list[str]:
+    """The string literals of a file that spell a refusal code, with their line numbers."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = module_name(path) if path.is_relative_to(PACKAGE) else path.name
+    return [
+        f"{where}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in codes
+    ]
+
+
+def test_no_module_but_the_models_spells_a_refusal_code() -> None:
+    """The control plane, the supervisor, the client and the command line name each code
+    as `RefusalCode.X`, so a code is written once and a reader finds every use of it."""
+    from stateous.model.codes import RefusalCode
+
+    codes = {code.value for code in RefusalCode}
+    found = [line for path in modules() if path != CODES for line in code_literals(path, codes)]
+    assert found == [], f"refusal codes spelled outside {CODES.name}: {found}"
+
+
+def test_the_rule_on_codes_catches_a_spelled_code(tmp_path: Path) -> None:
+    spelled = tmp_path / "spelled.py"
+    spelled.write_text('"""A sample."""\nGONE = ("attempt_over", "the attempt_over code")\n')
+    assert code_literals(spelled, {"attempt_over"}) == ["spelled.py:2 'attempt_over'"]

@@ -29,6 +29,7 @@ from stateous.control.hold import Hold
 from stateous.control.moves import Arrival, Unrouted
 from stateous.control.store import Counter, HoldLost, Tx
 from stateous.model.durations import in_words
+from stateous.model.names import TIMEOUT_EVENT
 from stateous.model.vocabulary import Kind, TaskStatus, TimerKind, TimerStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.clock")
@@ -87,7 +88,7 @@ def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
         if task is not None and task.status == TaskStatus.WAITING:
             engine.moves.requeue(tx, task)
     elif timer.kind == TimerKind.TIMEOUT:
-        engine.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
+        engine.moves.route(tx, token, Arrival(TIMEOUT_EVENT), Unrouted.FAIL)
     else:
         engine.moves.route(tx, token, Arrival(timer.event, timer.payload), Unrouted.REJECT)
     return True

@@ -9,7 +9,7 @@ leave open:
 - framing that could be read two ways (`Content-Length` beside `Transfer-Encoding`, or
   `Transfer-Encoding` on HTTP/1.0) is refused and the connection closed, so no bytes
   after it can run as a request of their own;
-- a body over `MAX_BODY` is refused from its `Content-Length`, before it is read; a
+- a body over `BODY_LIMIT` is refused from its `Content-Length`, before it is read; a
   chunked body as soon as it passes the limit;
 - every answer that waitress writes itself is `{"error", "code"}` JSON;
 - `Expect: 100-continue` on a request that is already whole does not stop its answer;
@@ -61,7 +61,6 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from stateous.control.bodies import MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
@@ -74,14 +73,12 @@ from stateous.control.refusals import FAILED
 from stateous.control.stream import ADOPT
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter
+from stateous.model.codes import RefusalCode
 from stateous.model.durations import parse_duration
+from stateous.model.limits import BODY_LIMIT, REQUEST_HEAD_LIMIT, UNREAD_LIMIT
 from stateous.model.text import printable
 from stateous.model.wire import ErrorBody
 
-#: The most bytes of a request's line and headers together.
-HEADER_LIMIT = 64 * 1024
-#: The most bytes of answers that a client may leave unread before its next request waits.
-UNREAD_LIMIT = 256 * 1024
 #: How long a connection reads on (and drops what it reads) after a refusal, in seconds.
 LINGER = 2.0
 #: How often the loop looks for connections past their time, in seconds.
@@ -119,9 +116,9 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         connection_limit=limits.connection_limit,
         channel_timeout=limits.channel_timeout,
         cleanup_interval=SWEEP,
-        max_request_header_size=HEADER_LIMIT,
+        max_request_header_size=REQUEST_HEAD_LIMIT,
         # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
-        max_request_body_size=MAX_BODY + 1,
+        max_request_body_size=BODY_LIMIT + 1,
         outbuf_high_watermark=NEVER,
         outbuf_overflow=NEVER,
         # select() cannot watch a descriptor past 1023; poll() can.
@@ -161,7 +158,7 @@ class Parser(HTTPRequestParser):
         return consumed
 
 
-def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
+def refusal(request: HTTPRequestParser) -> tuple[int, str, RefusalCode]:
     """The status, sentence and code of a request that waitress will not hand to the app.
 
     No 5xx but a real failure: waitress's 501 for an unknown Transfer-Encoding is the
@@ -169,22 +166,24 @@ def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
     """
     error = request.error
     if isinstance(error, RequestHeaderFieldsTooLarge):
-        return 431, f"the request's line and headers pass {HEADER_LIMIT} bytes", "bad_request"
+        sentence = f"the request's line and headers pass {REQUEST_HEAD_LIMIT} bytes"
+        return 431, sentence, RefusalCode.BAD_REQUEST
     if isinstance(error, RequestEntityTooLarge):
         if request.chunked:
-            return 413, f"the chunked body passes {MAX_BODY} bytes, the most", "bad_request"
-        sentence = f"the body has {request.content_length} bytes; the most is {MAX_BODY}"
-        return 413, sentence, "bad_request"
+            sentence = f"the chunked body passes {BODY_LIMIT} bytes, the most"
+            return 413, sentence, RefusalCode.BAD_REQUEST
+        sentence = f"the body has {request.content_length} bytes; the most is {BODY_LIMIT}"
+        return 413, sentence, RefusalCode.BAD_REQUEST
     if isinstance(error, ServerNotImplemented):
         sentence = "the request cannot be read: chunked is the only Transfer-Encoding taken"
-        return 400, sentence, "bad_request"
+        return 400, sentence, RefusalCode.BAD_REQUEST
     if error.code < 500:
         # Waitress's own words, such as "Invalid chunk size" or "Content-Length is invalid".
         reason = str(error.body)
         if reason[1:2].islower():
             reason = reason[0].lower() + reason[1:]
-        return error.code, f"the request cannot be read: {reason}", "bad_request"
-    return 500, FAILED, "unexpected"
+        return error.code, f"the request cannot be read: {reason}", RefusalCode.BAD_REQUEST
+    return 500, FAILED, RefusalCode.UNEXPECTED
 
 
 class Refusal(ErrorTask):

@@ -34,6 +34,7 @@ from stateous.control.store import Counter, KeepAndRaise, Result, Store, TaskRow
 from stateous.control.versions import Graphs
 from stateous.control.views import detail, history_entries, view
 from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
+from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -49,7 +50,7 @@ class Engine:
     """The control plane's decisions, over one graph and one store."""
 
     def __init__(
-        self, graph: Graph, store: Store, *, lease: float = 120.0, waits: Waits | None = None
+        self, graph: Graph, store: Store, *, lease: float = LEASE, waits: Waits | None = None
     ) -> None:
         self.graph = graph
         #: The claims that wait for a task; every write wakes those it queued one for.

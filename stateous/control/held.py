@@ -11,12 +11,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-#: The most bytes of answers that one connection may hold unsent while its client reads
-#: nothing (an answer may be larger: what counts is what waits on a client that stopped).
-CONNECTION_HELD = 8 * 1024 * 1024
-#: The most bytes of answers that all connections together may hold unsent while their
-#: clients read nothing.
-TOTAL_HELD = 64 * 1024 * 1024
+from stateous.model.limits import CONNECTION_UNSENT_LIMIT, TOTAL_UNSENT_LIMIT
+
 #: How long a client may take no byte of its answers before it counts as not reading, in
 #: seconds: a client that reads takes some at every round trip.
 STALL = 1.0
@@ -36,8 +32,8 @@ class Holder(Protocol):
 
 def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
     """The connections to close: of those whose clients stopped reading, each holding more
-    than `CONNECTION_HELD`, then, largest first, as many as it takes to bring what all
-    connections hold under `TOTAL_HELD`."""
+    than `CONNECTION_UNSENT_LIMIT`, then, largest first, as many as it takes to bring what all
+    connections hold under `TOTAL_UNSENT_LIMIT`."""
     holding = [connection for connection in connections if connection.total_outbufs_len]
     total = sum(connection.total_outbufs_len for connection in holding)
     stalled = sorted(
@@ -48,7 +44,7 @@ def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
     chosen = []
     for connection in stalled:
         held = connection.total_outbufs_len
-        if held <= CONNECTION_HELD and total <= TOTAL_HELD:
+        if held <= CONNECTION_UNSENT_LIMIT and total <= TOTAL_UNSENT_LIMIT:
             break
         chosen.append(connection)
         total -= held
@@ -68,7 +64,7 @@ def close_over_bounds(connections: Iterable[Holder], now: float) -> None:
             connection.total_outbufs_len,
             STALL,
             total,
-            CONNECTION_HELD,
-            TOTAL_HELD,
+            CONNECTION_UNSENT_LIMIT,
+            TOTAL_UNSENT_LIMIT,
         )
         connection.close_now()

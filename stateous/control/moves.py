@@ -24,7 +24,15 @@ from stateous.control.versions import Graphs
 from stateous.model.backoff import ceiling, jittered
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import StateSpec
-from stateous.model.names import END_NAME, START_NAME, STARTED
+from stateous.model.limits import TOKEN_ID_LIMIT
+from stateous.model.names import (
+    END_NAME,
+    ERROR_EVENT,
+    JOINED_EVENT,
+    START_NAME,
+    STARTED,
+    TIMEOUT_EVENT,
+)
 from stateous.model.vocabulary import (
     CLOSING,
     ENDING,
@@ -38,8 +46,6 @@ from stateous.model.vocabulary import (
 
 #: The event name that a `retry` timer carries: it is never routed, only shown.
 RETRY_EVENT = "retry"
-#: The longest token id; a child's id is its parent's, its state, visit and workflow.
-ID_LIMIT = 128
 
 
 class Unrouted(Enum):
@@ -86,9 +92,9 @@ class NoRoute:
 
 #: How a token fails when an event of Stateous itself cannot move it.
 _FAILURES = {
-    "joined": "the join of {state!r} cannot move the token",
-    "error": "{state!r} failed, and has no transition on 'error'",
-    "timeout": "{state!r} timed out",
+    JOINED_EVENT: "the join of {state!r} cannot move the token",
+    ERROR_EVENT: "{state!r} failed, and has no transition on 'error'",
+    TIMEOUT_EVENT: "{state!r} timed out",
 }
 
 
@@ -143,7 +149,7 @@ class Moves:
             ctx=context,
             payload=payload,
             counts=self.counts(tx, token, event) if flow.counts_needed(token.state, event) else {},
-            branches=payload.get("branches") if event == "joined" and payload else None,
+            branches=payload.get("branches") if event == JOINED_EVENT and payload else None,
         )
         if choice is None:
             return NoRoute(self.no_route_reason(tx, token, event))
@@ -311,7 +317,7 @@ class Moves:
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:
             self.set_timer(
-                tx, token, "timeout", None, parse_duration(spec.timeout), TimerKind.TIMEOUT
+                tx, token, TIMEOUT_EVENT, None, parse_duration(spec.timeout), TimerKind.TIMEOUT
             )
 
     def set_timer(
@@ -349,7 +355,7 @@ class Moves:
             return
         task.status = TaskStatus.FAILED
         tx.save_task(task)
-        self.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
+        self.route(tx, token, Arrival(ERROR_EVENT, detail=error), Unrouted.FAIL)
 
     @staticmethod
     def retry_wait(spec: StateSpec, task: TaskRow, asked: float | None) -> float:
@@ -454,16 +460,16 @@ class Moves:
         self, token: str, flow: Flow, state: str, visit: int, context: dict[str, Any]
     ) -> str | None:
         """Say why entering `state` cannot be done when a child it would start, or a child of
-        that child, would get an id longer than `ID_LIMIT`; None when every id fits."""
+        that child, would get an id longer than `TOKEN_ID_LIMIT`; None when every id fits."""
         spec = flow.spec.states.get(state)
         if spec is None or not spec.parallel:
             return None
         for workflow in spec.parallel:
             child = self.child_id(token, state, visit, workflow)
-            if len(child) > ID_LIMIT:
+            if len(child) > TOKEN_ID_LIMIT:
                 return (
                     f"the child token id {child[:40]}... would have {len(child)} "
-                    f"characters, more than {ID_LIMIT}"
+                    f"characters, more than {TOKEN_ID_LIMIT}"
                 )
             child_flow = flow.family[workflow]
             child_context = self.child_context(child_flow, spec.inputs or [], context)
@@ -532,7 +538,7 @@ class Moves:
                 row for row in siblings if row.status in (TokenStatus.COMPLETED, TokenStatus.FAILED)
             ]
         payload = {"branches": [self.branch(tx, row) for row in ended]}
-        self.route(tx, parent, Arrival("joined", payload), Unrouted.FAIL)
+        self.route(tx, parent, Arrival(JOINED_EVENT, payload), Unrouted.FAIL)
 
     def branch(self, tx: Tx, child: TokenRow) -> dict[str, Any]:
         """Describe an ended child for `joined`: the payload that brought it to its state, and

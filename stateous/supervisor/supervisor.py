@@ -30,7 +30,9 @@ from typing import Any
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
+from stateous.model.codes import RefusalCode
 from stateous.model.invocation import invoked_as
+from stateous.model.vocabulary import MessageKind, ReportKind
 from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
 from stateous.supervisor.attempt import failed_report, report_of, run_routine
@@ -203,9 +205,9 @@ class Supervisor:
             # Each message names this supervisor: a credential bound to it may send only so.
             body = {**message.body, "attempt": message.attempt, "supervisor": self.settings.name}
             try:
-                if message.kind == "report":
+                if message.kind == MessageKind.REPORT:
                     await self._call(connection, "POST", f"/tasks/{message.task}/report", body)
-                elif message.kind == "note":
+                elif message.kind == MessageKind.NOTE:
                     await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
                 else:
                     await self._call(connection, "PUT", f"/tasks/{message.task}/memory", body)
@@ -244,7 +246,7 @@ class Supervisor:
                 return
             self.unreachable = False
             self.outbox.remove(message.id)
-            if message.kind == "report":
+            if message.kind == MessageKind.REPORT:
                 self._reported(label, message.body)
                 self._nudge.set()
             return
@@ -264,31 +266,28 @@ class Supervisor:
         )
 
     def _reported(self, label: str, body: dict[str, Any]) -> None:
-        if body["kind"] == "event":
+        if body["kind"] == ReportKind.EVENT:
             log.info("%s: reported %s", label, body["event"])
-        elif body["kind"] == "waiting":
+        elif body["kind"] == ReportKind.WAITING:
             log.info("%s: waits for a report from outside", label)
         else:
             log.info("%s: reported a failed attempt: %s", label, body.get("error"))
 
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
-        if message.kind != "report":
+        if message.kind != MessageKind.REPORT:
             self.outbox.remove(message.id)
             if ex.code not in GONE or not self._lose(message.task, TOOK_BACK, message.attempt):
                 log.warning(REFUSED[message.kind], label, ex.message)
             return False
         log.warning("%s: the control plane refused the report: %s", label, ex.message)
-        if ex.code in REPORT_FAILS and message.body.get("kind") != "failed":
-            failed = {
-                "kind": "failed",
-                "error": f"the control plane refused the report: {ex.message}",
-            }
-            self.outbox.replace(message.id, "report", failed)
+        if ex.code in REPORT_FAILS and message.body.get("kind") != ReportKind.FAILED:
+            failed = failed_report(f"the control plane refused the report: {ex.message}")
+            self.outbox.replace(message.id, MessageKind.REPORT, failed)
             message.body.clear()
             message.body.update(failed)
             return True
-        if ex.code == "task_not_held":
+        if ex.code == RefusalCode.TASK_NOT_HELD:
             self.heart.asked.set()
         self.outbox.remove(message.id)
         return False
@@ -425,7 +424,7 @@ class Supervisor:
         """Run a task's routine and keep its report, unless the task is gone."""
         outcome = await self._attempt(running)
         if outcome is not None and running.gone is None:
-            self.keep(running.grant, "report", outcome)
+            self.keep(running.grant, MessageKind.REPORT, outcome)
 
     async def _attempt(self, running: Running) -> dict[str, Any] | None:
         """The report of one attempt; None when its routine was cancelled."""
@@ -433,7 +432,7 @@ class Supervisor:
         state, routine = self.routines.by_state[grant.state]
         misfit = context_misfit(grant.context, self.routines.models.get(grant.state))
         if misfit is not None:
-            return {"kind": "failed", "error": misfit}
+            return failed_report(misfit)
         ctx: Context[Any] = Context(
             token=grant.token,
             task=grant.task,
@@ -452,7 +451,7 @@ class Supervisor:
         except TaskGone as ex:
             if running.gone is not None:
                 return None
-            return {"kind": "failed", "error": failure_text(self.root, ex)}
+            return failed_report(failure_text(self.root, ex))
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
@@ -522,7 +521,7 @@ class Supervisor:
 
     def _give_back(self, grant: Grant) -> None:
         """Keep the failed attempt that gives a task back; the sender sends it before exit."""
-        self.keep(grant, "report", {"kind": "failed", "error": given_back(self.settings.name)})
+        self.keep(grant, MessageKind.REPORT, failed_report(given_back(self.settings.name)))
 
     def _watched(self, loop: Any, name: str) -> asyncio.Task[None]:
         """Start a side loop; if it dies, stop taking tasks and exit 1 at the end."""

@@ -29,6 +29,7 @@ from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.positions import Hold
 from stateous.control.store.rows import TaskRow, TokenRow, from_column
 from stateous.control.store.sql import SqlTx
+from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import LIVE_TASK, LIVE_TOKEN, Kind, TaskStatus, TimerStatus
 
 
@@ -70,7 +71,7 @@ BY_KIND: dict[str, tuple[Counter, str]] = {
 HOURLY = frozenset({Counter.EVENTS_FIRED, Counter.LEASES_ENDED, Counter.ATTEMPTS_FAILED})
 #: The code of an event turned away without a refusal to answer (a timer's event that no
 #: transition takes): the code the same event would have been refused with.
-TURNED_AWAY = "event_not_allowed"
+TURNED_AWAY = RefusalCode.EVENT_NOT_ALLOWED
 #: The slot and minute of a count since the database was made.
 TOTAL = -1
 COLUMNS = "name, label, slot, shard, minute, n"
