@@ -38,7 +38,7 @@ from types import ModuleType
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
-from stateous.control.store.locks import HoldLost, HoldRefused, Lock
+from stateous.control.store.locks import Lock, TenureLost, TenureRefused
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
@@ -69,8 +69,6 @@ __all__ = [
     "Entry",
     "GrantReads",
     "GraphVersion",
-    "HoldLost",
-    "HoldRefused",
     "KeepAndRaise",
     "Lock",
     "PlanRow",
@@ -82,6 +80,8 @@ __all__ = [
     "SupervisorRow",
     "TaskQuery",
     "TaskRow",
+    "TenureLost",
+    "TenureRefused",
     "TimerRow",
     "TokenQuery",
     "TokenRow",
@@ -90,7 +90,7 @@ __all__ = [
     "UnknownUrl",
     "from_column",
     "open_database",
-    "open_held",
+    "open_locked",
     "open_store",
     "serving_lock",
     "sqlite_path",
@@ -128,10 +128,10 @@ def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
     upgrading its tables; Postgres gets up to `connections` connections."""
     lock = serving_lock(url)
     lock.take()
-    return lock, open_held(url, lock, connections=connections)
+    return lock, open_locked(url, lock, connections=connections)
 
 
-def open_held(url: str, lock: Lock, *, connections: int) -> Store:
+def open_locked(url: str, lock: Lock, *, connections: int) -> Store:
     """Open the store at `url` under its serving `lock`, taken already; give the lock back if
     the store cannot be opened."""
     try:
