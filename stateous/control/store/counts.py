@@ -26,7 +26,7 @@ from typing import Any
 
 from stateous.control.store.columns import TOKEN_COLUMNS, word
 from stateous.control.store.contract import KeepAndRaise, Result
-from stateous.control.store.positions import Hold
+from stateous.control.store.positions import Reservation
 from stateous.control.store.rows import TaskRow, TokenRow, from_column
 from stateous.control.store.sql import SqlTx
 from stateous.model.codes import RefusalCode
@@ -101,8 +101,8 @@ class CountingTx(SqlTx):
     #: The rows of the counts table that this transaction bumps; one per writer at a time.
     shard = 0
 
-    def __init__(self, now: float, hold: Hold | None = None) -> None:
-        super().__init__(now, hold)
+    def __init__(self, now: float, reservation: Reservation | None = None) -> None:
+        super().__init__(now, reservation)
         self._counts: dict[tuple[str, str], int] = {}
         self._refused = 0
 

@@ -34,7 +34,7 @@ from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
-from stateous.control.store.positions import Hold, Positions
+from stateous.control.store.positions import Positions, Reservation
 from stateous.control.store.queued import QueuedTx
 
 log = logging.getLogger("stateous.control.store")
@@ -90,10 +90,10 @@ class _LoopTurn:
     """The transaction that the writes of one turn of the server's loop share, and what
     waits for its commit."""
 
-    __slots__ = ("after", "hold", "writes")
+    __slots__ = ("after", "reservation", "writes")
 
-    def __init__(self, hold: Hold) -> None:
-        self.hold = hold
+    def __init__(self, reservation: Reservation) -> None:
+        self.reservation = reservation
         self.writes = 0
         self.after: list[Callable[[], None]] = []
 
@@ -191,7 +191,7 @@ class SqliteStore:
         try:
             failed = self._commit_now(turn.writes)
         finally:
-            turn.hold.release()
+            turn.reservation.release()
             self._pass_turn()
         if failed is not None:
             return False
@@ -265,7 +265,7 @@ class SqliteStore:
         """Run a write of the loop in the transaction of its turn, opening it first if
         need be; in a savepoint, so that one that fails rolls back alone."""
         turn = self._loop_turn or self._open_loop_turn()
-        result, error = self._in_savepoint(operation, turn.hold)
+        result, error = self._in_savepoint(operation, turn.reservation)
         turn.writes += 1
         if error is not None:
             raise error
@@ -282,7 +282,7 @@ class SqliteStore:
         except BaseException as ex:
             self._pass_turn()
             raise failure(ex) from None
-        self._loop_turn = _LoopTurn(self.positions.hold())
+        self._loop_turn = _LoopTurn(self.positions.reserve())
         return self._loop_turn
 
     def _lead(self, batch: list[_Job]) -> None:
@@ -308,16 +308,16 @@ class SqliteStore:
         batch[0].woken.release()
 
     def _run(self, batch: list[_Job]) -> None:
-        """Commit a batch; keep the store alive when it breaks. One hold of positions for
+        """Commit a batch; keep the store alive when it breaks. One reservation of positions for
         the batch, whose rows commit together, released before any caller is answered, so
         that a caller woken by its answer reads its rows."""
-        hold = self.positions.hold()
+        reservation = self.positions.reserve()
         try:
-            self._commit(batch, hold)
+            self._commit(batch, reservation)
         except BaseException as ex:
             self._abandon(batch, ex)
         finally:
-            hold.release()
+            reservation.release()
 
     def _abandon(self, batch: list[_Job], ex: BaseException) -> None:
         """Roll a broken batch back and refuse each of its jobs."""
@@ -329,7 +329,7 @@ class SqliteStore:
             job.result = None
             job.error = DatabaseBusy(f"the database failed to take the change ({ex}); try again")
 
-    def _commit(self, batch: list[_Job], hold: Hold) -> None:
+    def _commit(self, batch: list[_Job], reservation: Reservation) -> None:
         """Run a group's operations one after another in one transaction, and commit.
 
         When one fails, the transaction is rolled back: that operation's error is its
@@ -340,13 +340,13 @@ class SqliteStore:
         connection = self._writer
         if not self._begin(batch):
             return
-        failed = self._run_together(batch, hold)
+        failed = self._run_together(batch, reservation)
         if failed is not None:
             connection.execute("ROLLBACK")
             batch = [job for job in batch if job is not failed]
             if not batch or not self._begin(batch):
                 return
-            self._run_apart(batch, hold)
+            self._run_apart(batch, reservation)
         failed = self._commit_now(len(batch))
         if failed is not None:
             for job in batch:
@@ -379,12 +379,12 @@ class SqliteStore:
             return False
         return True
 
-    def _run_together(self, batch: list[_Job], hold: Hold) -> _Job | None:
+    def _run_together(self, batch: list[_Job], reservation: Reservation) -> _Job | None:
         """Run the operations until one fails; answer that one, its error set (a refusal
         kept with what it wrote, `KeepAndRaise`, is no failure)."""
         for job in batch:
             try:
-                job.result = SqliteTx(self._writer, self.clock(), hold).run(job.operation)
+                job.result = SqliteTx(self._writer, self.clock(), reservation).run(job.operation)
             except KeepAndRaise as ex:
                 job.error = ex.error
             except BaseException as ex:
@@ -392,20 +392,20 @@ class SqliteStore:
                 return job
         return None
 
-    def _run_apart(self, batch: list[_Job], hold: Hold) -> None:
+    def _run_apart(self, batch: list[_Job], reservation: Reservation) -> None:
         """Run every operation in a savepoint of its own: one that fails rolls back alone."""
         for job in batch:
-            job.result, job.error = self._in_savepoint(job.operation, hold)
+            job.result, job.error = self._in_savepoint(job.operation, reservation)
 
     def _in_savepoint(
-        self, operation: Callable[[Tx], Any], hold: Hold
+        self, operation: Callable[[Tx], Any], reservation: Reservation
     ) -> tuple[Any, BaseException | None]:
         """Run an operation in a savepoint of the open transaction: its result, or the error
         its caller gets (a refusal kept with what it wrote, or a failure rolled back alone)."""
         connection = self._writer
         connection.execute("SAVEPOINT operation")
         try:
-            return SqliteTx(connection, self.clock(), hold).run(operation), None
+            return SqliteTx(connection, self.clock(), reservation).run(operation), None
         except KeepAndRaise as ex:
             return None, ex.error
         except BaseException as ex:
@@ -425,8 +425,10 @@ def failure(ex: BaseException) -> BaseException:
 class SqliteTx(QueuedTx):
     """One transaction on a SQLite connection."""
 
-    def __init__(self, connection: apsw.Connection, now: float, hold: Hold | None = None) -> None:
-        super().__init__(now, hold)
+    def __init__(
+        self, connection: apsw.Connection, now: float, reservation: Reservation | None = None
+    ) -> None:
+        super().__init__(now, reservation)
         self.connection = connection
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
