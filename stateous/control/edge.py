@@ -17,7 +17,7 @@ leave open:
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
 - answers waiting to be sent stay in memory, never in a temporary file; a connection
-  whose client stopped reading is closed when it holds too much (`held`);
+  whose client stopped reading is closed when it keeps too much unsent (`unsent`);
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
@@ -67,10 +67,10 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
-from stateous.control.held import STALL, close_over_bounds
 from stateous.control.outlet import Outlet
 from stateous.control.refusals import FAILED
 from stateous.control.stream import ADOPT
+from stateous.control.unsent import STALL, close_over_bounds
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter
 from stateous.model.codes import RefusalCode
@@ -84,7 +84,7 @@ LINGER = 2.0
 #: How often the loop looks for connections past their time, in seconds.
 SWEEP = 1
 #: A size never reached: no request thread waits for a client to read (waiting is what
-#: parking is for), and no unsent answer spills to a file, out of sight of `held`'s bounds.
+#: parking is for), and no unsent answer spills to a file, out of sight of `unsent`'s bounds.
 NEVER = 2**62
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -1,4 +1,4 @@
-"""The bounds on answers that clients leave unread: what the HTTP edge may hold for them.
+"""The bounds on answers that clients leave unread: what the HTTP edge may keep unsent.
 
 The edge (`edge.Server`) keeps every answer waiting to be sent in memory, never in a
 temporary file, so these bounds see all of it. They count only what waits on a client that
@@ -20,7 +20,7 @@ STALL = 1.0
 log = logging.getLogger("stateous.control.edge")
 
 
-class Holder(Protocol):
+class Connection(Protocol):
     """A connection of the edge, as the bounds see it."""
 
     total_outbufs_len: int
@@ -30,7 +30,7 @@ class Holder(Protocol):
     def close_now(self) -> None: ...
 
 
-def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
+def over_bounds(connections: Iterable[Connection], now: float) -> list[Connection]:
     """The connections to close: of those whose clients stopped reading, each holding more
     than `CONNECTION_UNSENT_LIMIT`, then, largest first, as many as it takes to bring what all
     connections hold under `TOTAL_UNSENT_LIMIT`."""
@@ -43,15 +43,15 @@ def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
     )
     chosen = []
     for connection in stalled:
-        held = connection.total_outbufs_len
-        if held <= CONNECTION_UNSENT_LIMIT and total <= TOTAL_UNSENT_LIMIT:
+        unsent = connection.total_outbufs_len
+        if unsent <= CONNECTION_UNSENT_LIMIT and total <= TOTAL_UNSENT_LIMIT:
             break
         chosen.append(connection)
-        total -= held
+        total -= unsent
     return chosen
 
 
-def close_over_bounds(connections: Iterable[Holder], now: float) -> None:
+def close_over_bounds(connections: Iterable[Connection], now: float) -> None:
     """Close the connections past the bounds, with a log line each (its client's address
     and byte counts: nothing from a request)."""
     connections = list(connections)
