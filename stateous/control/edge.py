@@ -29,7 +29,7 @@ leave open:
 - on SQLite, a request that may write (any method but GET, HEAD and OPTIONS) is served
   by the loop itself, not handed to a request thread: the writes of one turn of the loop
   share a transaction, which the loop commits before its next look at the sockets, and
-  their answers are held until then (`Server.share_writes`, `Channel.held`). Reads stay
+  their answers await it (`Server.share_writes`, `Channel.awaiting_commit`). Reads stay
   on the request threads, so that a long listing holds no other connection.
 
 Nothing here knows a route; `api.create_app` is the app served.
@@ -132,7 +132,7 @@ class Parser(HTTPRequestParser):
 
     #: The waiter of a claim served again after its wait, and the body it was sent with.
     waiter: Waiter | None = None
-    held_body = b""
+    kept_body = b""
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
@@ -214,11 +214,11 @@ class Task(WSGITask):
         request = self.request
         if request.waiter is not None:
             environ[RESUMED] = request.waiter
-            environ["wsgi.input"] = io.BytesIO(request.held_body)
+            environ["wsgi.input"] = io.BytesIO(request.kept_body)
         return environ
 
     def park(self, waiter: Waiter) -> bool:
-        """Hold this claim in the waiting room until `waiter` is woken or its wait ends, then
+        """Keep this claim in the waiting room until `waiter` is woken or its wait ends, then
         serve it again; False when the connection has more to do first (the app answers)."""
         channel = self.channel
         with channel.requests_lock:
@@ -228,7 +228,7 @@ class Task(WSGITask):
             if again.waiter is None:
                 body = self.request.get_body_stream()
                 body.seek(0)
-                again.held_body = body.read()
+                again.kept_body = body.read()
             again.body_rcv = None
             again.waiter = waiter
             channel.waiting = again
@@ -284,7 +284,7 @@ class Channel(HTTPChannel):
     waiting: Parser | None = None
     #: The loop answered a request that may have written: its answer waits for the turn's
     #: commit before it is sent.
-    held = False
+    awaiting_commit = False
 
     def writes(self) -> bool:
         """Whether the request to serve next may write (what the loop serves itself). Asked
@@ -297,7 +297,7 @@ class Channel(HTTPChannel):
         return request.error is None and request.command not in READS
 
     def _flush_some(self, do_close: bool = True) -> bool:
-        if self.held:
+        if self.awaiting_commit:
             return False
         return bool(super()._flush_some(do_close))
 
@@ -447,9 +447,9 @@ class Server(TcpWSGIServer):
         #: The connections whose requests may write, for the loop to serve this turn.
         self.writing: list[Channel] = []
         #: The connections whose answers wait for the turn's commit.
-        self.held: list[Channel] = []
-        #: Held connections whose next request reads: it goes to a request thread after
-        #: the commit, so that it sees what the request before it wrote.
+        self.awaiting_commit: list[Channel] = []
+        #: Connections awaiting the commit whose next request reads: it goes to a request
+        #: thread after the commit, so that it sees what the request before it wrote.
         self.after_turn: list[Channel] = []
         self.stopped = False
 
@@ -491,14 +491,14 @@ class Server(TcpWSGIServer):
         """Commit the writes the loop served, then let their answers go and hand the reads
         that waited for them to the request threads; when the commit failed, close their
         connections instead: no answer says the change is on disk."""
-        held, self.held = self.held, []
+        awaiting, self.awaiting_commit = self.awaiting_commit, []
         reads, self.after_turn = self.after_turn, []
         committed = False
         try:
             committed = self.loop_writes is None or self.loop_writes.end_loop_turn()
         finally:
-            for channel in held:
-                channel.held = False
+            for channel in awaiting:
+                channel.awaiting_commit = False
                 if not committed:
                     if channel.waiting is not None:
                         channel.waiter.leave()  # its claim never got to wait
@@ -513,19 +513,19 @@ class Server(TcpWSGIServer):
             super().add_task(channel)
         elif channel.writes():
             self.writing.append(channel)
-        elif channel.held:
+        elif channel.awaiting_commit:
             self.after_turn.append(channel)
         else:
             super().add_task(channel)
 
     def serve_writes(self) -> None:
         """Serve the requests that may write queued in this turn (and the requests that
-        follow them on their connections, which serving queues again), holding their
-        answers for the turn's commit."""
+        follow them on their connections, which serving queues again), their answers
+        awaiting the turn's commit."""
         while self.writing:
             channel = self.writing.pop(0)
-            channel.held = True
-            self.held.append(channel)
+            channel.awaiting_commit = True
+            self.awaiting_commit.append(channel)
             try:
                 channel.service()
             except Exception:
