@@ -1,8 +1,8 @@
 """How a token moves: the one router of events, and the steps of a move.
 
 Every path that moves a token (an event from outside, a report, a timer, a
-failed attempt, a join, a held event on resume) hands its event to
-`Moves.route`, which decides in one place what the event does: hold it while
+failed attempt, a join, a deferred event on resume) hands its event to
+`Moves.route`, which decides in one place what the event does: defer it while
 the token is paused, take the transition that the guards choose, or, when no
 transition takes it, refuse, reject, fail or drop it as the caller says. The
 steps of a move (leave the state, enter the next one, start children, end)
@@ -58,7 +58,7 @@ class Unrouted(Enum):
     REJECT = "reject"
     #: Fail the token: the events of Stateous itself (`timeout`, `error`, `joined`).
     FAIL = "fail"
-    #: Record `event_dropped`: a held event that no longer fits at resume.
+    #: Record `event_dropped`: a deferred event that no longer fits at resume.
     DROP = "drop"
 
 
@@ -79,7 +79,7 @@ class Arrival:
     schedules: list[dict[str, Any]] = field(default_factory=list)
     #: Why Stateous sends `error`: the failed attempt's error.
     detail: str | None = None
-    #: The arrival number of a held event that applies now, at resume.
+    #: The arrival number of a deferred event that applies now, at resume.
     replay: int | None = None
 
 
@@ -114,23 +114,23 @@ class Moves:
     def route(self, tx: Tx, token: TokenRow, arrival: Arrival, unrouted: Unrouted) -> None:
         """Decide what `arrival` does to the token in its state, and do it.
 
-        A paused token holds the event. An event that a task reports is judged
+        A paused token defers the event. An event that a task reports is judged
         first, paused or not, because its supervisor waits to learn whether the
-        outcome was taken; any other event is held unjudged, since the guards
+        outcome was taken; any other event is deferred unjudged, since the guards
         read the token as it will be at resume. A token that is not paused takes
         the transition that the guards choose, with the report's context
         changes and timers first; when none takes it, `unrouted` says what then.
         """
         paused = token.status == TokenStatus.PAUSED
         if paused and arrival.task is None:
-            self.hold(tx, token, arrival)
+            self.defer(tx, token, arrival)
             return
         choice = self.choose(tx, token, arrival)
         if isinstance(choice, NoRoute):
             self.unrouted(tx, token, arrival, choice.reason, unrouted)
             return
         if paused:
-            self.hold(tx, token, arrival)
+            self.defer(tx, token, arrival)
             return
         if arrival.replay is not None:
             self.replayed(tx, token, arrival)
@@ -199,7 +199,7 @@ class Moves:
         raise KeepAndRaise(EventNotAllowed(reason))
 
     def drop(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
-        """Record that a held event no longer applies."""
+        """Record that a deferred event no longer applies."""
         tx.record(token.token, Kind.EVENT_DROPPED, {"event": event, "reason": reason})
 
     def replayed(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
@@ -207,10 +207,10 @@ class Moves:
             token.token, Kind.EVENT_REPLAYED, {"event": arrival.event, "arrival": arrival.replay}
         )
 
-    def hold(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
+    def defer(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
         """Keep an event for a paused token, numbered in the order of arrival.
 
-        A held report keeps its task waiting, with what it would change, so that
+        A deferred report keeps its task waiting, with what it would change, so that
         the resume can apply it whole, or drop it if the token moved on.
         """
         data: dict[str, Any] = {
@@ -427,16 +427,16 @@ class Moves:
 
     def cancel_token(self, tx: Tx, token: TokenRow, reason: str | None) -> None:
         """Cancel a live token, its task, its timers and its own children."""
-        for held in self.held(tx, token):
-            self.drop(tx, token, held.data["event"], "the token was cancelled")
+        for deferred in self.deferred(tx, token):
+            self.drop(tx, token, deferred.data["event"], "the token was cancelled")
         task = tx.live_task(token.token)
         if task is not None:
             self.close_task(tx, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, "the parent was cancelled")
         self.end(tx, token, TokenStatus.CANCELLED, {} if reason is None else {"reason": reason})
 
-    def held(self, tx: Tx, token: TokenRow) -> list[Any]:
-        """The events held for a paused token since its last pause, in order."""
+    def deferred(self, tx: Tx, token: TokenRow) -> list[Any]:
+        """The events deferred for a paused token since its last pause, in order."""
         if token.status != TokenStatus.PAUSED:
             return []
         paused = tx.last_entry(token.token, (Kind.PAUSED,))
