@@ -57,7 +57,7 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
     ):
         raise falcon.HTTPBadRequest(description=TOO_DEEP)
     # A NUL can only come escaped; Postgres keeps no text that holds one.
-    if b"\\u0000" in data and holds_nul(value):
+    if b"\\u0000" in data and has_nul(value):
         raise InvalidBody("a text in the body holds the NUL character (\\u0000), which is not kept")
     return value
 
@@ -95,7 +95,7 @@ def within_depth(value: Any, limit: int) -> bool:
     return all(depth <= limit for _, depth in _containers(value))
 
 
-def holds_nul(value: Any) -> bool:
+def has_nul(value: Any) -> bool:
     """Tell whether a text of decoded JSON, a name or a value, holds a NUL character."""
     return any(
         type(text) is str and "\x00" in text

@@ -68,7 +68,7 @@ log = logging.getLogger("stateous.supervisor")
 LANES = 4
 #: Seconds between claims when the last one found nothing at once (at most; jittered).
 IDLE = 1.0
-#: Seconds that a stop with the outbox held back gives the sender to say what it keeps.
+#: Seconds that a stop with the outbox waiting gives the sender to say what it keeps.
 KEPT_SAID_WITHIN = 2.0
 #: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
 CLAIM_WAIT = 20
@@ -153,7 +153,7 @@ class Supervisor:
         return tries + 1
 
     @property
-    def held_back(self) -> bool:
+    def outbox_waits(self) -> bool:
         """Whether the outbox waits: the control plane is unreachable or refuses the credential."""
         return self.unreachable or self.denied
 
@@ -187,7 +187,7 @@ class Supervisor:
                     if lane
                 )
             )
-            if self.held_back and self.stopping:
+            if self.outbox_waits and self.stopping:
                 return
 
     async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
@@ -195,7 +195,7 @@ class Supervisor:
             if self.outbox.was_dropped(message):
                 continue
             await self._send(connection, message)
-            if self.held_back and self.stopping:
+            if self.outbox_waits and self.stopping:
                 return
 
     async def _send(self, connection: BoundedConnection, message: Message) -> None:
@@ -562,7 +562,7 @@ class Supervisor:
             watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
             await self._wait_for_routines()
-            if not self.held_back:
+            if not self.outbox_waits:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
             else:
@@ -587,7 +587,7 @@ class Supervisor:
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
         """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
         while not self._drained.is_set() and not (self._sender is None or self._sender.done()):
-            if self.held_back and (self.stopping or final):
+            if self.outbox_waits and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
 
