@@ -9,7 +9,7 @@ from stateous.model.limits import LEASE
 DEFAULT_DB = "sqlite:///stateous.db"
 DEFAULT_LISTEN = "127.0.0.1:8080"
 DEFAULT_URL = f"http://{DEFAULT_LISTEN}"
-#: The lease as `serve --lease` takes it, in minutes.
+#: The lease as `serve --lease` takes a duration: the model's, in whole minutes.
 DEFAULT_LEASE = f"{LEASE // 60}m"
 #: Request threads of the HTTP server; waiting writes commit together.
 DEFAULT_THREADS = 8
