@@ -139,7 +139,8 @@ def prepare(loader: zipimport.zipimporter) -> str:
                 "this Python was built without the lzma module, which stateous.pyz needs "
                 "to unpack itself"
             ) from None
-        return importlib.import_module(UNPACKING).unpack(loader.archive, folder, tag, root)
+        unpacked: str = importlib.import_module(UNPACKING).unpack(loader.archive, folder, tag, root)
+        return unpacked
     finally:
         sys.path.pop()
 

@@ -1,6 +1,7 @@
 """The import rules between the parts of the package, as SPEC.md sets them."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,80 @@ def test_the_rules_of_the_control_plane_catch_forbidden_imports() -> None:
 def test_no_module_is_longer_than_a_newcomer_reads_whole(path: Path) -> None:
     lines = len(path.read_text().splitlines())
     assert lines <= MODULE_LINES, f"{module_name(path)} has {lines} lines"
+
+
+#: The one module that spells the refusal codes; every other module names them from it.
+CODES = PACKAGE / "model" / "codes.py"
+
+
+def code_literals(path: Path, codes: set[str]) -> list[str]:
+    """The string literals of a file that spell a refusal code, with their line numbers."""
+    tree = ast.parse(path.read_text(), str(path))
+    where = module_name(path) if path.is_relative_to(PACKAGE) else path.name
+    return [
+        f"{where}:{node.lineno} {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in codes
+    ]
+
+
+def test_no_module_but_the_models_spells_a_refusal_code() -> None:
+    """The control plane, the supervisor, the client and the command line name each code
+    as `RefusalCode.X`, so a code is written once and a reader finds every use of it."""
+    from stateous.model.codes import RefusalCode
+
+    codes = {code.value for code in RefusalCode}
+    found = [line for path in modules() if path != CODES for line in code_literals(path, codes)]
+    assert found == [], f"refusal codes spelled outside {CODES.name}: {found}"
+
+
+def test_the_rule_on_codes_catches_a_spelled_code(tmp_path: Path) -> None:
+    spelled = tmp_path / "spelled.py"
+    spelled.write_text('"""A sample."""\nGONE = ("attempt_over", "the attempt_over code")\n')
+    assert code_literals(spelled, {"attempt_over"}) == ["spelled.py:2 'attempt_over'"]
+
+
+#: The names that say "hold" or "held", each for the one thing the word means: a
+#: supervisor holds the task it claimed (the API's `task_not_held`). The control plane
+#: keeps its database by its tenure, a transaction reserves ledger positions, the edge
+#: keeps answers unsent or awaiting a commit, and a paused token defers events.
+HOLDING = {
+    "stateous.supervisor.held",
+    "stateous.control.errors.TaskNotHeld",
+    "stateous.control.engine.Engine._held_task",
+    "stateous.supervisor.heartbeat.Heart.holds",
+    "stateous.supervisor.heartbeat.Heart.held",
+}
+
+
+def says_hold(name: str) -> bool:
+    """Whether a snake_case or CamelCase name has "hold" or "held" among its words."""
+    words = re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])", name)
+    return any(word.lower() in ("hold", "holds", "held", "holder", "holding") for word in words)
+
+
+def holding_names(path: Path) -> set[str]:
+    """The module, class and function names of a file that say "hold" or "held"."""
+    name = module_name(path)
+    found = {name} if says_hold(name.rsplit(".", 1)[-1]) else set()
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                qualified = f"{prefix}.{child.name}"
+                if says_hold(child.name):
+                    found.add(qualified)
+                visit(child, qualified)
+
+    visit(ast.parse(path.read_text(), str(path)), name)
+    return found
+
+
+def test_hold_means_that_a_supervisor_holds_a_task() -> None:
+    named = set().union(*(holding_names(path) for path in modules()))
+    assert named == HOLDING
+
+
+def test_the_rule_on_hold_reads_words_not_letters() -> None:
+    assert says_hold("TaskNotHeld") and says_hold("_held_task") and says_hold("HoldLost")
+    assert not says_hold("_placeholders") and not says_hold("threshold")

@@ -29,6 +29,7 @@ from stateous.cli.demo import DEFAULT_FOLDER, DEFAULT_TOKENS
 from stateous.cli.errors import CommandError
 from stateous.control.defaults import DEFAULT_LISTEN, DEFAULT_URL
 from stateous.model.invocation import invoked_as
+from stateous.model.limits import LEASE, LIST_LIMIT
 from stateous.model.names import STARTED
 from stateous.model.vocabulary import LIVE_TOKEN, Kind
 
@@ -36,11 +37,8 @@ if TYPE_CHECKING:
     from stateous.control.serve import ControlPlane
 
 MARK = ".stateous-demo"
-TOKEN_LIMIT = 1000
 #: Where the demo serves when 8080 is taken and --listen chose nothing: a free port.
 FREE_PORT = "127.0.0.1:0"
-#: The lease of the demo's tasks, in seconds: the default of `serve`.
-LEASE = 120.0
 
 
 def prepare(folder: Path) -> None:
@@ -218,7 +216,7 @@ class Driver(threading.Thread):
         live = self.out.isatty()
         shown = -1
         while True:
-            listed = client.tokens(limit=TOKEN_LIMIT)  # type: ignore[attr-defined]
+            listed = client.tokens(limit=LIST_LIMIT)  # type: ignore[attr-defined]
             ended = [
                 (item["status"], item["state"])
                 for item in listed
@@ -268,8 +266,8 @@ def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; exit 0 when every token ended."""
     from stateous.supervisor.running import Beside
 
-    if not 1 <= args.tokens <= TOKEN_LIMIT:
-        raise CommandError(f"--tokens takes a number from 1 to {TOKEN_LIMIT}")
+    if not 1 <= args.tokens <= LIST_LIMIT:
+        raise CommandError(f"--tokens takes a number from 1 to {LIST_LIMIT}")
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     folder = Path(args.folder)
     prepare(folder)

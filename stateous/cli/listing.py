@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli.errors import CommandError
 from stateous.cli.parser import Commands
 from stateous.cli.tokens import with_client
+from stateous.model.limits import LIST_DEFAULT
 from stateous.model.sentences import state_name, utc
+from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 if TYPE_CHECKING:
     from stateous.client import Client
 
-#: How many rows a listing prints when `--limit` is not given.
-DEFAULT_LIMIT = 100
-TOKEN_STATUSES = ("active", "paused", "completed", "failed", "cancelled")
-TASK_STATUSES = ("queued", "claimed", "waiting")
 
 Row = dict[str, Any]
 
@@ -112,9 +110,9 @@ def lister(
 def add_options(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument(
         "--limit",
-        default=str(DEFAULT_LIMIT),
+        default=str(LIST_DEFAULT),
         metavar="N",
-        help=f"print at most N {what} (default: {DEFAULT_LIMIT})",
+        help=f"print at most N {what} (default: {LIST_DEFAULT})",
     )
     command.add_argument(
         "--json", action="store_true", help=f"print the {what} as one JSON list, for scripts"
@@ -130,7 +128,7 @@ def add_token_list(verbs: Commands, url: argparse.ArgumentParser) -> None:
         description="List tokens, the most recently moved first, one line each.",
     )
     listed.add_argument(
-        "--status", metavar="S", help=f"only tokens of this status: {', '.join(TOKEN_STATUSES)}"
+        "--status", metavar="S", help=f"only tokens of this status: {', '.join(TokenStatus)}"
     )
     listed.add_argument("--state", metavar="S", help="only tokens in this state")
     listed.add_argument(
@@ -155,7 +153,7 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> None:
         ),
     )
     tasks.add_argument(
-        "--status", metavar="S", help=f"only tasks of this status: {', '.join(TASK_STATUSES)}"
+        "--status", metavar="S", help=f"only tasks of this status: {', '.join(LIVE_TASK)}"
     )
     tasks.add_argument("--state", metavar="S", help="only tasks of this state")
     tasks.add_argument(

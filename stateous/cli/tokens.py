@@ -4,7 +4,7 @@ Pause, resume and cancel also act in bulk, through a plan (`plans.py`).
 
 Each command sends its requests through one `Client` and prints what the control
 plane answered. It must stay quick to start: it imports only the client, the
-model, the standard library and the import-free `control.defaults`, never the
+model, the standard library and the small `control.defaults`, never the
 server, the compiler or a database driver. A refusal, or a control plane that is
 not there or stays silent past `--timeout`, is one `error:` line.
 """
@@ -26,14 +26,12 @@ from stateous.cli.history import accepted_events, shown_lines, token_line
 from stateous.cli.parser import Commands
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
+from stateous.model.limits import LIST_DEFAULT, LIST_LIMIT
 
 if TYPE_CHECKING:
     from stateous.client import Client
     from stateous.model.graph_file import GraphFile
 
-#: The most tokens that `show` lists, and the most children it shows under a token.
-LISTED = 100
-CHILDREN = 1000
 #: How many seconds a command waits for the control plane to connect and to answer.
 TIMEOUT = 30.0
 
@@ -139,9 +137,9 @@ def show(client: Client, args: argparse.Namespace) -> list[str]:
 
         return [mermaid(served_graph(client))]
     if args.id is None:
-        return [token_line(token) for token in client.tokens(limit=LISTED)]
+        return [token_line(token) for token in client.tokens(limit=LIST_DEFAULT)]
     token = client.get(args.id)
-    children = client.tokens(parent=args.id, limit=CHILDREN)
+    children = client.tokens(parent=args.id, limit=LIST_LIMIT)
 
     def served() -> str:
         return str(client.health()["checksum"])

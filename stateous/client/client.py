@@ -21,9 +21,8 @@ from stateous.client.access import Access
 from stateous.client.http import Connection, Refused, segment
 from stateous.client.urls import Urls
 from stateous.client.watch import watch
-
-#: The most rows that one page of a listing holds.
-PAGE_LIMIT = 1000
+from stateous.model.codes import RefusalCode
+from stateous.model.limits import LIST_LIMIT
 
 
 def next_cursor(link: str | None) -> str | None:
@@ -120,7 +119,7 @@ class Client:
             try:
                 return self._connection.call(method, path, body, headers)
             except Refused as ex:
-                if ex.code != "database_busy" or retry == BUSY_RETRIES:
+                if ex.code != RefusalCode.DATABASE_BUSY or retry == BUSY_RETRIES:
                     raise
             time.sleep(BUSY_PAUSE * 2**retry)
             retry += 1
@@ -204,7 +203,7 @@ class Client:
         return rows, next_cursor(self._connection.link)
 
     def listed(
-        self, path: str, most: int, *, per_page: int = PAGE_LIMIT, **query: str | None
+        self, path: str, most: int, *, per_page: int = LIST_LIMIT, **query: str | None
     ) -> list[dict[str, Any]]:
         """Up to `most` rows of a listing, read page after page of up to `per_page` rows."""
         rows: list[dict[str, Any]] = []

@@ -34,6 +34,7 @@ from stateous.client.errors import (
     redacted,
 )
 from stateous.client.urls import Urls
+from stateous.model.codes import RefusalCode
 
 if TYPE_CHECKING:
     from stateous.client.access import Access
@@ -304,7 +305,7 @@ class Connection:
                 message = redacted(str(answer.get("error", message)))
                 code = answer.get("code")
             kind = NotFound if response.status == 404 else Refused
-            if code == "not_serving":
+            if code == RefusalCode.NOT_SERVING:
                 kind = NotServing
             raise kind(response.status, message, code)
         return response.status, answer

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from stateous.client.http import Connection, Refused, Unreachable
+from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import Kind
 
 #: The kinds of entry that end a token.
@@ -26,7 +27,9 @@ PAUSES = (0.25, 5.0)
 #: How long a read may wait: the control plane sends a comment every 15 s.
 QUIET = 45.0
 #: Refusals after which the stream is opened again: nothing is wrong with the request.
-PASSING = frozenset({"database_busy", "not_serving", "too_many_streams"})
+PASSING = frozenset(
+    {RefusalCode.DATABASE_BUSY, RefusalCode.NOT_SERVING, RefusalCode.TOO_MANY_STREAMS}
+)
 
 
 def events(response: http.client.HTTPResponse) -> Iterator[tuple[int | None, str]]:

@@ -22,7 +22,7 @@ from stateous.model.guards import (
     PayloadRef,
     parse,
 )
-from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME
+from stateous.model.names import BUILTIN_EVENTS, END_NAME, JOINED_EVENT, START_NAME
 from stateous.model.workflow import Transition, Workflow
 
 #: What the event `joined` carries: one entry per child that ended.
@@ -35,7 +35,7 @@ JOINED_PAYLOAD = {
 
 def payload_schema(workflow: Workflow, event: str | None, models: Models) -> dict[str, Any] | None:
     """The JSON Schema of what `event` carries in `workflow`; None when it has no model."""
-    if event == "joined":
+    if event == JOINED_EVENT:
         return JOINED_PAYLOAD
     declared = workflow.events.get(event or "")
     if declared is None or declared.payload is None:
@@ -141,7 +141,7 @@ class Group:
                 "START reads only ctx['...'], since a new token has no event yet"
             )
             return
-        if guard.uses_branches and self.event != "joined":
+        if guard.uses_branches and self.event != JOINED_EVENT:
             yield f"{self.label}: the guard {text} uses branches, which only 'joined' has"
         for name in guard.counted:
             if name not in self.workflow.events and name not in BUILTIN_EVENTS:
@@ -156,7 +156,7 @@ class Group:
                 yield from self._check_field(
                     text, ref, self.payload, f"the payload of {self.event!r}"
                 )
-        if self.event == "joined":
+        if self.event == JOINED_EVENT:
             for branch_ref in guard.branch_refs:
                 yield from self._check_branch_field(text, branch_ref)
 

@@ -148,7 +148,7 @@ def _dnf(node: Node, *, positive: bool) -> list[tuple[_Atom, ...]]:
         case _:
             ref = _atom_ref(node)
             if ref is None:
-                return [()] if _holds(node, {}) == positive else []
+                return [()] if _true_for(node, {}) == positive else []
             return [(_Atom(node, ref, positive),)]
 
 
@@ -198,7 +198,7 @@ def _reads_a_field(node: Node) -> bool:
     return False
 
 
-def _holds(node: Node, example: dict[Ref, Any]) -> bool:
+def _true_for(node: Node, example: dict[Ref, Any]) -> bool:
     ctx, payload, counts = _data(tuple(example.items()))
     guard = Guard(text="", root=node, refs=(), uses_branches=False, counted=())
     return evaluate(guard, ctx=ctx, payload=payload, counts=counts)
@@ -233,7 +233,7 @@ def _solve(
         fits = (
             value
             for value in _candidates(domains[ref], atoms)
-            if all(_holds(atom.node, {ref: value}) == atom.positive for atom in atoms)
+            if all(_true_for(atom.node, {ref: value}) == atom.positive for atom in atoms)
         )
         found = next(fits, _NOTHING)
         if found is _NOTHING:

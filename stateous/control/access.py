@@ -38,6 +38,7 @@ from urllib.parse import urlsplit
 from stateous.control.errors import EngineError
 from stateous.control.hooks import Hook, hook_of
 from stateous.control.store import CredentialRow, Store, Tx
+from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import Role
 
 #: How a secret starts, so that one found in a file or a log is recognised.
@@ -66,11 +67,11 @@ log = logging.getLogger("stateous.control.access")
 
 
 class Unauthorized(EngineError):
-    code, status = "unauthorized", 401
+    code, status = RefusalCode.UNAUTHORIZED, 401
 
 
 class Forbidden(EngineError):
-    code, status = "forbidden", 403
+    code, status = RefusalCode.FORBIDDEN, 403
 
 
 @dataclass(frozen=True, slots=True)

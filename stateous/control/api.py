@@ -34,7 +34,6 @@ from stateous.control.access import (
     target_host,
 )
 from stateous.control.bodies import raw_body, read_body, read_shape
-from stateous.control.checks import MAX_TASK_ID
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import EngineError, NotServing, TaskNotFound
 from stateous.control.exposition import MEDIA_TYPE
@@ -45,6 +44,7 @@ from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
 from stateous.control.views import brief_answer, delivered
 from stateous.control.waits import COME_BACK, PARK, RESUMED
 from stateous.model import wire
+from stateous.model.limits import INTEGER_LIMIT
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
@@ -57,10 +57,10 @@ _encode = msgspec.json.Encoder().encode
 
 def task_id(raw: str) -> int:
     """Return the task id of a path part; anything but a whole number names no task."""
-    # A longer number is past MAX_TASK_ID, and past 4,300 digits int() refuses it.
-    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(MAX_TASK_ID)):
+    # A longer number is past INTEGER_LIMIT, and past 4,300 digits int() refuses it.
+    if raw.isascii() and raw.isdigit() and len(raw) <= len(str(INTEGER_LIMIT)):
         number = int(raw)
-        if number <= MAX_TASK_ID:
+        if number <= INTEGER_LIMIT:
             return number
     raise TaskNotFound(f"no task has the id {raw!r}")
 

@@ -13,12 +13,9 @@ import falcon
 import msgspec
 
 from stateous.control.errors import InvalidBody
+from stateous.model.limits import BODY_DEPTH_LIMIT, BODY_LIMIT
 
-#: The largest body that a request may have, in bytes.
-MAX_BODY = 1024 * 1024
-#: The deepest nesting of a body's JSON; the body object itself is level 1.
-MAX_DEPTH = 64
-TOO_DEEP = f"the body nests more than {MAX_DEPTH} levels"
+TOO_DEEP = f"the body nests more than {BODY_DEPTH_LIMIT} levels"
 JSON = "application/json"
 
 _decode = msgspec.json.Decoder().decode
@@ -54,11 +51,13 @@ def read_body(req: falcon.Request) -> dict[str, Any]:
         raise InvalidBody(
             "the body does not have the shape of the request: it is not a JSON object"
         )
-    # PERF: a body with no more than MAX_DEPTH brackets cannot nest deeper.
-    if data.count(b"{") + data.count(b"[") > MAX_DEPTH and not within_depth(value, MAX_DEPTH):
+    # PERF: a body with no more than BODY_DEPTH_LIMIT brackets cannot nest deeper.
+    if data.count(b"{") + data.count(b"[") > BODY_DEPTH_LIMIT and not within_depth(
+        value, BODY_DEPTH_LIMIT
+    ):
         raise falcon.HTTPBadRequest(description=TOO_DEEP)
     # A NUL can only come escaped; Postgres keeps no text that holds one.
-    if b"\\u0000" in data and holds_nul(value):
+    if b"\\u0000" in data and has_nul(value):
         raise InvalidBody("a text in the body holds the NUL character (\\u0000), which is not kept")
     return value
 
@@ -70,9 +69,9 @@ def raw_body(req: falcon.Request) -> bytes:
     if kept is not None:
         return kept
     length = req.content_length
-    if length and length > MAX_BODY:
+    if length and length > BODY_LIMIT:
         raise falcon.HTTPContentTooLarge(
-            description=f"the body has {length} bytes; the most is {MAX_BODY}"
+            description=f"the body has {length} bytes; the most is {BODY_LIMIT}"
         )
     data = req.bounded_stream.read() if length else b""
     req.context.raw = data
@@ -96,7 +95,7 @@ def within_depth(value: Any, limit: int) -> bool:
     return all(depth <= limit for _, depth in _containers(value))
 
 
-def holds_nul(value: Any) -> bool:
+def has_nul(value: Any) -> bool:
     """Tell whether a text of decoded JSON, a name or a value, holds a NUL character."""
     return any(
         type(text) is str and "\x00" in text

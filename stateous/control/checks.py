@@ -22,33 +22,34 @@ from stateous.control.graph import Flow
 from stateous.control.validation import Invalid
 from stateous.control.waits import LONGEST_WAIT
 from stateous.model.durations import LONGEST, parse_duration
-from stateous.model.names import BUILTIN_EVENTS, plain_text
-from stateous.model.names import NAME_LIMIT as NAME_LENGTH
+from stateous.model.limits import (
+    BATCH_LIMIT,
+    CLAIM_NAME_LIMIT,
+    IDEMPOTENCY_KEY_LIMIT,
+    INTEGER_LIMIT,
+    LIST_DEFAULT,
+    LIST_LIMIT,
+    MEMORY_KEY_LIMIT,
+    NOTE_LIMIT,
+    PENDING_TIMERS,
+    REQUEST_ID_LIMIT,
+    SUPERVISOR_NAME_LIMIT,
+    TIMERS_PER_REPORT,
+    TOKEN_ID_LIMIT,
+)
+from stateous.model.names import BUILTIN_EVENTS, TOKEN_PATTERN, plain_text
+from stateous.model.vocabulary import ReportKind
 from stateous.model.wire import Schedule
 
-TOKEN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
-REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
-KEY_LIMIT = 256
-NAME_LIMIT = 256
-NOTE_LIMIT = 500
-MEMORY_KEY_LIMIT = 128
-BATCH_LIMIT = 1000
-#: The longest name that a claim can list: `<workflow>/<state>`.
-CLAIM_NAME_LIMIT = 2 * NAME_LENGTH + 1
-LIST_LIMIT = 1000
-#: The most timers one report may set.
-TIMERS_PER_REPORT = 100
-#: The most timers one token may have pending (its state's timeout among them).
-PENDING_TIMERS = 1000
-LIST_DEFAULT = 100
-#: The largest task id that can exist (a signed 64-bit integer).
-MAX_TASK_ID = 2**63 - 1
+TOKEN_ID = re.compile(TOKEN_PATTERN)
+REQUEST_ID = re.compile(rf"[A-Za-z0-9._-]{{1,{REQUEST_ID_LIMIT}}}\Z")
 
 
 def token_id(token: object) -> str:
     if not isinstance(token, str) or not TOKEN_ID.match(token):
         raise InvalidTokenId(
-            f"{token!r} is not a token id: a letter or a digit, then up to 127 letters, "
+            f"{token!r} is not a token id: a letter or a digit, then up to "
+            f"{TOKEN_ID_LIMIT - 1} letters, "
             "digits, '.', '_' or '-'"
         )
     return token
@@ -61,16 +62,18 @@ def keepable(text: str) -> bool:
 
 
 def idempotency_key(key: str | None) -> None:
-    if key is not None and not plain_text(key, KEY_LIMIT):
+    if key is not None and not plain_text(key, IDEMPOTENCY_KEY_LIMIT):
         raise InvalidPayload(
-            f"an idempotency key has 1 to {KEY_LIMIT} characters and no control characters"
+            f"an idempotency key has 1 to {IDEMPOTENCY_KEY_LIMIT} characters and no control "
+            "characters"
         )
 
 
 def supervisor_name(supervisor: object) -> str:
-    if not isinstance(supervisor, str) or not plain_text(supervisor, NAME_LIMIT):
+    if not isinstance(supervisor, str) or not plain_text(supervisor, SUPERVISOR_NAME_LIMIT):
         raise InvalidArgument(
-            f"a supervisor's name has 1 to {NAME_LIMIT} characters and no control characters"
+            f"a supervisor's name has 1 to {SUPERVISOR_NAME_LIMIT} characters and no control "
+            "characters"
         )
     return supervisor
 
@@ -93,7 +96,9 @@ def claimed_states(states: object) -> None:
 
 def request_id(request: str | None) -> None:
     if request is not None and not REQUEST_ID.match(request):
-        raise InvalidArgument("a request id has 1 to 64 letters, digits, '.', '_' or '-'")
+        raise InvalidArgument(
+            f"a request id has 1 to {REQUEST_ID_LIMIT} letters, digits, '.', '_' or '-'"
+        )
 
 
 def claim_wait(wait: float) -> None:
@@ -106,7 +111,7 @@ def retry_after(kind: str, seconds: float | None) -> None:
     for no longer than the longest duration."""
     if seconds is None:
         return
-    if kind != "failed":
+    if kind != ReportKind.FAILED:
         raise InvalidArgument("retry_after goes only with a report of kind 'failed'")
     if not 0 <= seconds <= LONGEST:
         raise InvalidArgument(f"retry_after is 0 to {LONGEST} seconds")
@@ -115,9 +120,9 @@ def retry_after(kind: str, seconds: float | None) -> None:
 def heartbeat_tasks(tasks: object) -> None:
     if not isinstance(tasks, list) or len(tasks) > BATCH_LIMIT:
         raise InvalidArgument(f"a heartbeat names at most {BATCH_LIMIT} tasks")
-    if not all(type(task) is int and 1 <= task <= MAX_TASK_ID for task in tasks):
+    if not all(type(task) is int and 1 <= task <= INTEGER_LIMIT for task in tasks):
         raise InvalidArgument(
-            f"the tasks of a heartbeat are ids, whole numbers from 1 to {MAX_TASK_ID}"
+            f"the tasks of a heartbeat are ids, whole numbers from 1 to {INTEGER_LIMIT}"
         )
 
 

@@ -1,8 +1,8 @@
-"""The clock: about once a second, renew the hold, end leases that are over, fire timers
+"""The clock: about once a second, renew the tenure, end leases that are over, fire timers
 (a `retry` timer queues its task's next attempt).
 
 It runs in a thread of its own. A tick that fails is logged in one line and tried
-again on the next beat; a lost hold stops the clock and tells the server.
+again on the next beat; a lost tenure stops the clock and tells the server.
 
 A tick finds its work through two partial indexes, never by reading the live
 tokens: the leases that are over by `tasks_lease` (`lease_until WHERE status =
@@ -26,10 +26,11 @@ from functools import partial
 
 from stateous.control.engine import Engine
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
-from stateous.control.hold import Hold
 from stateous.control.moves import Arrival, Unrouted
-from stateous.control.store import Counter, HoldLost, Tx
+from stateous.control.store import Counter, TenureLost, Tx
+from stateous.control.tenure import Tenure
 from stateous.model.durations import in_words
+from stateous.model.names import TIMEOUT_EVENT
 from stateous.model.vocabulary import Kind, TaskStatus, TimerKind, TimerStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.clock")
@@ -88,7 +89,7 @@ def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
         if task is not None and task.status == TaskStatus.WAITING:
             engine.moves.requeue(tx, task)
     elif timer.kind == TimerKind.TIMEOUT:
-        engine.moves.route(tx, token, Arrival("timeout"), Unrouted.FAIL)
+        engine.moves.route(tx, token, Arrival(TIMEOUT_EVENT), Unrouted.FAIL)
     else:
         engine.moves.route(tx, token, Arrival(timer.event, timer.payload), Unrouted.REJECT)
     return True
@@ -133,14 +134,14 @@ class Clock(threading.Thread):
     def __init__(
         self,
         engine: Engine,
-        hold: Hold,
-        on_lost: Callable[[HoldLost], None],
+        tenure: Tenure,
+        on_lost: Callable[[TenureLost], None],
         interval: float = 1.0,
         also: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(name="stateous-clock", daemon=True)
         self.engine = engine
-        self.hold = hold
+        self.tenure = tenure
         self.on_lost = on_lost
         self.interval = interval
         #: What else runs at each beat, after the tick (the API's credentials, looked at again).
@@ -150,8 +151,8 @@ class Clock(threading.Thread):
     def run(self) -> None:
         while not self._stopped.wait(self.interval):
             try:
-                self.hold.renew()
-            except HoldLost as ex:
+                self.tenure.renew()
+            except TenureLost as ex:
                 self.on_lost(ex)
                 return
             except (DatabaseBusy, OutcomeUnknown) as ex:

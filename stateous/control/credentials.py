@@ -7,10 +7,10 @@ The `auth` commands call these; the API only reads what they keep (`access`).
 from __future__ import annotations
 
 from stateous.control.access import digest, new_secret
-from stateous.control.checks import NAME_LIMIT as SUPERVISOR_NAME_LIMIT
 from stateous.control.hooks import Hook, hook_problem, kept
 from stateous.control.store import CredentialRow, Store, Tx
 from stateous.model.errors import Failure
+from stateous.model.limits import SUPERVISOR_NAME_LIMIT
 from stateous.model.names import name_problem, plain_text
 from stateous.model.vocabulary import Role
 

@@ -9,7 +9,7 @@ leave open:
 - framing that could be read two ways (`Content-Length` beside `Transfer-Encoding`, or
   `Transfer-Encoding` on HTTP/1.0) is refused and the connection closed, so no bytes
   after it can run as a request of their own;
-- a body over `MAX_BODY` is refused from its `Content-Length`, before it is read; a
+- a body over `BODY_LIMIT` is refused from its `Content-Length`, before it is read; a
   chunked body as soon as it passes the limit;
 - every answer that waitress writes itself is `{"error", "code"}` JSON;
 - `Expect: 100-continue` on a request that is already whole does not stop its answer;
@@ -17,7 +17,7 @@ leave open:
   thread until it reads, and loses its connection after the channel timeout; a request
   must arrive whole within the channel timeout too;
 - answers waiting to be sent stay in memory, never in a temporary file; a connection
-  whose client stopped reading is closed when it holds too much (`held`);
+  whose client stopped reading is closed when it keeps too much unsent (`unsent`);
 - after a refusal the connection reads on, dropping what the client still sends, for
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
@@ -29,9 +29,9 @@ leave open:
 - on SQLite, a request that may write, with a small body, is served by the loop itself,
   not handed to a request thread: the writes of one turn of the loop share a unit of work
   of the store, which commits before the loop's next look at the sockets, and their
-  answers are held until then (`loop_writes.LoopTurns`, `Channel.held`). Reads, and writes
-  whose cost grows with a large body, stay on the request threads, so that they hold no
-  other connection.
+  answers await it (`loop_writes.LoopTurns`, `Channel.awaiting_commit`). Reads, and
+  writes whose cost grows with a large body, stay on the request threads, so that they
+  hold no other connection.
 
 Nothing here knows a route; `api.create_app` is the app served.
 """
@@ -62,35 +62,32 @@ from waitress.utilities import (
     ServerNotImplemented,
 )
 
-from stateous.control.bodies import MAX_BODY
 from stateous.control.defaults import (
     DEFAULT_CHANNEL_TIMEOUT,
     DEFAULT_CONNECTION_LIMIT,
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
-from stateous.control.held import STALL, close_over_bounds
 from stateous.control.loop_writes import LoopTurns, Request
 from stateous.control.outlet import Outlet
 from stateous.control.refusals import FAILED
 from stateous.control.store import Store
 from stateous.control.stream import ADOPT
+from stateous.control.unsent import STALL, close_over_bounds
 from stateous.control.waiting_room import WaitingRoom
 from stateous.control.waits import PARK, RESUMED, Waiter
+from stateous.model.codes import RefusalCode
 from stateous.model.durations import parse_duration
+from stateous.model.limits import BODY_LIMIT, REQUEST_HEAD_LIMIT, UNREAD_LIMIT
 from stateous.model.text import printable
 from stateous.model.wire import ErrorBody
 
-#: The most bytes of a request's line and headers together.
-HEADER_LIMIT = 64 * 1024
-#: The most bytes of answers that a client may leave unread before its next request waits.
-UNREAD_LIMIT = 256 * 1024
 #: How long a connection reads on (and drops what it reads) after a refusal, in seconds.
 LINGER = 2.0
 #: How often the loop looks for connections past their time, in seconds.
 SWEEP = 1
 #: A size never reached: no request thread waits for a client to read (waiting is what
-#: parking is for), and no unsent answer spills to a file, out of sight of `held`'s bounds.
+#: parking is for), and no unsent answer spills to a file, out of sight of `unsent`'s bounds.
 NEVER = 2**62
 
 _encode = msgspec.json.Encoder().encode
@@ -120,9 +117,9 @@ def settings(limits: Limits, listener: socket.socket) -> Adjustments:
         connection_limit=limits.connection_limit,
         channel_timeout=limits.channel_timeout,
         cleanup_interval=SWEEP,
-        max_request_header_size=HEADER_LIMIT,
+        max_request_header_size=REQUEST_HEAD_LIMIT,
         # Waitress refuses a body of this many bytes or more: MAX_BODY itself is allowed.
-        max_request_body_size=MAX_BODY + 1,
+        max_request_body_size=BODY_LIMIT + 1,
         outbuf_high_watermark=NEVER,
         outbuf_overflow=NEVER,
         # select() cannot watch a descriptor past 1023; poll() can.
@@ -136,7 +133,7 @@ class Parser(HTTPRequestParser):  # type: ignore[misc]  # waitress ships no type
 
     #: The waiter of a claim served again after its wait, and the body it was sent with.
     waiter: Waiter | None = None
-    held_body = b""
+    kept_body = b""
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
@@ -162,7 +159,7 @@ class Parser(HTTPRequestParser):  # type: ignore[misc]  # waitress ships no type
         return consumed
 
 
-def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
+def refusal(request: HTTPRequestParser) -> tuple[int, str, RefusalCode]:
     """The status, sentence and code of a request that waitress will not hand to the app.
 
     No 5xx but a real failure: waitress's 501 for an unknown Transfer-Encoding is the
@@ -170,22 +167,24 @@ def refusal(request: HTTPRequestParser) -> tuple[int, str, str]:
     """
     error = request.error
     if isinstance(error, RequestHeaderFieldsTooLarge):
-        return 431, f"the request's line and headers pass {HEADER_LIMIT} bytes", "bad_request"
+        sentence = f"the request's line and headers pass {REQUEST_HEAD_LIMIT} bytes"
+        return 431, sentence, RefusalCode.BAD_REQUEST
     if isinstance(error, RequestEntityTooLarge):
         if request.chunked:
-            return 413, f"the chunked body passes {MAX_BODY} bytes, the most", "bad_request"
-        sentence = f"the body has {request.content_length} bytes; the most is {MAX_BODY}"
-        return 413, sentence, "bad_request"
+            sentence = f"the chunked body passes {BODY_LIMIT} bytes, the most"
+            return 413, sentence, RefusalCode.BAD_REQUEST
+        sentence = f"the body has {request.content_length} bytes; the most is {BODY_LIMIT}"
+        return 413, sentence, RefusalCode.BAD_REQUEST
     if isinstance(error, ServerNotImplemented):
         sentence = "the request cannot be read: chunked is the only Transfer-Encoding taken"
-        return 400, sentence, "bad_request"
+        return 400, sentence, RefusalCode.BAD_REQUEST
     if error.code < 500:
         # Waitress's own words, such as "Invalid chunk size" or "Content-Length is invalid".
         reason = str(error.body)
         if reason[1:2].islower():
             reason = reason[0].lower() + reason[1:]
-        return error.code, f"the request cannot be read: {reason}", "bad_request"
-    return 500, FAILED, "unexpected"
+        return error.code, f"the request cannot be read: {reason}", RefusalCode.BAD_REQUEST
+    return 500, FAILED, RefusalCode.UNEXPECTED
 
 
 class Refusal(ErrorTask):  # type: ignore[misc]  # waitress ships no types
@@ -216,11 +215,11 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
         request = self.request
         if request.waiter is not None:
             environ[RESUMED] = request.waiter
-            environ["wsgi.input"] = io.BytesIO(request.held_body)
+            environ["wsgi.input"] = io.BytesIO(request.kept_body)
         return environ
 
     def park(self, waiter: Waiter) -> bool:
-        """Hold this claim in the waiting room until `waiter` is woken or its wait ends, then
+        """Keep this claim in the waiting room until `waiter` is woken or its wait ends, then
         serve it again; False when the connection has more to do first (the app answers)."""
         channel = self.channel
         with channel.requests_lock:
@@ -230,7 +229,7 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
             if again.waiter is None:
                 body = self.request.get_body_stream()
                 body.seek(0)
-                again.held_body = body.read()
+                again.kept_body = body.read()
             again.body_rcv = None
             again.waiter = waiter
             channel.waiting = again
@@ -286,7 +285,7 @@ class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
     waiting: Parser | None = None
     #: The loop answered a request that may have written: its answer waits for the turn's
     #: commit before it is sent.
-    held = False
+    awaiting_commit = False
 
     def next_request(self) -> Request | None:
         """The request to serve next, if any. Asked by the loop as it queues the connection,
@@ -294,7 +293,7 @@ class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
         return self.requests[0] if self.requests else None
 
     def _flush_some(self, do_close: bool = True) -> bool:
-        if self.held:
+        if self.awaiting_commit:
             return False
         return bool(super()._flush_some(do_close))
 

@@ -43,6 +43,7 @@ from stateous.control.store import (
 from stateous.control.versions import Graphs
 from stateous.control.views import detail, history_entries, view
 from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
+from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
@@ -58,7 +59,7 @@ class Engine:
     """The control plane's decisions, over one graph and one store."""
 
     def __init__(
-        self, graph: Graph, store: Store, *, lease: float = 120.0, waits: Waits | None = None
+        self, graph: Graph, store: Store, *, lease: float = LEASE, waits: Waits | None = None
     ) -> None:
         self.graph = graph
         #: The claims that wait for a task; every write wakes those it queued one for.
@@ -281,52 +282,52 @@ class Engine:
         return view(row)
 
     def resume(self, token: str, *, by: str | None = None) -> TokenView:
-        """Resume a paused token; its held events, and its children's, apply in arrival order."""
+        """Resume a paused token; its deferred events, and its children's, apply in order."""
         return self._write(lambda tx: self.resume_in(tx, token), by)
 
     def resume_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
-        held = []
+        deferred = []
         for member in self._family(tx, row):
             if member.status != TokenStatus.PAUSED:
                 continue
             paused = tx.last_entry(member.token, (Kind.PAUSED,))
             if paused is not None:
                 tx.shift_timers(member.token, tx.now - paused.at)
-                held.extend(tx.entries_after(member.token, paused.seq, Kind.EVENT_DEFERRED))
+                deferred.extend(tx.entries_after(member.token, paused.seq, Kind.EVENT_DEFERRED))
             member.status = TokenStatus.ACTIVE
             tx.save_token(member)
             tx.record(member.token, Kind.RESUMED, {})
-        for entry in sorted(held, key=lambda item: item.data["arrival"]):
+        for entry in sorted(deferred, key=lambda item: item.data["arrival"]):
             self._replay(tx, entry.token, entry.data)
         return view(self.token_row(tx, token))
 
-    def _replay(self, tx: Tx, token: str, held: dict[str, Any]) -> None:
-        """Apply an event held while the token was paused, or drop it if it no longer fits.
+    def _replay(self, tx: Tx, token: str, deferred: dict[str, Any]) -> None:
+        """Apply an event deferred while the token was paused, or drop it if it no longer fits.
 
-        A held report applies only to the visit it was reported in; an event of
+        A deferred report applies only to the visit it was reported in; an event of
         Stateous itself that still cannot move the token fails it, as it would
         have when it arrived.
         """
         row = self.token_row(tx, token)
-        event = held["event"]
+        event = deferred["event"]
         if row.status != TokenStatus.ACTIVE:
             self.moves.drop(tx, row, event, f"token {token!r} is {row.status}")
             return
-        reported = "task" in held
-        if reported and (row.state, row.visit) != (held["state"], held["visit"]):
-            self.moves.drop(tx, row, event, f"the token left {held['state']!r}")
+        reported = "task" in deferred
+        if reported and (row.state, row.visit) != (deferred["state"], deferred["visit"]):
+            self.moves.drop(tx, row, event, f"the token left {deferred['state']!r}")
             return
-        changes = held.get("context") or {}
+        changes = deferred.get("context") or {}
         arrival = Arrival(
             event,
-            held.get("payload"),
-            task=tx.task(held["task"]) if reported else None,
+            deferred.get("payload"),
+            task=tx.task(deferred["task"]) if reported else None,
             changes=changes,
             context={**row.context, **changes} if changes else None,
-            schedules=held.get("schedules") or [],
-            detail=held.get("error"),
-            replay=held["arrival"],
+            schedules=deferred.get("schedules") or [],
+            detail=deferred.get("error"),
+            replay=deferred["arrival"],
         )
         own = event in BUILTIN_EVENTS and not reported
         self.moves.route(tx, row, arrival, Unrouted.FAIL if own else Unrouted.DROP)

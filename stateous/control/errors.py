@@ -1,103 +1,107 @@
 """The refusals of the control plane, each with its stable code and HTTP status.
 
 Programs read the code, people read the sentence. The engine raises these; the
-API turns each into `{"error", "code"}` with its status, through one table.
+API turns each into `{"error", "code"}` with its status, through one table. The
+codes are the model's (`stateous.model.codes`), which the supervisor and the client
+read them by.
 """
 
 from __future__ import annotations
+
+from stateous.model.codes import RefusalCode
 
 
 class EngineError(Exception):
     """A request that the control plane refuses; the message is one sentence."""
 
-    code = "unexpected"
+    code = RefusalCode.UNEXPECTED
     status = 500
 
 
 class TokenNotFound(EngineError, LookupError):
-    code, status = "token_not_found", 404
+    code, status = RefusalCode.TOKEN_NOT_FOUND, 404
 
 
 class GraphNotFound(EngineError, LookupError):
-    code, status = "graph_not_found", 404
+    code, status = RefusalCode.GRAPH_NOT_FOUND, 404
 
 
 class TaskNotFound(EngineError, LookupError):
-    code, status = "task_not_found", 404
+    code, status = RefusalCode.TASK_NOT_FOUND, 404
 
 
 class InvalidArgument(EngineError, ValueError):
-    code, status = "invalid_argument", 422
+    code, status = RefusalCode.INVALID_ARGUMENT, 422
 
 
 class InvalidContext(EngineError, ValueError):
-    code, status = "invalid_context", 422
+    code, status = RefusalCode.INVALID_CONTEXT, 422
 
 
 class InvalidPayload(EngineError, ValueError):
-    code, status = "invalid_payload", 422
+    code, status = RefusalCode.INVALID_PAYLOAD, 422
 
 
 class InvalidTokenId(EngineError, ValueError):
-    code, status = "invalid_token_id", 422
+    code, status = RefusalCode.INVALID_TOKEN_ID, 422
 
 
 class InvalidBody(EngineError, ValueError):
-    code, status = "invalid_body", 422
+    code, status = RefusalCode.INVALID_BODY, 422
 
 
 class TooManyTimers(EngineError, ValueError):
     """A report sets more timers than one report may, or than its token may have pending."""
 
-    code, status = "too_many_timers", 422
+    code, status = RefusalCode.TOO_MANY_TIMERS, 422
 
 
 class EventNotAllowed(EngineError):
-    code, status = "event_not_allowed", 409
+    code, status = RefusalCode.EVENT_NOT_ALLOWED, 409
 
 
 class TokenNotActive(EngineError):
-    code, status = "token_not_active", 409
+    code, status = RefusalCode.TOKEN_NOT_ACTIVE, 409
 
 
 class ChildToken(EngineError):
-    code, status = "child_token", 409
+    code, status = RefusalCode.CHILD_TOKEN, 409
 
 
 class TokenLive(EngineError):
     """A retry of a token that is active or paused: there is nothing to mend."""
 
-    code, status = "token_live", 409
+    code, status = RefusalCode.TOKEN_LIVE, 409
 
 
 class TokenCompleted(EngineError):
     """A retry of a token that completed: its work is done for good."""
 
-    code, status = "token_completed", 409
+    code, status = RefusalCode.TOKEN_COMPLETED, 409
 
 
 class UnknownState(EngineError, ValueError):
     """A state that the token's workflow does not have."""
 
-    code, status = "unknown_state", 422
+    code, status = RefusalCode.UNKNOWN_STATE, 422
 
 
 class StateNotVisited(EngineError):
     """A retry from a state of the workflow that the token never entered."""
 
-    code, status = "state_not_visited", 409
+    code, status = RefusalCode.STATE_NOT_VISITED, 409
 
 
 class ParentMovedOn(EngineError):
     """A retry of a child whose parent has left the visit that started it."""
 
-    code, status = "parent_moved_on", 409
+    code, status = RefusalCode.PARENT_MOVED_ON, 409
 
 
 class StateGone(EngineError):
     """A migration of a token whose state (or a child's) the target graph lacks."""
 
-    code, status = "state_gone", 409
+    code, status = RefusalCode.STATE_GONE, 409
 
 
 class ContractChanged(EngineError):
@@ -105,67 +109,67 @@ class ContractChanged(EngineError):
     context model, events or payload models; for a parallel state, other child workflows,
     join or inputs."""
 
-    code, status = "contract_changed", 409
+    code, status = RefusalCode.CONTRACT_CHANGED, 409
 
 
 class PlanNotFound(EngineError, LookupError):
-    code, status = "plan_not_found", 404
+    code, status = RefusalCode.PLAN_NOT_FOUND, 404
 
 
 class PlanMismatch(EngineError):
     """An apply whose action or options are not those the plan was made with."""
 
-    code, status = "plan_mismatch", 409
+    code, status = RefusalCode.PLAN_MISMATCH, 409
 
 
 class PlanTooLarge(EngineError, ValueError):
     """A filter that matches more tokens than one plan may hold."""
 
-    code, status = "plan_too_large", 422
+    code, status = RefusalCode.PLAN_TOO_LARGE, 422
 
 
 class ScheduleNotFound(EngineError, LookupError):
-    code, status = "schedule_not_found", 404
+    code, status = RefusalCode.SCHEDULE_NOT_FOUND, 404
 
 
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 
-    code, status = "invalid_schedule", 422
+    code, status = RefusalCode.INVALID_SCHEDULE, 422
 
 
 class ScheduleExists(EngineError):
     """A schedule of this name exists already (from the graph file, or added)."""
 
-    code, status = "schedule_exists", 409
+    code, status = RefusalCode.SCHEDULE_EXISTS, 409
 
 
 class ScheduleInFlow(EngineError):
     """The schedule comes from the graph file: only a new graph file removes it."""
 
-    code, status = "schedule_in_flow", 409
+    code, status = RefusalCode.SCHEDULE_IN_FLOW, 409
 
 
 class TaskNotHeld(EngineError):
-    code, status = "task_not_held", 409
+    code, status = RefusalCode.TASK_NOT_HELD, 409
 
 
 class AttemptOver(EngineError):
-    code, status = "attempt_over", 409
+    code, status = RefusalCode.ATTEMPT_OVER, 409
 
 
 class DatabaseBusy(EngineError):
-    code, status = "database_busy", 503
+    code, status = RefusalCode.DATABASE_BUSY, 503
 
 
 class NotServing(EngineError):
-    code, status = "not_serving", 503
+    code, status = RefusalCode.NOT_SERVING, 503
 
 
 class TooManyStreams(EngineError):
     """The control plane holds its most live streams (`serve --streams`)."""
 
-    code, status = "too_many_streams", 503
+    code, status = RefusalCode.TOO_MANY_STREAMS, 503
 
 
 class OutcomeUnknown(EngineError):

@@ -15,6 +15,7 @@ import msgspec
 
 from stateous.control.checks import TOKEN_ID
 from stateous.control.errors import EngineError
+from stateous.model.codes import RefusalCode
 
 #: The kind of GitHub's first delivery to a new hook, which only checks that it arrives.
 PING = "ping"
@@ -27,7 +28,7 @@ FIXED = "="
 
 
 class InvalidDelivery(EngineError, ValueError):
-    code, status = "invalid_delivery", 422
+    code, status = RefusalCode.INVALID_DELIVERY, 422
 
 
 class Hook(msgspec.Struct, frozen=True, omit_defaults=True):

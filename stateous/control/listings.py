@@ -35,6 +35,7 @@ from stateous.control.store import (
 )
 from stateous.control.views import view
 from stateous.model.durations import parse_duration
+from stateous.model.limits import INTEGER_LIMIT, SUPERVISOR_NAME_LIMIT, TOKEN_ID_LIMIT
 from stateous.model.names import plain_text
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TokenStatus
 from stateous.model.wire import SupervisorView, TaskView, TokenView
@@ -86,7 +87,7 @@ def decode_name_cursor(cursor: str) -> str:
         (name,) = msgspec.json.decode(raw, type=tuple[str])
     except (ValueError, binascii.Error, msgspec.DecodeError):
         raise InvalidArgument("after is not a cursor of this listing") from None
-    if not plain_text(name, checks.NAME_LIMIT):
+    if not plain_text(name, SUPERVISOR_NAME_LIMIT):
         raise InvalidArgument("after is not a cursor of this listing")
     return name
 
@@ -94,8 +95,8 @@ def decode_name_cursor(cursor: str) -> str:
 def valid_key(key: object) -> bool:
     """Whether the second half of a cursor's key can name a row: a token id, a task id."""
     if isinstance(key, str):
-        return checks.keepable(key) and len(key) <= 128
-    return isinstance(key, int) and 1 <= key <= checks.MAX_TASK_ID
+        return checks.keepable(key) and len(key) <= TOKEN_ID_LIMIT
+    return isinstance(key, int) and 1 <= key <= INTEGER_LIMIT
 
 
 def moment(name: str, text: str | None) -> str | None:
@@ -227,9 +228,9 @@ class Listings:
     ) -> Page[TaskView]:
         """A page of live tasks (queued, claimed, waiting), the oldest queued first."""
         live = one_of("status", status, tuple(LIVE_TASK))
-        if supervisor is not None and not plain_text(supervisor, checks.NAME_LIMIT):
+        if supervisor is not None and not plain_text(supervisor, SUPERVISOR_NAME_LIMIT):
             raise InvalidArgument(
-                f"supervisor must be a name of 1 to {checks.NAME_LIMIT} characters "
+                f"supervisor must be a name of 1 to {SUPERVISOR_NAME_LIMIT} characters "
                 "without control characters"
             )
         age = None

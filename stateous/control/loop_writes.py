@@ -4,7 +4,7 @@ After each look at the sockets, the loop serves the requests that may write (any
 but GET, HEAD and OPTIONS) inside one unit of work of the store (`with store.turn()`):
 their writes share its transaction, one sync for them all and no hand-off to a request
 thread, and leaving the block commits them; their answers are held until then
-(`Channel.held`), and so is a read pipelined behind one of them, which goes to a request
+(`Channel.awaiting_commit`), and so is a read pipelined behind one of them, which goes to a request
 thread once the commit has made what it follows visible. When the commit fails, those
 connections are closed with no answer. A write whose body passes `LOOP_BODY` bytes goes
 to a thread of its own beside the loop instead, where it has a transaction of its own: its
@@ -52,11 +52,11 @@ def heavy(request: Request) -> bool:
     return request.body_bytes_received > LOOP_BODY or request.path.startswith(BESIDE_LOOP)
 
 
-class Held(Protocol):
+class LoopChannel(Protocol):
     """A connection as the loop's turns see it (`edge.Channel`)."""
 
     #: Its answer waits for the turn's commit.
-    held: bool
+    awaiting_commit: bool
     #: The claim that waits, if any (`edge.Channel.waiting`).
     waiting: Any
 
@@ -78,12 +78,12 @@ class LoopTurns:
         self.hand_off = hand_off
         self.beside = beside
         #: The connections whose requests the loop serves at the end of this turn.
-        self.writing: list[Held] = []
-        #: Held connections whose next request reads: it goes to a request thread after
-        #: the commit, so that it sees what the request before it wrote.
-        self.after_turn: list[Held] = []
+        self.writing: list[LoopChannel] = []
+        #: Connections awaiting the commit whose next request reads: it goes to a request
+        #: thread after the commit, so that it sees what the request before it wrote.
+        self.after_turn: list[LoopChannel] = []
 
-    def take(self, channel: Held) -> bool:
+    def take(self, channel: LoopChannel) -> bool:
         """Keep `channel` for this turn, when its request is the loop's to serve or must wait
         for the turn's commit, or give it to the thread of the heavy writes; False when it
         goes to a request thread now."""
@@ -93,7 +93,7 @@ class LoopTurns:
                 self.beside(channel)
             else:
                 self.writing.append(channel)
-        elif channel.held:
+        elif channel.awaiting_commit:
             self.after_turn.append(channel)
         else:
             return False
@@ -104,23 +104,23 @@ class LoopTurns:
         serving keeps again) in one turn of the store, then let their answers go."""
         if not self.writing:
             return
-        held: list[Held] = []
+        awaiting: list[LoopChannel] = []
         committed = False
         try:
             with self.store.turn():
                 while self.writing:
                     channel = self.writing.pop(0)
-                    channel.held = True
-                    held.append(channel)
+                    channel.awaiting_commit = True
+                    awaiting.append(channel)
                     self.serve_one(channel)
             committed = True
         except DatabaseBusy as ex:
             log.error("the writes of a turn of the loop are not kept: %s", ex)
         finally:
-            self.release(held, committed)
+            self.release(awaiting, committed)
 
     @staticmethod
-    def serve_one(channel: Held) -> None:
+    def serve_one(channel: LoopChannel) -> None:
         try:
             channel.service()
         except Exception:
@@ -129,13 +129,13 @@ class LoopTurns:
             log.exception("serving a request on the loop failed")
             channel.close_now()
 
-    def release(self, held: list[Held], committed: bool) -> None:
+    def release(self, awaiting: list[LoopChannel], committed: bool) -> None:
         """Let the turn's answers go and hand the reads that waited to the request threads;
         when the commit failed, close their connections instead: no answer says the
         change is on disk."""
         reads, self.after_turn = self.after_turn, []
-        for channel in held:
-            channel.held = False
+        for channel in awaiting:
+            channel.awaiting_commit = False
             if not committed:
                 if channel.waiting is not None:
                     channel.waiter.leave()  # its claim never got to wait

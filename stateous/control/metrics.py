@@ -28,7 +28,8 @@ from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.listings import SEEN_FOR
 from stateous.control.store import Counter, SupervisorRow, Tx, joined, to_column
 from stateous.control.waits import RESUMED
-from stateous.model.vocabulary import ENDING, LIVE_TASK
+from stateous.model.codes import RefusalCode
+from stateous.model.vocabulary import ENDING, LIVE_TASK, ReportKind
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -40,9 +41,9 @@ UNMATCHED = "unmatched"
 METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"))
 OTHER_METHOD = "other"
 #: The outcomes of a report, as `ReportBody.kind` names them.
-OUTCOMES = ("event", "waiting", "failed")
+OUTCOMES = tuple(ReportKind)
 #: The codes an event is refused with once it is in the ledger (`event_rejected`).
-REFUSALS = ("event_not_allowed", "token_not_active")
+REFUSALS = (RefusalCode.EVENT_NOT_ALLOWED, RefusalCode.TOKEN_NOT_ACTIVE)
 #: The counters of the database without a label: name, help, counter.
 PLAIN = (
     ("stateous_tokens_started_total", "Tokens started, children included.", Counter.TOKENS_STARTED),
@@ -188,9 +189,9 @@ def counter_families(shot: stats.Snapshot) -> list[Family]:
         "counter",
         "Events that the ledger records as refused, by the code of the refusal.",
     )
-    for code, n in sorted(
-        {**dict.fromkeys(REFUSALS, 0), **shot.labels(Counter.EVENTS_REFUSED)}.items()
-    ):
+    by_code: dict[str, int] = dict.fromkeys(REFUSALS, 0)
+    by_code.update(shot.labels(Counter.EVENTS_REFUSED))
+    for code, n in sorted(by_code.items()):
         refused.add(n, code=code)
     reports = Family("stateous_reports_total", "counter", "Reports of tasks taken, by outcome.")
     for outcome in OUTCOMES:

@@ -1,8 +1,8 @@
 """How a token moves: the one router of events, and the steps of a move.
 
 Every path that moves a token (an event from outside, a report, a timer, a
-failed attempt, a join, a held event on resume) hands its event to
-`Moves.route`, which decides in one place what the event does: hold it while
+failed attempt, a join, a deferred event on resume) hands its event to
+`Moves.route`, which decides in one place what the event does: defer it while
 the token is paused, take the transition that the guards choose, or, when no
 transition takes it, refuse, reject, fail or drop it as the caller says. The
 steps of a move (leave the state, enter the next one, start children, end)
@@ -24,7 +24,15 @@ from stateous.control.versions import Graphs
 from stateous.model.backoff import ceiling, jittered
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import StateSpec
-from stateous.model.names import END_NAME, START_NAME, STARTED
+from stateous.model.limits import TOKEN_ID_LIMIT
+from stateous.model.names import (
+    END_NAME,
+    ERROR_EVENT,
+    JOINED_EVENT,
+    START_NAME,
+    STARTED,
+    TIMEOUT_EVENT,
+)
 from stateous.model.vocabulary import (
     CLOSING,
     ENDING,
@@ -38,8 +46,6 @@ from stateous.model.vocabulary import (
 
 #: The event name that a `retry` timer carries: it is never routed, only shown.
 RETRY_EVENT = "retry"
-#: The longest token id; a child's id is its parent's, its state, visit and workflow.
-ID_LIMIT = 128
 
 
 class Unrouted(Enum):
@@ -52,7 +58,7 @@ class Unrouted(Enum):
     REJECT = "reject"
     #: Fail the token: the events of Stateous itself (`timeout`, `error`, `joined`).
     FAIL = "fail"
-    #: Record `event_dropped`: a held event that no longer fits at resume.
+    #: Record `event_dropped`: a deferred event that no longer fits at resume.
     DROP = "drop"
 
 
@@ -73,7 +79,7 @@ class Arrival:
     schedules: list[dict[str, Any]] = field(default_factory=list)
     #: Why Stateous sends `error`: the failed attempt's error.
     detail: str | None = None
-    #: The arrival number of a held event that applies now, at resume.
+    #: The arrival number of a deferred event that applies now, at resume.
     replay: int | None = None
 
 
@@ -86,9 +92,9 @@ class NoRoute:
 
 #: How a token fails when an event of Stateous itself cannot move it.
 _FAILURES = {
-    "joined": "the join of {state!r} cannot move the token",
-    "error": "{state!r} failed, and has no transition on 'error'",
-    "timeout": "{state!r} timed out",
+    JOINED_EVENT: "the join of {state!r} cannot move the token",
+    ERROR_EVENT: "{state!r} failed, and has no transition on 'error'",
+    TIMEOUT_EVENT: "{state!r} timed out",
 }
 
 
@@ -108,23 +114,23 @@ class Moves:
     def route(self, tx: Tx, token: TokenRow, arrival: Arrival, unrouted: Unrouted) -> None:
         """Decide what `arrival` does to the token in its state, and do it.
 
-        A paused token holds the event. An event that a task reports is judged
+        A paused token defers the event. An event that a task reports is judged
         first, paused or not, because its supervisor waits to learn whether the
-        outcome was taken; any other event is held unjudged, since the guards
+        outcome was taken; any other event is deferred unjudged, since the guards
         read the token as it will be at resume. A token that is not paused takes
         the transition that the guards choose, with the report's context
         changes and timers first; when none takes it, `unrouted` says what then.
         """
         paused = token.status == TokenStatus.PAUSED
         if paused and arrival.task is None:
-            self.hold(tx, token, arrival)
+            self.defer(tx, token, arrival)
             return
         choice = self.choose(tx, token, arrival)
         if isinstance(choice, NoRoute):
             self.unrouted(tx, token, arrival, choice.reason, unrouted)
             return
         if paused:
-            self.hold(tx, token, arrival)
+            self.defer(tx, token, arrival)
             return
         if arrival.replay is not None:
             self.replayed(tx, token, arrival)
@@ -143,7 +149,7 @@ class Moves:
             ctx=context,
             payload=payload,
             counts=self.counts(tx, token, event) if flow.counts_needed(token.state, event) else {},
-            branches=payload.get("branches") if event == "joined" and payload else None,
+            branches=payload.get("branches") if event == JOINED_EVENT and payload else None,
         )
         if choice is None:
             return NoRoute(self.no_route_reason(tx, token, event))
@@ -193,7 +199,7 @@ class Moves:
         raise KeepAndRaise(EventNotAllowed(reason))
 
     def drop(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
-        """Record that a held event no longer applies."""
+        """Record that a deferred event no longer applies."""
         tx.record(token.token, Kind.EVENT_DROPPED, {"event": event, "reason": reason})
 
     def replayed(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
@@ -201,10 +207,10 @@ class Moves:
             token.token, Kind.EVENT_REPLAYED, {"event": arrival.event, "arrival": arrival.replay}
         )
 
-    def hold(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
+    def defer(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
         """Keep an event for a paused token, numbered in the order of arrival.
 
-        A held report keeps its task waiting, with what it would change, so that
+        A deferred report keeps its task waiting, with what it would change, so that
         the resume can apply it whole, or drop it if the token moved on.
         """
         data: dict[str, Any] = {
@@ -313,7 +319,7 @@ class Moves:
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:
             self.set_timer(
-                tx, token, "timeout", None, parse_duration(spec.timeout), TimerKind.TIMEOUT
+                tx, token, TIMEOUT_EVENT, None, parse_duration(spec.timeout), TimerKind.TIMEOUT
             )
 
     def set_timer(
@@ -351,7 +357,7 @@ class Moves:
             return
         task.status = TaskStatus.FAILED
         tx.save_task(task)
-        self.route(tx, token, Arrival("error", detail=error), Unrouted.FAIL)
+        self.route(tx, token, Arrival(ERROR_EVENT, detail=error), Unrouted.FAIL)
 
     @staticmethod
     def retry_wait(spec: StateSpec, task: TaskRow, asked: float | None) -> float:
@@ -423,16 +429,16 @@ class Moves:
 
     def cancel_token(self, tx: Tx, token: TokenRow, reason: str | None) -> None:
         """Cancel a live token, its task, its timers and its own children."""
-        for held in self.held(tx, token):
-            self.drop(tx, token, held.data["event"], "the token was cancelled")
+        for deferred in self.deferred(tx, token):
+            self.drop(tx, token, deferred.data["event"], "the token was cancelled")
         task = tx.live_task(token.token)
         if task is not None:
             self.close_task(tx, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, "the parent was cancelled")
         self.end(tx, token, TokenStatus.CANCELLED, {} if reason is None else {"reason": reason})
 
-    def held(self, tx: Tx, token: TokenRow) -> list[Any]:
-        """The events held for a paused token since its last pause, in order."""
+    def deferred(self, tx: Tx, token: TokenRow) -> list[Any]:
+        """The events deferred for a paused token since its last pause, in order."""
         if token.status != TokenStatus.PAUSED:
             return []
         paused = tx.last_entry(token.token, (Kind.PAUSED,))
@@ -456,16 +462,16 @@ class Moves:
         self, token: str, flow: Flow, state: str, visit: int, context: dict[str, Any]
     ) -> str | None:
         """Say why entering `state` cannot be done when a child it would start, or a child of
-        that child, would get an id longer than `ID_LIMIT`; None when every id fits."""
+        that child, would get an id longer than `TOKEN_ID_LIMIT`; None when every id fits."""
         spec = flow.spec.states.get(state)
         if spec is None or not spec.parallel:
             return None
         for workflow in spec.parallel:
             child = self.child_id(token, state, visit, workflow)
-            if len(child) > ID_LIMIT:
+            if len(child) > TOKEN_ID_LIMIT:
                 return (
                     f"the child token id {child[:40]}... would have {len(child)} "
-                    f"characters, more than {ID_LIMIT}"
+                    f"characters, more than {TOKEN_ID_LIMIT}"
                 )
             child_flow = flow.family[workflow]
             child_context = self.child_context(child_flow, spec.inputs or [], context)
@@ -534,7 +540,7 @@ class Moves:
                 row for row in siblings if row.status in (TokenStatus.COMPLETED, TokenStatus.FAILED)
             ]
         payload = {"branches": [self.branch(tx, row) for row in ended]}
-        self.route(tx, parent, Arrival("joined", payload), Unrouted.FAIL)
+        self.route(tx, parent, Arrival(JOINED_EVENT, payload), Unrouted.FAIL)
 
     def branch(self, tx: Tx, child: TokenRow) -> dict[str, Any]:
         """Describe an ended child for `joined`: the payload that brought it to its state, and

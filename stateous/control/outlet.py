@@ -15,8 +15,8 @@ import select
 import socket
 from contextlib import suppress
 
-#: The most bytes a stream's client may leave unread before it is cut.
-UNREAD_LIMIT = 256 * 1024
+from stateous.model.limits import UNREAD_LIMIT
+
 #: The final chunk of an answer framed in chunks.
 LAST_CHUNK = b"0\r\n\r\n"
 #: What a stream's socket is always polled for: what its client sends, or its end.

@@ -11,6 +11,7 @@ import msgspec
 
 from stateous.control.errors import EngineError
 from stateous.model import wire
+from stateous.model.codes import RefusalCode
 from stateous.model.text import printable
 
 #: The sentence of an unexpected failure; only the log gets the traceback.
@@ -20,7 +21,7 @@ _log = logging.getLogger("stateous.control.api")
 _encode = msgspec.json.Encoder().encode
 
 
-def refuse(resp: falcon.Response, status: int, sentence: str, code: str) -> None:
+def refuse(resp: falcon.Response, status: int, sentence: str, code: RefusalCode) -> None:
     """Write a refusal: `{"error", "code"}` with its status."""
     resp.status = falcon.code_to_http_status(status)
     resp.data = _encode(wire.ErrorBody(error=sentence, code=code))
@@ -34,7 +35,7 @@ def engine_refused(
 
 
 #: The code of a refusal that Falcon itself raises, by its status; others are `bad_request`.
-FALCON_CODES = {404: "not_found", 405: "method_not_allowed"}
+FALCON_CODES = {404: RefusalCode.NOT_FOUND, 405: RefusalCode.METHOD_NOT_ALLOWED}
 
 
 def falcon_refused(
@@ -52,7 +53,8 @@ def falcon_refused(
         sentence = f"the request cannot be read: {ex.title}"
     if ex.headers:
         resp.set_headers(ex.headers)
-    code = FALCON_CODES.get(status, "bad_request" if status < 500 else "unexpected")
+    fallback = RefusalCode.BAD_REQUEST if status < 500 else RefusalCode.UNEXPECTED
+    code = FALCON_CODES.get(status, fallback)
     refuse(resp, status, sentence, code)
 
 
@@ -61,4 +63,4 @@ def failed(
 ) -> None:
     """Answer any other exception with a fixed sentence; only the log gets the traceback."""
     _log.exception("%s %s failed", req.method, printable(req.path), exc_info=ex)
-    refuse(resp, 500, FAILED, "unexpected")
+    refuse(resp, 500, FAILED, RefusalCode.UNEXPECTED)

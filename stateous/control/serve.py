@@ -4,7 +4,7 @@ The port is bound before the database opens, so a port in use costs nothing. The
 database (SQLite or Postgres, by its URL) is held (a lock that lives with the process
 and the `control_plane` row), the graph file kept beside the older ones that live tokens
 still run on, then the clock and the HTTP server start. SIGINT or SIGTERM finishes the
-requests in progress, gives the hold up and stops. A standby
+requests in progress, gives its tenure up and stops. A standby
 (`--standby`) whose database another control plane holds answers `not_serving`
 on its port and asks for the lock four times a second; it serves once it has it.
 """
@@ -42,23 +42,23 @@ from stateous.control.edge import (
 from stateous.control.engine import Engine
 from stateous.control.errors import NotServing
 from stateous.control.graph import Graph
-from stateous.control.hold import Hold
 from stateous.control.offset_clock import serving_clock
 from stateous.control.retention import Retention
 from stateous.control.store import (
     POSTGRES,
     GraphVersion,
-    HoldLost,
-    HoldRefused,
     Lock,
     Store,
+    TenureLost,
+    TenureRefused,
     Tx,
     UnknownUrl,
-    open_held,
+    open_locked,
     serving_lock,
     sqlite_path,
 )
 from stateous.control.stream import Published, Streams
+from stateous.control.tenure import Tenure
 from stateous.control.versions import Graphs
 from stateous.control.waits import Waits
 from stateous.model.errors import Failure
@@ -181,7 +181,7 @@ def versions_line(graph: Graph, older: list[GraphVersion]) -> str:
 
 
 class ControlPlane:
-    """One running control plane: its socket, store, hold, clock and HTTP server.
+    """One running control plane: its socket, store, tenure, clock and HTTP server.
 
     A `standby` whose database another control plane serves binds its port, answers
     `not_serving` and asks for the serving lock every `STANDBY_EVERY` seconds; once it
@@ -217,7 +217,7 @@ class ControlPlane:
             raise ServeError(str(ex)) from None
         check_url(db)
         self.listener = bind(self.address)
-        self.lost: HoldLost | None = None
+        self.lost: TenureLost | None = None
         #: The claims that wait for a task; a stop signal ends them first.
         self.waits = Waits(limits.connection_limit)
         #: The live streams, once the database is open; a stop signal ends them too.
@@ -230,7 +230,7 @@ class ControlPlane:
             lock = serving_lock(db)
             try:
                 lock.take()
-            except HoldRefused:
+            except TenureRefused:
                 if not standby:
                     raise
                 self.waiting = lock
@@ -243,7 +243,7 @@ class ControlPlane:
     def _open(self, lock: Lock) -> None:
         """Open the database under its serving lock, check it, hold it and make the clock."""
         self.lock = lock
-        self.store = open_held(
+        self.store = open_locked(
             self.db,
             lock,
             connections=self.limits.threads + SPARE_CONNECTIONS,
@@ -258,8 +258,8 @@ class ControlPlane:
             self._check_open_to_others()
             self.older = record_graph(self.store, self.engine.graphs)
             schedules.sync(self.engine, self.graph.document)
-            self.hold = Hold(self.store, self.lock)
-            self.hold.take(self.graph.structure, self.graph.checksum)
+            self.tenure = Tenure(self.store, self.lock)
+            self.tenure.take(self.graph.structure, self.graph.checksum)
         except BaseException:
             self._close_opened()
             raise
@@ -268,7 +268,7 @@ class ControlPlane:
         renewed = renew_leases(self.engine)
         if renewed:
             log.info("%d claimed tasks get a full lease from this start", renewed)
-        self.clock = Clock(self.engine, self.hold, self._lose, also=self._beat)
+        self.clock = Clock(self.engine, self.tenure, self._lose, also=self._beat)
         self.retention = None if self.keep_ended is None else Retention(self.store, self.keep_ended)
 
     def _beat(self) -> None:
@@ -302,7 +302,7 @@ class ControlPlane:
     def port(self) -> int:
         return int(self.listener.getsockname()[1])
 
-    def _lose(self, lost: HoldLost) -> None:
+    def _lose(self, lost: TenureLost) -> None:
         log.error("%s; answering not_serving and stopping", lost)
         self.lost = lost
         self.store.fence(NotServing("this control plane no longer holds its database"))
@@ -430,7 +430,7 @@ class ControlPlane:
         while not stop.wait(STANDBY_EVERY):
             try:
                 self.waiting.take()
-            except HoldRefused:
+            except TenureRefused:
                 continue
             except Failure as ex:  # the database cannot be reached now: say so once
                 if str(ex) != said:
@@ -454,7 +454,7 @@ class ControlPlane:
             return
 
     def _close(self) -> None:
-        """Give the hold up and close the database (a standby: its lock) and the socket."""
+        """Give the tenure up and close the database (a standby: its lock) and the socket."""
         if self.waiting is not None:
             self.waiting.release()
         else:
@@ -463,7 +463,7 @@ class ControlPlane:
                 self.retention.stop()
             if self.lost is None:
                 try:
-                    self.hold.give_up()
+                    self.tenure.give_up()
                 except Exception as ex:
                     log.warning("could not give up the hold: %s", ex)
             self._close_opened()

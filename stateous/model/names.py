@@ -5,16 +5,24 @@ ends up in token ids and file names, so it is kept to a small safe alphabet.
 """
 
 import re
+from typing import Final
 
+from stateous.model.limits import NAME_LIMIT, TOKEN_ID_LIMIT
 from stateous.model.text import has_control
 
-NAME_LIMIT = 64
 #: A token id: a letter or a digit, then up to 127 letters, digits, '.', '_' or '-'.
-TOKEN_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z"
+TOKEN_PATTERN = rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{TOKEN_ID_LIMIT - 1}}}\Z"
 _NAME = re.compile(r"[a-z][a-z0-9_-]*\Z")
 
-#: The events of Stateous itself: transitions use them, nobody declares or fires them.
-BUILTIN_EVENTS = ("timeout", "error", "joined")
+
+# The events of Stateous itself: transitions use them, nobody declares or fires them.
+#: A state's `timeout` passed.
+TIMEOUT_EVENT: Final = "timeout"
+#: A task's attempts are spent.
+ERROR_EVENT: Final = "error"
+#: Every child of a parallel state ended.
+JOINED_EVENT: Final = "joined"
+BUILTIN_EVENTS: Final = (TIMEOUT_EVENT, ERROR_EVENT, JOINED_EVENT)
 #: The event that moves a new token out of START.
 STARTED = "__started__"
 START_NAME = "__start__"

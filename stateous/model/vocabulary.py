@@ -1,9 +1,11 @@
-"""The words of the domain: token and task statuses, timers, and the kinds of ledger entries.
+"""The words of the domain: token and task statuses, timers, the kinds of ledger entries,
+and the kinds of reports and of the messages a supervisor sends.
 
 Each word is written here once. The engine decides with these, the stores keep
 them, and the history reads them back as sentences; the schema's CHECK lists
 and index conditions, written in the migrations' SQL files, and the history's
-sentences are checked against this module by tests.
+sentences are checked against this module by tests, and so are the report
+kinds of the wire and the message kinds of the supervisor's outbox.
 Every member is a `str`, so it goes to JSON, SQL and logs as its plain value.
 """
 
@@ -108,3 +110,21 @@ ENDING: Final = {
 }
 #: The entry that closes a task at the end of its visit, by the status it closes with.
 CLOSING: Final = {TaskStatus.DONE: Kind.TASK_DONE, TaskStatus.CANCELLED: Kind.TASK_CANCELLED}
+
+
+class ReportKind(StrEnum):
+    """What a report says of a task's attempt: its event, that it waits for one from
+    outside, or that it failed."""
+
+    EVENT = "event"
+    WAITING = "waiting"
+    FAILED = "failed"
+
+
+class MessageKind(StrEnum):
+    """What a supervisor sends about a task it holds; each waits in its outbox until the
+    control plane takes or refuses it."""
+
+    REPORT = "report"
+    NOTE = "note"
+    MEMORY = "memory"

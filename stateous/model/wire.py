@@ -14,20 +14,20 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from stateous.model.durations import LONGEST
-from stateous.model.names import NAME_LIMIT, STARTED, TOKEN_PATTERN
+from stateous.model.limits import BATCH_LIMIT, CLAIM_NAME_LIMIT, INTEGER_LIMIT, LEASE, NAME_LIMIT
+from stateous.model.names import STARTED, TOKEN_PATTERN
+from stateous.model.vocabulary import ReportKind
 
 #: A task id: a positive signed 64-bit integer, as the database numbers tasks.
-TaskId = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+TaskId = Annotated[int, msgspec.Meta(ge=1, le=INTEGER_LIMIT)]
 #: An attempt or a visit: counted from 1.
-Count = Annotated[int, msgspec.Meta(ge=1, le=2**63 - 1)]
+Count = Annotated[int, msgspec.Meta(ge=1, le=INTEGER_LIMIT)]
 #: A token id, as `stateous token start` takes one.
 TokenId = Annotated[str, msgspec.Meta(pattern=TOKEN_PATTERN)]
 #: The lease of a grant, in seconds: a duration of the graph file, 1 s to 3650 days.
 Lease = Annotated[int, msgspec.Meta(ge=1, le=LONGEST)]
-#: The lease of Stateous 0.2.2, whose grants do not say it: 2 minutes.
-FIXED_LEASE = 120
 #: The name of a state as a claim gives it: `<state>` or `<workflow>/<state>`.
-StateName = Annotated[str, msgspec.Meta(min_length=1, max_length=2 * NAME_LIMIT + 1)]
+StateName = Annotated[str, msgspec.Meta(min_length=1, max_length=CLAIM_NAME_LIMIT)]
 #: The stable code of a refusal, such as `database_busy`.
 Code = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{0,63}\Z")]
 
@@ -151,7 +151,7 @@ class Grant(msgspec.Struct, kw_only=True):
     context: dict[str, Any] = {}
     memory: dict[str, Any] = {}
     entered_by: EnteredBy = msgspec.field(default_factory=_started)
-    lease: Lease = FIXED_LEASE
+    lease: Lease = LEASE
 
 
 class LastHour(msgspec.Struct):
@@ -192,7 +192,7 @@ class Health(msgspec.Struct, kw_only=True, omit_defaults=True):
 class Lost(msgspec.Struct, kw_only=True):
     """The answer to a heartbeat: the tasks that the supervisor no longer holds."""
 
-    lost: Annotated[list[TaskId], msgspec.Meta(max_length=1000)]
+    lost: Annotated[list[TaskId], msgspec.Meta(max_length=BATCH_LIMIT)]
 
 
 class ErrorBody(msgspec.Struct, kw_only=True):
@@ -331,7 +331,7 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     retry_after: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind == "event" and not self.event:
+        if self.kind == ReportKind.EVENT.value and not self.event:
             raise ValueError("a report of kind `event` names its event")
 
 

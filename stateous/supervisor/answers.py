@@ -4,7 +4,7 @@ A control plane can be wrong, old, or something else that answers on its port, s
 no answer is trusted as it comes. Each one must arrive whole within
 `ANSWER_SECONDS` of its request, or the connection is closed and the control plane
 counts as not answering; it must be at most `ANSWER_LIMIT` bytes long and nest at
-most `DEPTH_LIMIT` levels; a refusal must carry a code; and what the supervisor acts
+most `ANSWER_DEPTH_LIMIT` levels; a refusal must carry a code; and what the supervisor acts
 on (a grant, the lost tasks of a heartbeat, /health) is decoded into the `wire`
 types with their bounds. Anything else raises `BadAnswer`, one sentence that names
 the request and says what was wrong.
@@ -24,19 +24,14 @@ import msgspec
 
 from stateous.client.http import Connection, Refused, Unreachable
 from stateous.model.graph_file import GraphFile, GraphFileError, from_document
+from stateous.model.limits import ANSWER_DEPTH_LIMIT, ANSWER_LIMIT, MIB
 from stateous.model.wire import ErrorBody, Grant, Health, Lost
 
-#: The longest answer, in bytes: a grant carries a context and the payload of an event
-#: (up to the API's 1 MiB body each) and the memory of the state.
-ANSWER_LIMIT = 4 * 1024 * 1024
 #: Seconds from a request to the last byte of its answer, as long as the client's own
 #: wait for a silent control plane.
 ANSWER_SECONDS = 30.0
-#: The deepest nesting of an answer: the API's 64 levels of a body, and the two levels
-#: that a grant wraps memory values and payloads in.
-DEPTH_LIMIT = 66
-TOO_DEEP = f"the answer nests more than {DEPTH_LIMIT} levels"
-TOO_LONG = f"the answer is longer than {ANSWER_LIMIT // (1024 * 1024)} MiB"
+TOO_DEEP = f"the answer nests more than {ANSWER_DEPTH_LIMIT} levels"
+TOO_LONG = f"the answer is longer than {ANSWER_LIMIT // MIB} MiB"
 #: The bytes read from the socket at a time while an answer's length is counted.
 _PIECE = 64 * 1024
 
@@ -125,7 +120,7 @@ class _Answer(http.client.HTTPResponse):
         return b"".join(pieces)
 
 
-def within_depth(value: Any, limit: int = DEPTH_LIMIT) -> bool:
+def within_depth(value: Any, limit: int = ANSWER_DEPTH_LIMIT) -> bool:
     """Tell whether decoded JSON nests at most `limit` levels (the value's own is 1)."""
     pending = [(value, 1)]
     while pending:

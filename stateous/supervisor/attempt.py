@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from stateous.model.vocabulary import ReportKind
 from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
 
 
@@ -59,25 +60,28 @@ def report_of(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]
     if ctx.schedules:
         extra["schedules"] = ctx.schedules
     if result is None:
-        return {"kind": "waiting", **extra}
+        return {"kind": ReportKind.WAITING, **extra}
     if not isinstance(result, Occurrence):
-        return {
-            "kind": "failed",
-            "error": f"the routine returned {result!r:.200}, which is neither an event of "
-            f"{state.name!r} nor None",
-        }
+        return failed_report(
+            f"the routine returned {result!r:.200}, which is neither an event of "
+            f"{state.name!r} nor None"
+        )
     if state.event(result.name) is None:
-        return {
-            "kind": "failed",
-            "error": f"the routine returned {result.name!r}, which {state.name!r} cannot emit",
-        }
-    return {"kind": "event", "event": result.name, "payload": result.payload_json(), **extra}
+        return failed_report(
+            f"the routine returned {result.name!r}, which {state.name!r} cannot emit"
+        )
+    return {
+        "kind": ReportKind.EVENT,
+        "event": result.name,
+        "payload": result.payload_json(),
+        **extra,
+    }
 
 
-def failed_report(error: str, raised: Exception) -> dict[str, Any]:
-    """The body of an attempt whose routine raised; a `RetryLater` adds the wait it asked
-    for, so the control plane takes it instead of the state's `retry_delay`."""
-    body: dict[str, Any] = {"kind": "failed", "error": error}
+def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]:
+    """The body of a failed attempt; a routine that raised `RetryLater` adds the wait it
+    asked for, so the control plane takes it instead of the state's `retry_delay`."""
+    body: dict[str, Any] = {"kind": ReportKind.FAILED, "error": error}
     if isinstance(raised, RetryLater):
         body["retry_after"] = raised.seconds
     return body

@@ -28,6 +28,7 @@ from stateous.client.http import BadSetting
 from stateous.client.urls import is_http
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
+from stateous.model.limits import SETTINGS_NAME_LIMIT, TASKS_LIMIT
 from stateous.model.names import plain_text
 from stateous.supervisor.routine import (
     Context,
@@ -40,8 +41,6 @@ from stateous.supervisor.routine import (
 
 SETTINGS = "stateous.yaml"
 CONTRACT = "contract.py"
-TASK_LIMIT = 1000
-NAME_LIMIT = 128
 #: The most characters of a failed attempt's error that the supervisor sends.
 ERROR_LIMIT = 2000
 #: Folders of installed libraries: a frame in one is not the folder's own code.
@@ -87,12 +86,13 @@ def read_settings(folder: Path) -> Settings:
         )
     urls = read_urls(path, raw.get("url"))
     tasks = raw.get("tasks", 4)
-    if not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= TASK_LIMIT:
-        raise FolderError(f"{path}: tasks must be a whole number from 1 to {TASK_LIMIT}")
+    if not isinstance(tasks, int) or isinstance(tasks, bool) or not 1 <= tasks <= TASKS_LIMIT:
+        raise FolderError(f"{path}: tasks must be a whole number from 1 to {TASKS_LIMIT}")
     name = raw.get("name", socket.gethostname())
-    if not plain_text(name, NAME_LIMIT):
+    if not plain_text(name, SETTINGS_NAME_LIMIT):
         raise FolderError(
-            f"{path}: name must have 1 to {NAME_LIMIT} characters and no control characters"
+            f"{path}: name must have 1 to {SETTINGS_NAME_LIMIT} characters and no control "
+            "characters"
         )
     return Settings(urls=urls, tasks=tasks, name=name, access=read_access(folder, raw))
 

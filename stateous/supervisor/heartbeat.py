@@ -20,15 +20,14 @@ import time
 from collections.abc import Callable
 
 from stateous.client.http import Refused, Unreachable
-from stateous.model.wire import FIXED_LEASE, Grant
+from stateous.model.limits import LEASE
+from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_lost
 from stateous.supervisor.held import TOOK_BACK, Running
 from stateous.supervisor.refusals import TRY_AGAIN, backoff
 
 log = logging.getLogger("stateous.supervisor")
 
-#: The lease to assume before a grant says otherwise.
-DEFAULT_LEASE = float(FIXED_LEASE)
 #: The shortest time between two heartbeats, in seconds, whatever the leases say.
 HEARTBEAT_FLOOR = 0.25
 #: The shortest wait for the answer to a heartbeat, in seconds.
@@ -51,7 +50,7 @@ class Heart:
         #: The tasks whose report waits in the outbox.
         self.reporting = reporting
         #: The lease of the last grant, for tasks held after their routine ended.
-        self.last_lease = DEFAULT_LEASE
+        self.last_lease = float(LEASE)
         self.connect = connect
         self.lose = lose
         #: Set to ask for a heartbeat now (a new task runs, a report found its task not held).

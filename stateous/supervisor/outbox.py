@@ -18,12 +18,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import apsw
 import msgspec
 
 from stateous.model.errors import Failure
+from stateous.model.vocabulary import MessageKind
 from stateous.model.wire import Count, MemoryBody, NoteBody, ReportBody, TaskId, TokenId
 
 log = logging.getLogger("stateous.supervisor")
@@ -43,17 +44,18 @@ CREATE TABLE IF NOT EXISTS messages (
 
 #: The shape of the body of each kind of message, as the control plane reads it.
 BODIES: dict[str, type[msgspec.Struct]] = {
-    "report": ReportBody,
-    "note": NoteBody,
-    "memory": MemoryBody,
+    MessageKind.REPORT: ReportBody,
+    MessageKind.NOTE: NoteBody,
+    MessageKind.MEMORY: MemoryBody,
 }
 #: What the log says of a message that is dropped unsent.
 DROPPED: dict[str | None, str] = {
-    "report": "dropped a report of task %r from the outbox, which the control plane can "
-    "never take: %s",
-    "note": "dropped a note of task %r from the outbox, which the control plane can never take: %s",
-    "memory": "dropped a memory write of task %r from the outbox, which the control plane "
+    MessageKind.REPORT: "dropped a report of task %r from the outbox, which the control "
+    "plane can never take: %s",
+    MessageKind.NOTE: "dropped a note of task %r from the outbox, which the control plane "
     "can never take: %s",
+    MessageKind.MEMORY: "dropped a memory write of task %r from the outbox, which the "
+    "control plane can never take: %s",
     None: "dropped a message of task %r from the outbox, which the control plane can never "
     "take: %s",
 }
@@ -73,7 +75,7 @@ class _Address(msgspec.Struct):
     task: TaskId
     attempt: Count
     token: TokenId
-    kind: Literal["report", "note", "memory"]
+    kind: MessageKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,7 @@ class Outbox:
         still holds them until it lands."""
         with self._guard:
             rows: list[tuple[Any, ...]] = self._db.execute(
-                "SELECT task, attempt FROM messages WHERE kind = 'report'"
+                "SELECT task, attempt FROM messages WHERE kind = ?", (MessageKind.REPORT,)
             ).fetchall()
         return {task: attempt for task, attempt in rows}
 

@@ -11,45 +11,52 @@ contract.py (a database restored from before it was served) is tried after the b
 
 from __future__ import annotations
 
+from stateous.model.codes import RefusalCode
+from stateous.model.vocabulary import MessageKind
+
 #: Seconds to wait before trying an unreachable control plane again.
 BACKOFF = (1, 2, 4, 8, 16, 30)
 
 #: Refusals after which a report is turned into a failed attempt.
-REPORT_FAILS = ("event_not_allowed", "invalid_context", "invalid_payload")
+REPORT_FAILS = (
+    RefusalCode.EVENT_NOT_ALLOWED,
+    RefusalCode.INVALID_CONTEXT,
+    RefusalCode.INVALID_PAYLOAD,
+)
 #: Refusals that say "try again later", not "this message is wrong".
-TRY_AGAIN = ("database_busy", "not_serving")
+TRY_AGAIN = (RefusalCode.DATABASE_BUSY, RefusalCode.NOT_SERVING)
 #: Refusals of a claim that are tried again after the back-off, not every second: those that
 #: say "later", and one that names a graph the control plane does not keep (contract.py's).
-CLAIM_LATER = (*TRY_AGAIN, "graph_not_found")
+CLAIM_LATER = (*TRY_AGAIN, RefusalCode.GRAPH_NOT_FOUND)
 #: Refusals that say that the attempt of a message is over, or its task not held.
-GONE = ("attempt_over", "task_not_held")
+GONE = (RefusalCode.ATTEMPT_OVER, RefusalCode.TASK_NOT_HELD)
 #: Refusals of this supervisor's credential: its messages wait for a good one.
-DENIED = ("unauthorized", "forbidden")
+DENIED = (RefusalCode.UNAUTHORIZED, RefusalCode.FORBIDDEN)
 #: How often the log says again that the credential is refused, and a message waiting for
 #: a good one is sent again, in seconds.
 DENIED_EVERY = 60.0
 #: What the log says of a message of each kind left in the outbox at a stop.
-KEPT_AT_STOP = {
-    "report": "%s: the control plane cannot be reached; the report stays in the outbox "
+KEPT_AT_STOP: dict[str, str] = {
+    MessageKind.REPORT: "%s: the control plane cannot be reached; the report stays in the outbox "
     "for the next start",
-    "note": "%s: the control plane cannot be reached; the note stays in the outbox "
+    MessageKind.NOTE: "%s: the control plane cannot be reached; the note stays in the outbox "
     "for the next start",
-    "memory": "%s: the control plane cannot be reached; the memory write stays in the outbox "
-    "for the next start",
+    MessageKind.MEMORY: "%s: the control plane cannot be reached; the memory write stays in "
+    "the outbox for the next start",
 }
 #: What the log says of a refused note or memory write, which is then dropped.
-REFUSED = {
-    "note": "%s: the control plane refused a note: %s",
-    "memory": "%s: the control plane refused a memory write: %s",
+REFUSED: dict[str, str] = {
+    MessageKind.NOTE: "%s: the control plane refused a note: %s",
+    MessageKind.MEMORY: "%s: the control plane refused a memory write: %s",
 }
 #: What the log says of a message kept at a stop because the credential is refused.
-KEPT_DENIED = {
-    "report": "%s: the control plane refuses this supervisor's credential; the report stays "
-    "in the outbox for a start with a good one",
-    "note": "%s: the control plane refuses this supervisor's credential; the note stays in "
-    "the outbox for a start with a good one",
-    "memory": "%s: the control plane refuses this supervisor's credential; the memory write "
-    "stays in the outbox for a start with a good one",
+KEPT_DENIED: dict[str, str] = {
+    MessageKind.REPORT: "%s: the control plane refuses this supervisor's credential; the "
+    "report stays in the outbox for a start with a good one",
+    MessageKind.NOTE: "%s: the control plane refuses this supervisor's credential; the "
+    "note stays in the outbox for a start with a good one",
+    MessageKind.MEMORY: "%s: the control plane refuses this supervisor's credential; the "
+    "memory write stays in the outbox for a start with a good one",
 }
 
 

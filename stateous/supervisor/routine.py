@@ -23,17 +23,16 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import msgspec
 
 from stateous.model.durations import parse_duration
+from stateous.model.limits import MEMORY_KEY_LIMIT, NOTE_LIMIT
 from stateous.model.names import BUILTIN_EVENTS, plain_text
 
 Payload = TypeVar("Payload")
 Model = TypeVar("Model")
 Routine = TypeVar("Routine", bound=Callable[..., Any])
 
-NOTE_LIMIT = 500
 #: Where a schema's references point, as msgspec and pydantic spell the model's name.
 _REF = "#/$defs/{name}"
 _PYDANTIC_REF = "#/$defs/{model}"
-MEMORY_KEY_LIMIT = 128
 _MARK = "__stateous_state__"
 _STUB = "__stateous_stub__"
 

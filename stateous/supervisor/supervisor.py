@@ -29,6 +29,8 @@ from typing import Any
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
+from stateous.model.codes import RefusalCode
+from stateous.model.vocabulary import MessageKind, ReportKind
 from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
 from stateous.supervisor.attempt import failed_report, report_of, run_routine
@@ -65,7 +67,7 @@ log = logging.getLogger("stateous.supervisor")
 LANES = 4
 #: Seconds between claims when the last one found nothing at once (at most; jittered).
 IDLE = 1.0
-#: Seconds that a stop with the outbox held back gives the sender to say what it keeps.
+#: Seconds that a stop with the outbox waiting gives the sender to say what it keeps.
 KEPT_SAID_WITHIN = 2.0
 #: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
 CLAIM_WAIT = 20
@@ -150,7 +152,7 @@ class Supervisor:
         return tries + 1
 
     @property
-    def held_back(self) -> bool:
+    def outbox_waits(self) -> bool:
         """Whether the outbox waits: the control plane is unreachable or refuses the credential."""
         return self.unreachable or self.denied
 
@@ -184,7 +186,7 @@ class Supervisor:
                     if lane
                 )
             )
-            if self.held_back and self.stopping:
+            if self.outbox_waits and self.stopping:
                 return
 
     async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
@@ -192,7 +194,7 @@ class Supervisor:
             if self.outbox.was_dropped(message):
                 continue
             await self._send(connection, message)
-            if self.held_back and self.stopping:
+            if self.outbox_waits and self.stopping:
                 return
 
     async def _send(self, connection: BoundedConnection, message: Message) -> None:
@@ -202,9 +204,9 @@ class Supervisor:
             # Each message names this supervisor: a credential bound to it may send only so.
             body = {**message.body, "attempt": message.attempt, "supervisor": self.settings.name}
             try:
-                if message.kind == "report":
+                if message.kind == MessageKind.REPORT:
                     await self._call(connection, "POST", f"/tasks/{message.task}/report", body)
-                elif message.kind == "note":
+                elif message.kind == MessageKind.NOTE:
                     await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
                 else:
                     await self._call(connection, "PUT", f"/tasks/{message.task}/memory", body)
@@ -243,7 +245,7 @@ class Supervisor:
                 return
             self.unreachable = False
             self.outbox.remove(message.id)
-            if message.kind == "report":
+            if message.kind == MessageKind.REPORT:
                 self._reported(label, message.body)
                 self._nudge.set()
             return
@@ -263,31 +265,28 @@ class Supervisor:
         )
 
     def _reported(self, label: str, body: dict[str, Any]) -> None:
-        if body["kind"] == "event":
+        if body["kind"] == ReportKind.EVENT:
             log.info("%s: reported %s", label, body["event"])
-        elif body["kind"] == "waiting":
+        elif body["kind"] == ReportKind.WAITING:
             log.info("%s: waits for a report from outside", label)
         else:
             log.info("%s: reported a failed attempt: %s", label, body.get("error"))
 
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
-        if message.kind != "report":
+        if message.kind != MessageKind.REPORT:
             self.outbox.remove(message.id)
             if ex.code not in GONE or not self._lose(message.task, TOOK_BACK, message.attempt):
                 log.warning(REFUSED[message.kind], label, ex.message)
             return False
         log.warning("%s: the control plane refused the report: %s", label, ex.message)
-        if ex.code in REPORT_FAILS and message.body.get("kind") != "failed":
-            failed = {
-                "kind": "failed",
-                "error": f"the control plane refused the report: {ex.message}",
-            }
-            self.outbox.replace(message.id, "report", failed)
+        if ex.code in REPORT_FAILS and message.body.get("kind") != ReportKind.FAILED:
+            failed = failed_report(f"the control plane refused the report: {ex.message}")
+            self.outbox.replace(message.id, MessageKind.REPORT, failed)
             message.body.clear()
             message.body.update(failed)
             return True
-        if ex.code == "task_not_held":
+        if ex.code == RefusalCode.TASK_NOT_HELD:
             self.heart.asked.set()
         self.outbox.remove(message.id)
         return False
@@ -419,7 +418,7 @@ class Supervisor:
         """Run a task's routine and keep its report, unless the task is gone."""
         outcome = await self._attempt(running)
         if outcome is not None and running.gone is None:
-            self.keep(running.grant, "report", outcome)
+            self.keep(running.grant, MessageKind.REPORT, outcome)
 
     async def _attempt(self, running: Running) -> dict[str, Any] | None:
         """The report of one attempt; None when its routine was cancelled."""
@@ -427,7 +426,7 @@ class Supervisor:
         state, routine = self.routines.by_state[grant.state]
         misfit = context_misfit(grant.context, self.routines.models.get(grant.state))
         if misfit is not None:
-            return {"kind": "failed", "error": misfit}
+            return failed_report(misfit)
         ctx: Context[Any] = Context(
             token=grant.token,
             task=grant.task,
@@ -446,7 +445,7 @@ class Supervisor:
         except TaskGone as ex:
             if running.gone is not None:
                 return None
-            return {"kind": "failed", "error": failure_text(self.root, ex)}
+            return failed_report(failure_text(self.root, ex))
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
@@ -516,7 +515,7 @@ class Supervisor:
 
     def _give_back(self, grant: Grant) -> None:
         """Keep the failed attempt that gives a task back; the sender sends it before exit."""
-        self.keep(grant, "report", {"kind": "failed", "error": given_back(self.settings.name)})
+        self.keep(grant, MessageKind.REPORT, failed_report(given_back(self.settings.name)))
 
     def _watched(self, loop: Any, name: str) -> asyncio.Task[None]:
         """Start a side loop; if it dies, stop taking tasks and exit 1 at the end."""
@@ -557,7 +556,7 @@ class Supervisor:
             watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
             await self._wait_for_routines()
-            if not self.held_back:
+            if not self.outbox_waits:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
             else:
@@ -582,7 +581,7 @@ class Supervisor:
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
         """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
         while not self._drained.is_set() and not (self._sender is None or self._sender.done()):
-            if self.held_back and (self.stopping or final):
+            if self.outbox_waits and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
 

@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from stateous.control import clock, errors
-from stateous.control.bodies import MAX_BODY, MAX_DEPTH
 from stateous.control.engine import Engine
+from stateous.model.limits import BODY_DEPTH_LIMIT, BODY_LIMIT
 from tests.control.conftest import Served, read_answer
 
 SUPERVISOR = "box-1"
@@ -1140,13 +1140,13 @@ def test_a_refused_method_names_what_the_path_takes_in_allow(served: Served, met
 
 def test_a_body_of_exactly_one_mib_is_accepted(served: Served) -> None:
     body = b'{"token": "BIG-1", "context": {"title": "big"}}'
-    status, _, token = served.request("POST", "/tokens", raw=body.ljust(MAX_BODY))
+    status, _, token = served.request("POST", "/tokens", raw=body.ljust(BODY_LIMIT))
     assert (status, token["token"]) == (201, "BIG-1")
 
 
 def test_a_body_one_byte_over_one_mib_is_refused_with_413(served: Served) -> None:
     body = b'{"token": "BIG-1", "context": {"title": "big"}}'
-    status, _, answer = served.request("POST", "/tokens", raw=body.ljust(MAX_BODY + 1))
+    status, _, answer = served.request("POST", "/tokens", raw=body.ljust(BODY_LIMIT + 1))
     assert (status, answer["code"]) == (413, "bad_request")
     assert served.request("GET", "/tokens/BIG-1")[0] == 404
 
@@ -1163,7 +1163,7 @@ def test_a_chunked_body_is_read_and_limited_like_any_other(served: Served) -> No
             "POST", "/tokens", body=iter(start_body), encode_chunked=True, headers=JSON_TYPE
         )
         assert read_answer(connection.getresponse())[0] == 201
-        large = [b'{"token": "CHUNK-2"}', b" " * MAX_BODY]
+        large = [b'{"token": "CHUNK-2"}', b" " * BODY_LIMIT]
         connection.request(
             "POST", "/tokens", body=iter(large), encode_chunked=True, headers=JSON_TYPE
         )
@@ -1177,9 +1177,9 @@ def test_a_body_nesting_64_levels_is_accepted_and_65_is_refused(served: Served) 
     start(served)
     task = claim(served, "draft")["task"]
     path = f"/tasks/{task}/memory"
-    assert served.request("PUT", path, raw=nested_memory(MAX_DEPTH, task))[0] == 204
+    assert served.request("PUT", path, raw=nested_memory(BODY_DEPTH_LIMIT, task))[0] == 204
     length = len(history(served, "ORDER-1"))
-    for levels in (MAX_DEPTH + 1, 100_000):
+    for levels in (BODY_DEPTH_LIMIT + 1, 100_000):
         status, _, answer = served.request("PUT", path, raw=nested_memory(levels, task))
         assert (status, answer["code"]) == (400, "bad_request")
     assert len(history(served, "ORDER-1")) == length

@@ -458,18 +458,83 @@ def read(name: str) -> str:
     return (DOCS / "reference" / name).read_text(encoding="utf-8")
 
 
-def test_every_refusal_code_is_in_the_http_reference() -> None:
-    from stateous.control import errors
+#: A row of the refusal table of docs/reference/http.md: its code.
+CODE_ROW = re.compile(r"^\| `([a-z_]+)` \| \d{3}\b", re.M)
 
-    codes = {
+
+def test_the_http_reference_names_the_models_refusal_codes_and_no_other() -> None:
+    """The refusal table lists exactly the codes of `model.codes`, and every refusal that
+    the engine raises answers one of them."""
+    from stateous.control import errors
+    from stateous.model.codes import RefusalCode
+
+    raised = {
         value.code
         for value in vars(errors).values()
         if isinstance(value, type) and issubclass(value, errors.EngineError)
     }
-    codes |= {"not_found", "method_not_allowed", "bad_request", "unexpected"}
-    text = read("http.md")
-    missing = sorted(code for code in codes if f"`{code}`" not in text)
-    assert not missing, f"docs/reference/http.md does not name: {missing}"
+    assert all(isinstance(code, RefusalCode) for code in raised), raised
+    assert sorted(CODE_ROW.findall(read("http.md"))) == sorted(RefusalCode)
+
+
+#: A size as docs/reference/limits.md writes one: a number, then maybe its unit.
+SIZE = re.compile(r"(\d[\d,]*)(d\b| KiB| MiB)?")
+UNIT = {"d": 86400, " KiB": 1024, " MiB": 1024 * 1024}
+
+
+def sizes_of(cell: str) -> list[int]:
+    """The numbers of a cell of the Sizes table, in order, units multiplied out."""
+    return [int(n.replace(",", "")) * UNIT.get(unit, 1) for n, unit in SIZE.findall(cell)]
+
+
+def table_rows(text: str, heading: str) -> dict[str, str]:
+    """The rows of the first table under `heading`: the first cell, then the second."""
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in section.splitlines() if line.startswith("| ")]
+    return {what.strip(): most.strip() for what, most in rows[1:]}
+
+
+def test_the_sizes_of_the_limits_page_are_the_models() -> None:
+    """Every size on docs/reference/limits.md is the value of `model.limits` (or, for an
+    option of `serve`, its default): a limit is changed in one place and the page follows."""
+    from stateous.control import defaults
+    from stateous.model import limits
+    from stateous.model.durations import LONGEST, in_words
+
+    expected = {
+        "Request body": [limits.BODY_LIMIT],
+        "Request line and headers": [limits.REQUEST_HEAD_LIMIT],
+        "Answers left unread before the next pipelined request waits": [limits.UNREAD_LIMIT],
+        "Answers one connection holds unsent while its client reads nothing": [
+            limits.CONNECTION_UNSENT_LIMIT
+        ],
+        "Answers all connections hold unsent while their clients read nothing": [
+            limits.TOTAL_UNSENT_LIMIT
+        ],
+        "Open connections": [defaults.DEFAULT_CONNECTION_LIMIT],
+        "Request threads": [defaults.DEFAULT_THREADS],
+        "JSON nesting of a body": [limits.BODY_DEPTH_LIMIT],
+        "Token id": [limits.TOKEN_ID_LIMIT],
+        "Names of workflows, states, events": [limits.NAME_LIMIT],
+        "Idempotency key": [limits.IDEMPOTENCY_KEY_LIMIT],
+        "Supervisor name": [limits.SUPERVISOR_NAME_LIMIT, limits.SETTINGS_NAME_LIMIT],
+        "Claim request id": [limits.REQUEST_ID_LIMIT],
+        "Note": [limits.NOTE_LIMIT],
+        "Memory key": [limits.MEMORY_KEY_LIMIT],
+        "States per claim, tasks per heartbeat": [limits.BATCH_LIMIT],
+        "Tokens per listing": [limits.LIST_LIMIT, limits.LIST_DEFAULT],
+        "Children shown by `token show`": [limits.LIST_LIMIT],
+        "Routines per supervisor at once (`tasks`)": [limits.TASKS_LIMIT],
+        "Timers set by one report (`schedules`)": [limits.TIMERS_PER_REPORT],
+        "Pending timers of one token, its timeout among them": [limits.PENDING_TIMERS],
+        "Duration": [LONGEST],
+        "An answer that a supervisor reads": [limits.ANSWER_LIMIT, limits.ANSWER_DEPTH_LIMIT],
+    }
+    text = read("limits.md")
+    shown = {what: sizes_of(most) for what, most in table_rows(text, "Sizes").items()}
+    assert shown == expected
+    assert table_rows(text, "Times")["Lease"].startswith(f"{in_words(limits.LEASE)}, ")
+    assert f"heartbeat; default `{defaults.DEFAULT_LEASE}`" in read("cli.md")
 
 
 def test_every_route_is_in_the_http_reference() -> None:

@@ -49,7 +49,7 @@ from stateous.control.store.columns import QueueBy, Queues
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
-from stateous.control.store.locks import HoldLost, HoldRefused, Lock
+from stateous.control.store.locks import Lock, TenureLost, TenureRefused
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
@@ -83,8 +83,6 @@ __all__ = [
     "Entry",
     "GrantReads",
     "GraphVersion",
-    "HoldLost",
-    "HoldRefused",
     "KeepAndRaise",
     "Lock",
     "PlanRow",
@@ -99,6 +97,8 @@ __all__ = [
     "SupervisorRow",
     "TaskQuery",
     "TaskRow",
+    "TenureLost",
+    "TenureRefused",
     "TimerRow",
     "TokenQuery",
     "TokenRow",
@@ -109,7 +109,7 @@ __all__ = [
     "from_column",
     "joined",
     "open_database",
-    "open_held",
+    "open_locked",
     "open_store",
     "serving_lock",
     "sqlite_path",
@@ -148,10 +148,10 @@ def open_store(url: str, *, connections: int) -> tuple[Lock, Store]:
     upgrading its tables; Postgres gets up to `connections` connections."""
     lock = serving_lock(url)
     lock.take()
-    return lock, open_held(url, lock, connections=connections)
+    return lock, open_locked(url, lock, connections=connections)
 
 
-def open_held(
+def open_locked(
     url: str, lock: Lock, *, connections: int, clock: Callable[[], float] = time.time
 ) -> Store:
     """Open the store at `url` under its serving `lock`, taken already; give the lock back if

@@ -26,9 +26,10 @@ from typing import Any
 
 from stateous.control.store.columns import TOKEN_COLUMNS, word
 from stateous.control.store.contract import KeepAndRaise, Result
-from stateous.control.store.positions import Hold
+from stateous.control.store.positions import Reservation
 from stateous.control.store.rows import TaskRow, TokenRow, from_column
 from stateous.control.store.sql import SqlTx
+from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import LIVE_TASK, LIVE_TOKEN, Kind, TaskStatus, TimerStatus
 
 
@@ -70,7 +71,7 @@ BY_KIND: dict[str, tuple[Counter, str]] = {
 HOURLY = frozenset({Counter.EVENTS_FIRED, Counter.LEASES_ENDED, Counter.ATTEMPTS_FAILED})
 #: The code of an event turned away without a refusal to answer (a timer's event that no
 #: transition takes): the code the same event would have been refused with.
-TURNED_AWAY = "event_not_allowed"
+TURNED_AWAY = RefusalCode.EVENT_NOT_ALLOWED
 #: The slot and minute of a count since the database was made.
 TOTAL = -1
 COLUMNS = "name, label, slot, shard, minute, n"
@@ -100,8 +101,8 @@ class CountingTx(SqlTx):
     #: The rows of the counts table that this transaction bumps; one per writer at a time.
     shard = 0
 
-    def __init__(self, now: float, hold: Hold | None = None) -> None:
-        super().__init__(now, hold)
+    def __init__(self, now: float, reservation: Reservation | None = None) -> None:
+        super().__init__(now, reservation)
         self._counts: dict[tuple[str, str], int] = {}
         self._refused = 0
 

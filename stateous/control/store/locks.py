@@ -16,11 +16,11 @@ from typing import BinaryIO, Protocol
 from stateous.model.errors import Failure
 
 
-class HoldRefused(Failure):
+class TenureRefused(Failure):
     """Another control plane serves this database now."""
 
 
-class HoldLost(Exception):
+class TenureLost(Exception):
     """This control plane no longer holds its database; `cause` says why in a few words."""
 
     def __init__(
@@ -34,10 +34,10 @@ class Lock(Protocol):
     """The lock that keeps a second control plane off a database while this process lives."""
 
     def take(self) -> None:
-        """Take the lock, or raise `HoldRefused`."""
+        """Take the lock, or raise `TenureRefused`."""
 
     def check(self) -> None:
-        """Raise `HoldLost` when the lock is no longer held."""
+        """Raise `TenureLost` when the lock is no longer held."""
 
     def release(self) -> None: ...
 
@@ -64,12 +64,14 @@ class FileLock:
         try:
             handle = open(self.path, "ab", opener=private)  # noqa: SIM115 - held open for the life of the process
         except OSError as ex:
-            raise HoldRefused(f"cannot open the database {self.path}: {ex.strerror}") from None
+            raise TenureRefused(f"cannot open the database {self.path}: {ex.strerror}") from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
-            raise HoldRefused("another control plane serves this database; stop it first") from None
+            raise TenureRefused(
+                "another control plane serves this database; stop it first"
+            ) from None
         self._file = handle
 
     def check(self) -> None:

@@ -3,10 +3,10 @@
 A row's `seq` counts within its token; `pos` counts across all tokens, for the
 live stream (`GET /stream`), whose readers resume after the last `pos` they saw.
 A position is taken while its transaction runs, and on Postgres several run at
-once, so a transaction holding a small position may commit after one holding a
-larger: a reader that went past the small one would never see it. So each
-transaction holds its positions until it has committed or rolled back, and a
-reader reads only up to the `horizon`, below the smallest position still held.
+once, so a transaction with a small position may commit after one with a larger:
+a reader that went past the small one would never see it. So each transaction
+keeps its positions reserved until it has committed or rolled back, and a reader
+reads only up to the `horizon`, below the smallest position still reserved.
 One control plane serves a database, so every writer is in this process, and the
 numbers come from one counter, started after the largest `pos` kept. A rolled back
 transaction leaves a gap, which a reader passes over.
@@ -18,38 +18,38 @@ import threading
 
 
 class Positions:
-    """The counter of ledger positions, and the positions held by running transactions."""
+    """The counter of ledger positions, and the positions reserved by running transactions."""
 
     def __init__(self, last: int = 0) -> None:
         self._lock = threading.Lock()
         self._last = last
         #: The smallest position of each running transaction that took one.
-        self._held: dict[Hold, int] = {}
+        self._reserved: dict[Reservation, int] = {}
 
-    def hold(self) -> Hold:
-        """A new transaction's hold: the positions it takes, until it releases them."""
-        return Hold(self)
+    def reserve(self) -> Reservation:
+        """A new transaction's reservation: the positions it takes, until it releases them."""
+        return Reservation(self)
 
-    def take(self, hold: Hold) -> int:
-        """The next position, held by `hold`."""
+    def take(self, reservation: Reservation) -> int:
+        """The next position, reserved by `reservation`."""
         with self._lock:
             self._last += 1
-            self._held.setdefault(hold, self._last)
+            self._reserved.setdefault(reservation, self._last)
             return self._last
 
-    def release(self, hold: Hold) -> None:
-        """`hold`'s transaction has committed or rolled back: its positions are settled."""
+    def release(self, reservation: Reservation) -> None:
+        """`reservation`'s transaction has committed or rolled back: its positions are settled."""
         with self._lock:
-            self._held.pop(hold, None)
+            self._reserved.pop(reservation, None)
 
     def horizon(self) -> int:
-        """The largest position below which no transaction holds one: every row up to it
+        """The largest position below which no transaction has one reserved: every row up to it
         that will ever commit has committed."""
         with self._lock:
-            return min(self._held.values(), default=self._last + 1) - 1
+            return min(self._reserved.values(), default=self._last + 1) - 1
 
 
-class Hold:
+class Reservation:
     """The positions that one transaction (on SQLite, one group commit) takes."""
 
     __slots__ = ("positions",)

@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from stateous.control.store.counts import CountingTx
-from stateous.control.store.positions import Hold
+from stateous.control.store.positions import Reservation
 from stateous.model.vocabulary import Kind
 
 #: Entries after which a task of any state may be claimable.
@@ -26,8 +26,8 @@ class QueuedTx(CountingTx):
     """`CountingTx` that keeps `queued_in`: how many tasks it queued in each state and in
     each contract (None: maybe some in any)."""
 
-    def __init__(self, now: float, hold: Hold | None = None) -> None:
-        super().__init__(now, hold)
+    def __init__(self, now: float, reservation: Reservation | None = None) -> None:
+        super().__init__(now, reservation)
         self.queued_in: Counter[str] | None = Counter()
 
     def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:

@@ -48,7 +48,7 @@ from stateous.control.store.credential_sql import CredentialSql
 from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
-from stateous.control.store.positions import Hold
+from stateous.control.store.positions import Reservation
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimRow,
@@ -85,10 +85,10 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     #: How a statement reads the states of a claim from its one JSON parameter.
     listed = LISTED
 
-    def __init__(self, now: float, hold: Hold | None = None) -> None:
+    def __init__(self, now: float, reservation: Reservation | None = None) -> None:
         self.now = now
         #: Where the ledger rows of a write take their positions (`positions.py`).
-        self.hold = hold
+        self.reservation = reservation
         self.stamp = to_column(now)
         #: The credential that asked for this change; the first ledger row names it.
         self.by: str | None = None
@@ -220,8 +220,8 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         `finish`; otherwise the database numbers it in a statement of its own.
         """
         data = self.signed(data)
-        assert self.hold is not None, "a ledger row is written in a write transaction"
-        pos = self.hold.take()
+        assert self.reservation is not None, "a ledger row is written in a write transaction"
+        pos = self.reservation.take()
         seq = self._next_seq.get(token)
         if seq is not None:
             self._next_seq[token] = seq + 1

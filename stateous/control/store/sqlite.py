@@ -38,7 +38,7 @@ from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import Counter
 from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
-from stateous.control.store.positions import Hold, Positions
+from stateous.control.store.positions import Positions, Reservation
 from stateous.control.store.queued import QueuedTx
 from stateous.control.store.turn import Turn, entered, joined
 
@@ -98,12 +98,12 @@ class SqliteTurn(Turn):
     """A turn of one store: the transaction its writes share, once the first has begun it,
     and what waits for its commit."""
 
-    __slots__ = ("hold", "refused", "store", "waiting", "writes")
+    __slots__ = ("refused", "reservation", "store", "waiting", "writes")
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
-        #: The positions held from the turn's BEGIN to its end; None until its first write.
-        self.hold: Hold | None = None
+        #: The positions reserved from the turn's BEGIN to its end; None until its first write.
+        self.reservation: Reservation | None = None
         #: Why the turn could not begin: its later writes are refused at once.
         self.refused: DatabaseBusy | None = None
         self.writes = 0
@@ -222,7 +222,7 @@ class SqliteStore:
         if self._fenced is not None:
             raise self._fenced
         turn = self._own_turn()
-        if turn is not None and turn.hold is not None:
+        if turn is not None and turn.reservation is not None:
             # On the turn's transaction, which holds writes that are not committed yet.
             return operation(SqliteTx(self._writer, self.clock()))
         connection = getattr(self._local, "connection", None)
@@ -279,10 +279,10 @@ class SqliteStore:
     def _write_in_turn(self, turn: SqliteTurn, operation: Callable[[Tx], Result]) -> Result:
         """Run a write in the transaction of its turn, beginning it first if need be; in a
         savepoint, so that one that fails rolls back alone."""
-        if turn.hold is None:
+        if turn.reservation is None:
             self._begin_turn(turn)
-        assert turn.hold is not None
-        result, error = self._in_savepoint(operation, turn.hold)
+        assert turn.reservation is not None
+        result, error = self._in_savepoint(operation, turn.reservation)
         turn.writes += 1
         if error is not None:
             raise error
@@ -317,12 +317,12 @@ class SqliteStore:
             raise refused from None
         finally:
             self._writer.setbusytimeout(self.busy)
-        turn.hold = self.positions.hold()
+        turn.reservation = self.positions.reserve()
 
     def _end_turn(self, turn: SqliteTurn, *, commit: bool) -> None:
         """Commit a turn's transaction, or roll it back, and pass the turn to write on;
         `DatabaseBusy` when the commit failed and its writes are rolled back."""
-        if turn.hold is None:
+        if turn.reservation is None:
             return
         failed: apsw.Error | None = None
         try:
@@ -332,8 +332,8 @@ class SqliteStore:
                 with contextlib.suppress(apsw.Error):
                     self._writer.execute("ROLLBACK")
         finally:
-            turn.hold.release()
-            turn.hold = None
+            turn.reservation.release()
+            turn.reservation = None
             self._pass_turn()
         if failed is not None:
             raise DatabaseBusy(f"the database could not commit ({failed}); try again")
@@ -362,16 +362,16 @@ class SqliteStore:
         batch[0].woken.release()
 
     def _run(self, batch: list[_Job]) -> None:
-        """Commit a batch; keep the store alive when it breaks. One hold of positions for
+        """Commit a batch; keep the store alive when it breaks. One reservation of positions for
         the batch, whose rows commit together, released before any caller is answered, so
         that a caller woken by its answer reads its rows."""
-        hold = self.positions.hold()
+        reservation = self.positions.reserve()
         try:
-            self._commit(batch, hold)
+            self._commit(batch, reservation)
         except BaseException as ex:
             self._abandon(batch, ex)
         finally:
-            hold.release()
+            reservation.release()
 
     def _abandon(self, batch: list[_Job], ex: BaseException) -> None:
         """Roll a broken batch back and refuse each of its jobs."""
@@ -383,7 +383,7 @@ class SqliteStore:
             job.result = None
             job.error = DatabaseBusy(f"the database failed to take the change ({ex}); try again")
 
-    def _commit(self, batch: list[_Job], hold: Hold) -> None:
+    def _commit(self, batch: list[_Job], reservation: Reservation) -> None:
         """Run a group's operations one after another in one transaction, and commit.
 
         When one fails, the transaction is rolled back: that operation's error is its
@@ -394,18 +394,20 @@ class SqliteStore:
         connection = self._writer
         if not self._begin(batch):
             return
-        failed = self._run_together(batch, hold)
+        failed = self._run_together(batch, reservation)
         if failed is not None:
             connection.execute("ROLLBACK")
             batch = [job for job in batch if job is not failed]
             if not batch or not self._begin(batch):
                 return
-            self._run_apart(batch, hold)
-        refused = self._commit_now(len(batch))
-        if refused is not None:
+            self._run_apart(batch, reservation)
+        commit_error = self._commit_now(len(batch))
+        if commit_error is not None:
             for job in batch:
                 job.result = None
-                job.error = DatabaseBusy(f"the database could not commit ({refused}); try again")
+                job.error = DatabaseBusy(
+                    f"the database could not commit ({commit_error}); try again"
+                )
 
     def _commit_now(self, operations: int) -> apsw.Error | None:
         """Commit the write transaction of `operations` and time it; when the commit fails,
@@ -433,12 +435,12 @@ class SqliteStore:
             return False
         return True
 
-    def _run_together(self, batch: list[_Job], hold: Hold) -> _Job | None:
+    def _run_together(self, batch: list[_Job], reservation: Reservation) -> _Job | None:
         """Run the operations until one fails; answer that one, its error set (a refusal
         kept with what it wrote, `KeepAndRaise`, is no failure)."""
         for job in batch:
             try:
-                job.result = SqliteTx(self._writer, self.clock(), hold).run(job.operation)
+                job.result = SqliteTx(self._writer, self.clock(), reservation).run(job.operation)
             except KeepAndRaise as ex:
                 job.error = ex.error
             except BaseException as ex:
@@ -446,20 +448,20 @@ class SqliteStore:
                 return job
         return None
 
-    def _run_apart(self, batch: list[_Job], hold: Hold) -> None:
+    def _run_apart(self, batch: list[_Job], reservation: Reservation) -> None:
         """Run every operation in a savepoint of its own: one that fails rolls back alone."""
         for job in batch:
-            job.result, job.error = self._in_savepoint(job.operation, hold)
+            job.result, job.error = self._in_savepoint(job.operation, reservation)
 
     def _in_savepoint(
-        self, operation: Callable[[Tx], Any], hold: Hold
+        self, operation: Callable[[Tx], Any], reservation: Reservation
     ) -> tuple[Any, BaseException | None]:
         """Run an operation in a savepoint of the open transaction: its result, or the error
         its caller gets (a refusal kept with what it wrote, or a failure rolled back alone)."""
         connection = self._writer
         connection.execute("SAVEPOINT operation")
         try:
-            return SqliteTx(connection, self.clock(), hold).run(operation), None
+            return SqliteTx(connection, self.clock(), reservation).run(operation), None
         except KeepAndRaise as ex:
             return None, ex.error
         except BaseException as ex:
@@ -479,8 +481,10 @@ def failure(ex: BaseException) -> BaseException:
 class SqliteTx(QueuedTx):
     """One transaction on a SQLite connection."""
 
-    def __init__(self, connection: apsw.Connection, now: float, hold: Hold | None = None) -> None:
-        super().__init__(now, hold)
+    def __init__(
+        self, connection: apsw.Connection, now: float, reservation: Reservation | None = None
+    ) -> None:
+        super().__init__(now, reservation)
         self.connection = connection
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:

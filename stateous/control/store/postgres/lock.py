@@ -13,7 +13,7 @@ from contextlib import suppress
 import psycopg
 
 from stateous.control.errors import DatabaseBusy
-from stateous.control.store.locks import HoldLost, HoldRefused
+from stateous.control.store.locks import TenureLost, TenureRefused
 from stateous.control.store.migrations import SchemaError
 from stateous.control.store.postgres.connection import (
     Connection,
@@ -56,13 +56,13 @@ class AdvisoryLock:
             )
         if not taken:
             self._asking = connection
-            raise HoldRefused("another control plane serves this database; stop it first")
+            raise TenureRefused("another control plane serves this database; stop it first")
         self._connection = connection
 
     def check(self) -> None:
-        """Raise `HoldLost` when another control plane took the lock. When only the lock's
+        """Raise `TenureLost` when another control plane took the lock. When only the lock's
         connection is gone (the database restarted, a proxy cut it), take the lock again
-        on a new one: the hold's row then shows whether anybody served in between. While
+        on a new one: the tenure's row then shows whether anybody served in between. While
         the database cannot be reached, raise `DatabaseBusy`."""
         if self._connection is None:
             return
@@ -74,9 +74,9 @@ class AdvisoryLock:
                 self._connection.close()
         try:
             self.take()
-        except HoldRefused:
+        except TenureRefused:
             cause = "another control plane took the database while this one could not reach it"
-            raise HoldLost(cause, cause) from None
+            raise TenureLost(cause, cause) from None
         except (psycopg.Error, Unreachable) as ex:
             raise DatabaseBusy(f"the database cannot be reached ({first_line(ex)})") from None
 

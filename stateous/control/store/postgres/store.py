@@ -48,7 +48,7 @@ from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import BUMP, TOTAL, Counter, Shards
 from stateous.control.store.counts import COLUMNS as COUNT_COLUMNS
 from stateous.control.store.migrations import migrate, upgrade_failed
-from stateous.control.store.positions import Hold, Positions
+from stateous.control.store.positions import Positions, Reservation
 from stateous.control.store.postgres.connection import (
     LOCK_MILLISECONDS,
     STATEMENT_MILLISECONDS,
@@ -71,7 +71,7 @@ _decode = msgspec.json.decode
 
 #: How many ids of tasks or timers one trip to a sequence takes.
 ID_BLOCK = 64
-#: The second key of the advisory lock that numbers held events.
+#: The second key of the advisory lock that numbers deferred events.
 ARRIVALS = 1
 #: The pause before a conflicting transaction runs once more, in seconds (random in between).
 RETRY_PAUSE = (0.02, 0.08)
@@ -276,11 +276,11 @@ class PostgresStore:
     ) -> Result:
         if self._fenced is not None:
             raise self._fenced
-        # A write's positions stay held until its outcome is known, settled or not.
-        hold = self.positions.hold() if begin == BEGIN_WRITE else None
+        # A write's positions stay reserved until its outcome is known, settled or not.
+        reservation = self.positions.reserve() if begin == BEGIN_WRITE else None
         try:
             with self._pool.connection() as connection:
-                return self._transaction(connection, operation, begin, hold)
+                return self._transaction(connection, operation, begin, reservation)
         except conflicts:
             raise
         except Unanswered as lost:
@@ -288,22 +288,22 @@ class PostgresStore:
         except (psycopg.OperationalError, Unreachable) as ex:
             raise DatabaseBusy(f"the database is busy ({first_line(ex)}); try again") from None
         finally:
-            if hold is not None:
-                hold.release()
+            if reservation is not None:
+                reservation.release()
 
     def _transaction(
         self,
         connection: Connection,
         operation: Callable[[Tx], Result],
         begin: str,
-        hold: Hold | None,
+        reservation: Reservation | None,
     ) -> Result:
         """Run one transaction in a pipeline and commit it; roll it back on any error."""
         kept: Exception | None = None
         result: Result | None = None
         committing = False
         pipeline = Pipeline(connection)
-        tx = PostgresTx(pipeline, self.clock(), self._ids, hold)
+        tx = PostgresTx(pipeline, self.clock(), self._ids, reservation)
         if tx.writing:
             tx.shard = self._shards.take()
         try:
@@ -394,13 +394,15 @@ class PostgresTx(QueuedTx):
 
     listed = _LISTED
 
-    def __init__(self, pipeline: Pipeline, now: float, ids: Ids, hold: Hold | None) -> None:
-        super().__init__(now, hold)
+    def __init__(
+        self, pipeline: Pipeline, now: float, ids: Ids, reservation: Reservation | None
+    ) -> None:
+        super().__init__(now, reservation)
         self.pipeline = pipeline
         self.connection = pipeline.connection
         self.ids = ids
-        #: A write holds positions for its ledger rows; a read has no hold.
-        self.writing = hold is not None
+        #: A write reserves positions for its ledger rows; a read has no reservation.
+        self.writing = reservation is not None
         if self.writing:
             self.for_update = " FOR UPDATE"
         #: The first ledger row of this transaction; it tells whether an unanswered COMMIT
@@ -527,6 +529,6 @@ class PostgresTx(QueuedTx):
         super().record(token, kind, data, key)
 
     def last_arrival(self) -> int:
-        """The last arrival number; held events are numbered one transaction at a time."""
+        """The last arrival number; deferred events are numbered one transaction at a time."""
         self.execute("SELECT pg_advisory_xact_lock(?, ?)", (LOCK_CLASS, ARRIVALS))
         return super().last_arrival()

@@ -1,4 +1,4 @@
-"""The bounds on answers that clients leave unread: what the HTTP edge may hold for them.
+"""The bounds on answers that clients leave unread: what the HTTP edge may keep unsent.
 
 The edge (`edge.Server`) keeps every answer waiting to be sent in memory, never in a
 temporary file, so these bounds see all of it. They count only what waits on a client that
@@ -11,12 +11,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-#: The most bytes of answers that one connection may hold unsent while its client reads
-#: nothing (an answer may be larger: what counts is what waits on a client that stopped).
-CONNECTION_HELD = 8 * 1024 * 1024
-#: The most bytes of answers that all connections together may hold unsent while their
-#: clients read nothing.
-TOTAL_HELD = 64 * 1024 * 1024
+from stateous.model.limits import CONNECTION_UNSENT_LIMIT, TOTAL_UNSENT_LIMIT
+
 #: How long a client may take no byte of its answers before it counts as not reading, in
 #: seconds: a client that reads takes some at every round trip.
 STALL = 1.0
@@ -24,7 +20,7 @@ STALL = 1.0
 log = logging.getLogger("stateous.control.edge")
 
 
-class Holder(Protocol):
+class Connection(Protocol):
     """A connection of the edge, as the bounds see it."""
 
     total_outbufs_len: int
@@ -34,10 +30,10 @@ class Holder(Protocol):
     def close_now(self) -> None: ...
 
 
-def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
+def over_bounds(connections: Iterable[Connection], now: float) -> list[Connection]:
     """The connections to close: of those whose clients stopped reading, each holding more
-    than `CONNECTION_HELD`, then, largest first, as many as it takes to bring what all
-    connections hold under `TOTAL_HELD`."""
+    than `CONNECTION_UNSENT_LIMIT`, then, largest first, as many as it takes to bring what all
+    connections hold under `TOTAL_UNSENT_LIMIT`."""
     holding = [connection for connection in connections if connection.total_outbufs_len]
     total = sum(connection.total_outbufs_len for connection in holding)
     stalled = sorted(
@@ -47,15 +43,15 @@ def over_bounds(connections: Iterable[Holder], now: float) -> list[Holder]:
     )
     chosen = []
     for connection in stalled:
-        held = connection.total_outbufs_len
-        if held <= CONNECTION_HELD and total <= TOTAL_HELD:
+        unsent = connection.total_outbufs_len
+        if unsent <= CONNECTION_UNSENT_LIMIT and total <= TOTAL_UNSENT_LIMIT:
             break
         chosen.append(connection)
-        total -= held
+        total -= unsent
     return chosen
 
 
-def close_over_bounds(connections: Iterable[Holder], now: float) -> None:
+def close_over_bounds(connections: Iterable[Connection], now: float) -> None:
     """Close the connections past the bounds, with a log line each (its client's address
     and byte counts: nothing from a request)."""
     connections = list(connections)
@@ -68,7 +64,7 @@ def close_over_bounds(connections: Iterable[Holder], now: float) -> None:
             connection.total_outbufs_len,
             STALL,
             total,
-            CONNECTION_HELD,
-            TOTAL_HELD,
+            CONNECTION_UNSENT_LIMIT,
+            TOTAL_UNSENT_LIMIT,
         )
         connection.close_now()

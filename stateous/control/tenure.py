@@ -1,9 +1,9 @@
-"""One control plane per database: its name on the `control_plane` row.
+"""One control plane per database: its tenure, its name on the `control_plane` row.
 
-Besides its serving lock (`store/locks.py`), a control plane holds its database
+Besides its serving lock (`store/locks.py`), a control plane keeps its database
 by the `control_plane` row, which names it as `host:pid:id`; the clock checks the
-row and the lock every second, so a holder that finds another name there, or lost
-its lock, knows it lost the database.
+row and the lock every second, so a control plane that finds another name there,
+or lost its lock, knows it lost the database.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import os
 import secrets
 import socket
 
-from stateous.control.store import ControlRow, HoldLost, Lock, Store, Tx
+from stateous.control.store import ControlRow, Lock, Store, TenureLost, Tx
 
 
-class Hold:
-    """This control plane's claim on the `control_plane` row."""
+class Tenure:
+    """This control plane's tenure of its database: its name on the `control_plane` row."""
 
     #: How often the row's `since` is written again, in seconds.
     RENEW_EVERY = 10.0
@@ -44,8 +44,8 @@ class Hold:
         def operation(tx: Tx) -> None:
             row = tx.control()
             if row is None or row.serving != self.name:
-                holder = "nobody" if row is None or row.serving is None else row.serving
-                raise HoldLost(f"another control plane took this database ({holder} holds it)")
+                other = "nobody" if row is None or row.serving is None else row.serving
+                raise TenureLost(f"another control plane took this database ({other} holds it)")
             if tx.now - self._renewed >= self.RENEW_EVERY:
                 tx.put_control(ControlRow(row.structure, row.checksum, self.name, tx.now))
                 self._renewed = tx.now
@@ -53,7 +53,7 @@ class Hold:
         self.store.write(operation)
 
     def give_up(self) -> None:
-        """Clear the row's holder at a graceful stop."""
+        """Clear the row's name at a graceful stop."""
 
         def operation(tx: Tx) -> None:
             row = tx.control()
