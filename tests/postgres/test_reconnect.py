@@ -12,10 +12,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous.control.store.backup import dump_settings
 from stateous.control.serve import check_url, without_password
+from stateous.control.store.backup import dump_settings
 from tests.control.serving import Launcher, orders, write_graph
-from tests.postgres.test_outages import proxy, through  # noqa: F401 - the proxy fixture
+from tests.postgres.test_outages import through
 from tests.proxy import Proxy
 
 #: Requests at once before the cut, so that the pool keeps several sessions.
