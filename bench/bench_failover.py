@@ -84,7 +84,8 @@ class Change:
 @dataclass
 class Load:
     """The outside world: starts tokens at a steady rate, and fires `approved` at those in
-    approval; each request is sent again until it is answered 2xx."""
+    approval; each request is sent again until it is answered 2xx (after a 503, or a 500
+    whose COMMIT went unanswered: both are safe to send again)."""
 
     port: int
     rate: float
@@ -96,6 +97,8 @@ class Load:
     starting: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
     failure: str | None = None
+    #: Changes answered 500 because the outcome of their COMMIT was not known, sent again.
+    unknown: int = 0
 
     def call(self, link: list[http.client.HTTPConnection | None], path: str, **kw: Any) -> Any:
         """POST or GET until 2xx; a 503 (the database is out of reach) is sent again."""
@@ -118,6 +121,12 @@ class Load:
                 time.sleep(0.05)
                 continue
             if response.status == 503:
+                time.sleep(0.05)
+                continue
+            if response.status == 500 and kw.get("kind") is not None:
+                # A COMMIT went unanswered and the database could not say: a start names its
+                # token and a fire has its Idempotency-Key, so sending it again is the look.
+                self.unknown += 1
                 time.sleep(0.05)
                 continue
             if response.status >= 300:
@@ -314,7 +323,8 @@ def summary(run: Run, found: Findings) -> list[str]:
         f"tokens: {len(load.started)} ({statuses})",
         f"failovers: {len(run.failovers)} ({', '.join(f.node for f in run.failovers)} killed)",
         f"changes answered 2xx: {len(load.changes)}, {before} of them before a kill; "
-        f"lost: {sum('is lost' in p for p in found.problems)}",
+        f"lost: {sum('is lost' in p for p in found.problems)}; answered 500 with their outcome "
+        f"unknown, then sent again: {load.unknown}",
         f"ended leases: {len(found.ended_leases)}",
     ]
     if waits:
