@@ -173,6 +173,8 @@ class Failover:
 
     node: str
     killed: float
+    #: The kill's time of day (UTC), to set beside the ledger's.
+    at: str = field(default_factory=lambda: time.strftime("%H:%M:%S", time.gmtime()))
     first_answer: float | None = None
 
 
@@ -296,7 +298,14 @@ def check(run: Run, back: dict[str, tuple[dict[str, Any], list[Any]]]) -> Findin
             found.problems.append(f"{token} has not ended: {view['status']} in {view['state']}")
         check_history(token, entries, found)
     for token, task, attempt in found.ended_leases:
-        found.problems.append(f"the lease of task {task} of {token} (attempt {attempt}) ended")
+        when = next(
+            entry["at"]
+            for entry in back[token][1]
+            if entry["kind"] == "task_failed" and entry["data"].get("task") == task
+        )
+        found.problems.append(
+            f"the lease of task {task} of {token} (attempt {attempt}) ended at {when}"
+        )
     for change in lost_changes(run.formation.url, run.load.changes):
         found.problems.append(f"the {change.kind} of {change.token}, answered 2xx, is lost")
     for box in run.boxes:
@@ -313,16 +322,17 @@ def summary(run: Run, found: Findings) -> list[str]:
     assert load is not None
     statuses = ", ".join(f"{count} {status}" for status, count in sorted(found.statuses.items()))
     waits = [f.first_answer for f in run.failovers if f.first_answer is not None]
-    before = sum(
-        change.answered < failover.killed for change in load.changes for failover in run.failovers
-    )
+    last_kill = max((failover.killed for failover in run.failovers), default=0.0)
+    before = sum(change.answered < last_kill for change in load.changes)
     lines = [
         f"failover run: seed {args.seed}, {args.minutes:g} min at {args.rate:g} tokens/s, "
         f"lease {args.lease}, {args.supervisors} supervisors, "
         f"{'quick' if args.quick else 'default'} monitor settings",
         f"tokens: {len(load.started)} ({statuses})",
-        f"failovers: {len(run.failovers)} ({', '.join(f.node for f in run.failovers)} killed)",
-        f"changes answered 2xx: {len(load.changes)}, {before} of them before a kill; "
+        f"failovers: {len(run.failovers)} ("
+        + ", ".join(f"{f.node} killed at {f.at}" for f in run.failovers)
+        + ")",
+        f"changes answered 2xx: {len(load.changes)}, {before} of them before the last kill; "
         f"lost: {sum('is lost' in p for p in found.problems)}; answered 500 with their outcome "
         f"unknown, then sent again: {load.unknown}",
         f"ended leases: {len(found.ended_leases)}",
