@@ -35,6 +35,7 @@ class Tenure:
             self._renewed = tx.now
 
         self.store.write(operation)
+        self.lock.serve_as(self.name)
 
     def renew(self) -> None:
         """Check the lock, and that the row still names this control plane; refresh `since`

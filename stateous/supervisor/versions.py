@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.model import contracts
+from stateous.model.codes import RefusalCode
 from stateous.model.graph_file import GraphFile, checksum
 from stateous.model.invocation import invoked_as
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_graph, read_health
@@ -32,8 +33,6 @@ log = logging.getLogger("stateous.supervisor")
 
 #: Seconds between two reads of /health by a running supervisor.
 WATCH_EVERY = 3.0
-#: The refusal of a graph that the control plane does not keep.
-UNKEPT = "graph_not_found"
 #: What a failed read of the control plane is: its claims and heartbeat say so already.
 UNREAD = (Unreachable, NotServing, Refused, BadAnswer)
 
@@ -78,7 +77,7 @@ class Watch:
         try:
             graph: GraphFile = await self._ask(connection, path, read_graph)
         except Refused as ex:
-            if ex.code == UNKEPT:
+            if ex.code == RefusalCode.GRAPH_NOT_FOUND:
                 return None
             raise
         return graph if checksum(graph) == self.contract else None

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.control.support import NO_POSTGRES, POSTGRES, Backend, fresh_schema
+from tests.proxy import Proxy
 
 
 @pytest.fixture
@@ -22,3 +24,12 @@ def url() -> Iterator[str]:
 @pytest.fixture
 def backend(url: str, tmp_path: Path) -> Backend:
     return Backend("postgres", tmp_path, url)
+
+
+@pytest.fixture
+def proxy(url: str) -> Iterator[Proxy]:
+    """A proxy to the server of `url`, which the test can take down and bring back."""
+    parts = urlsplit(url)
+    with_proxy = Proxy((parts.hostname or "127.0.0.1", parts.port or 5432))
+    yield with_proxy
+    with_proxy.close()

@@ -4,25 +4,14 @@ on, and a supervisor that kept heartbeating loses nothing (docs/concepts/reliabi
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
-
-import pytest
 
 from tests.control.serving import Launcher, orders, write_graph
 from tests.control.test_serve_process import check_seqs, claim, start_token
 from tests.proxy import Proxy
 
 LEASE = 2.0
-
-
-@pytest.fixture
-def proxy(url: str) -> Iterator[Proxy]:
-    parts = urlsplit(url)
-    with_proxy = Proxy((parts.hostname or "127.0.0.1", parts.port or 5432))
-    yield with_proxy
-    with_proxy.close()
 
 
 def through(url: str, proxy: Proxy) -> str:

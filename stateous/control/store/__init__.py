@@ -158,7 +158,7 @@ def open_locked(
     the store cannot be opened. `clock` is the time of its transactions."""
     try:
         if url.startswith(POSTGRES):
-            store: Store = _postgres().PostgresStore(url, size=connections, clock=clock)
+            store: Store = _postgres().PostgresStore(url, size=connections, clock=clock, lock=lock)
             return store
         from stateous.control.store.sqlite import SqliteStore
 

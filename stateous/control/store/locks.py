@@ -39,6 +39,10 @@ class Lock(Protocol):
     def check(self) -> None:
         """Raise `TenureLost` when the lock is no longer held."""
 
+    def serve_as(self, holder: str) -> None:
+        """Learn the name that the `control_plane` row gives this control plane: a lock
+        that must be taken again is kept only where the row still shows it."""
+
     def release(self) -> None: ...
 
 
@@ -76,6 +80,9 @@ class FileLock:
 
     def check(self) -> None:
         """An OS lock cannot be lost while its process lives: nothing to check."""
+
+    def serve_as(self, holder: str) -> None:
+        """It is never taken again: the name is not needed."""
 
     def release(self) -> None:
         if self._file is not None:

@@ -115,6 +115,10 @@ def connect(
     return connection
 
 
+class SessionLost(Exception):
+    """A connection broke before its transaction sent its COMMIT: nothing of it was kept."""
+
+
 class Pool:
     """Up to `size` connections, each lent to one thread at a time; a broken one is dropped."""
 
@@ -148,9 +152,15 @@ class Pool:
                 return
         connection.close()
 
-    def close(self) -> None:
+    def flush(self) -> None:
+        """Close the idle connections: one of their server's sessions broke, so the others
+        are likely gone too (a failover ends them all); new ones reach the new primary."""
         with self._lock:
-            self._closed = True
             idle, self._idle = self._idle, []
         for connection in idle:
             connection.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.flush()

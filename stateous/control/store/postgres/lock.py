@@ -4,10 +4,18 @@ It ends with its connection, so a new control plane can start at once after the
 holder's process dies (or, through the keepalives of both ends, about a minute
 after its computer is gone). Its key is the schema's, so two schemas of one
 database can each have a control plane.
+
+An advisory lock is not replicated: after a failover the new primary holds none,
+and the lock's connection is gone with the old one. The lock is then taken again
+on whichever host the URL finds as the primary, and kept only when the
+`control_plane` row there still names this control plane: another that served
+meanwhile would have written its own name.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from contextlib import suppress
 
 import psycopg
@@ -22,8 +30,12 @@ from stateous.control.store.postgres.connection import (
     first_line,
 )
 
+log = logging.getLogger("stateous.control.store")
+
 #: The first key of the advisory locks of Stateous (the letters "STAT").
 LOCK_CLASS = 0x53544154
+#: Why a lock taken again is given up: the row names another control plane, or none.
+SERVED_MEANWHILE = "another control plane served the database while this one could not reach it"
 
 
 class AdvisoryLock:
@@ -37,6 +49,15 @@ class AdvisoryLock:
         self.url = url
         self._connection: Connection | None = None
         self._asking: Connection | None = None
+        #: The name on the `control_plane` row while this control plane serves.
+        self._holder: str | None = None
+        #: Why the lock is lost for good, once it is.
+        self._lost: TenureLost | None = None
+        #: The clock and a request that met a dead session may both check.
+        self._checking = threading.Lock()
+
+    def serve_as(self, holder: str) -> None:
+        self._holder = holder
 
     def take(self) -> None:
         connection = self._asking or connect(self.url)
@@ -60,25 +81,54 @@ class AdvisoryLock:
         self._connection = connection
 
     def check(self) -> None:
-        """Raise `TenureLost` when another control plane took the lock. When only the lock's
-        connection is gone (the database restarted, a proxy cut it), take the lock again
-        on a new one: the tenure's row then shows whether anybody served in between. While
-        the database cannot be reached, raise `DatabaseBusy`."""
-        if self._connection is None:
+        """Raise `TenureLost` when another control plane took the lock or served meanwhile.
+        When only the lock's connection is gone (the database restarted or failed over, a
+        proxy cut it), take the lock again on a new one, and keep it only when the row
+        still names this control plane. While no primary can be reached, raise
+        `DatabaseBusy`."""
+        with self._checking:
+            if self._lost is not None:
+                raise self._lost
+            if self._connection is None:
+                return
+            try:
+                self._connection.execute("SELECT 1")
+                return
+            except psycopg.Error:
+                with suppress(psycopg.Error):
+                    self._connection.close()
+            try:
+                self.take()
+                self._prove()
+            except TenureRefused:
+                cause = "another control plane took the database while this one could not reach it"
+                self._lost = TenureLost(cause, cause)
+                raise self._lost from None
+            except (psycopg.Error, Unreachable) as ex:
+                raise DatabaseBusy(f"the database cannot be reached ({first_line(ex)})") from None
+
+    def _prove(self) -> None:
+        """Keep the lock just taken again only if the row names this control plane: a
+        control plane that served meanwhile, gone now or not, wrote its own name there."""
+        assert self._connection is not None
+        if self._holder is None:
             return
         try:
-            self._connection.execute("SELECT 1")
-            return
+            row = self._connection.execute("SELECT serving FROM control_plane").fetchone()
         except psycopg.Error:
-            with suppress(psycopg.Error):
-                self._connection.close()
-        try:
-            self.take()
-        except TenureRefused:
-            cause = "another control plane took the database while this one could not reach it"
-            raise TenureLost(cause, cause) from None
-        except (psycopg.Error, Unreachable) as ex:
-            raise DatabaseBusy(f"the database cannot be reached ({first_line(ex)})") from None
+            self.release()
+            raise
+        if row is None or row[0] != self._holder:
+            self.release()
+            self._lost = TenureLost(SERVED_MEANWHILE, SERVED_MEANWHILE)
+            raise self._lost
+        info = self._connection.info
+        log.info(
+            "took the serving lock again on %s:%s; the control_plane row still names this "
+            "control plane",
+            info.host,
+            info.port,
+        )
 
     def release(self) -> None:
         for connection in (self._connection, self._asking):

@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
-from stateous.control.store.postgres.connection import Pool, Unreachable, first_line
+from stateous.control.store.postgres.connection import (
+    Connection,
+    Pool,
+    Unreachable,
+    first_line,
+)
 
 log = logging.getLogger("stateous.control.store")
 
-#: How long a session whose COMMIT went unanswered may take to end, in seconds.
+#: How long a session whose COMMIT went unanswered may take to end, and the database to be
+#: reached again to tell, in seconds.
 SETTLE_SECONDS = 10.0
+#: The pause between two tries to reach the database, in seconds.
+RETRY_SECONDS = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +63,7 @@ def settle(pool: Pool, lost: Unanswered) -> Any:
     `DatabaseBusy` when it was not, `OutcomeUnknown` when the database cannot say now."""
     first = lost.first
     try:
-        with pool.connection() as connection:
+        with reached(pool) as connection:
             ended(connection, lost.session)
             rows = connection.execute(
                 "SELECT 1 FROM ledger WHERE token = %s AND at = %s AND kind = %s "
@@ -75,6 +85,22 @@ def settle(pool: Pool, lost: Unanswered) -> Any:
     if lost.kept is not None:
         raise lost.kept
     return lost.result
+
+
+@contextmanager
+def reached(pool: Pool) -> Iterator[Connection]:
+    """A new connection to the database, tried for up to `SETTLE_SECONDS`: a COMMIT that
+    went unanswered because the primary died is settled on the standby it fails over to."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while True:
+        try:
+            with pool.connection() as connection:
+                yield connection
+                return
+        except Unreachable:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(RETRY_SECONDS)
 
 
 def ended(connection: psycopg.Connection[Any], session: tuple[int, Any]) -> None:

@@ -26,7 +26,7 @@ import msgspec
 import psycopg
 from psycopg import errors
 
-from stateous.control.errors import DatabaseBusy
+from stateous.control.errors import DatabaseBusy, NotServing
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
     TASK_BY_ID,
@@ -47,13 +47,16 @@ from stateous.control.store.columns import (
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import BUMP, TOTAL, Counter, Shards
 from stateous.control.store.counts import COLUMNS as COUNT_COLUMNS
+from stateous.control.store.locks import Lock, TenureLost
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Positions, Reservation
 from stateous.control.store.postgres.connection import (
+    CONNECT_SECONDS,
     LOCK_MILLISECONDS,
     STATEMENT_MILLISECONDS,
     Connection,
     Pool,
+    SessionLost,
     Unreachable,
     connect,
     first_line,
@@ -205,9 +208,15 @@ class PostgresStore:
         size: int = 10,
         lock_timeout: int = LOCK_MILLISECONDS,
         statement_timeout: int = STATEMENT_MILLISECONDS,
+        lock: Lock | None = None,
     ) -> None:
         self.clock = clock
         self._fenced: Exception | None = None
+        #: The serving lock, checked again before new sessions serve after one broke.
+        self._serving_lock = lock
+        #: A session broke: the others may be gone too, and the lock with them.
+        self._lost = False
+        self._reconnecting = threading.Lock()
         self._ids = Ids()
         self._shards = Shards()
         self.writer = WriterTimes()
@@ -279,17 +288,59 @@ class PostgresStore:
         # A write's positions stay reserved until its outcome is known, settled or not.
         reservation = self.positions.reserve() if begin == BEGIN_WRITE else None
         try:
-            with self._pool.connection() as connection:
-                return self._transaction(connection, operation, begin, reservation)
+            try:
+                return self._on_a_session(operation, begin, reservation)
+            except SessionLost:
+                # Nothing was kept: once more, on a session of the primary of now.
+                return self._on_a_session(operation, begin, reservation)
         except conflicts:
             raise
         except Unanswered as lost:
+            self._lost = True
+            self._pool.flush()
             return settle(self._pool, lost)  # type: ignore[no-any-return]
-        except (psycopg.OperationalError, Unreachable) as ex:
+        except (psycopg.OperationalError, Unreachable, SessionLost) as ex:
             raise DatabaseBusy(f"the database is busy ({first_line(ex)}); try again") from None
         finally:
             if reservation is not None:
                 reservation.release()
+
+    def _on_a_session(
+        self, operation: Callable[[Tx], Result], begin: str, reservation: Reservation | None
+    ) -> Result:
+        """Run the transaction on a pooled session; one that breaks marks them all lost."""
+        if self._lost:
+            self._reconnect()
+        try:
+            with self._pool.connection() as connection:
+                return self._transaction(connection, operation, begin, reservation)
+        except SessionLost:
+            self._lost = True
+            raise
+
+    def _reconnect(self) -> None:
+        """After a broken session: drop the idle ones, and make sure the serving lock is
+        still held (taken again on the primary of now when its session broke too, where the
+        row proves that nobody else served), before any new session serves."""
+        if not self._reconnecting.acquire(timeout=CONNECT_SECONDS):
+            raise DatabaseBusy("the database is being connected to again; try again")
+        try:
+            if not self._lost:
+                return
+            self._pool.flush()
+            if self._serving_lock is not None:
+                try:
+                    self._serving_lock.check()
+                except TenureLost:
+                    gone = NotServing("this control plane no longer holds its database")
+                    self.fence(gone)
+                    raise gone from None
+            # Ids taken from the sequences of a server that is gone may not have reached
+            # the new primary: take new ones there.
+            self._ids.forget()
+            self._lost = False
+        finally:
+            self._reconnecting.release()
 
     def _transaction(
         self,
@@ -322,6 +373,8 @@ class PostgresStore:
             # leaves no ledger row is the same when sent again.
             if committing and connection.broken and tx.first_entry is not None:
                 raise Unanswered(tx.first_entry, connection.session, result, kept) from ex
+            if connection.broken and not committing:
+                raise SessionLost(first_line(ex)) from ex
             self._roll_back(pipeline)
             raise
         except BaseException:
@@ -356,6 +409,11 @@ class Ids:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._free: dict[str, list[int]] = {}
+
+    def forget(self) -> None:
+        """Drop the ids taken and not used yet."""
+        with self._lock:
+            self._free.clear()
 
     def take(self, table: str, tx: PostgresTx) -> int:
         with self._lock:
