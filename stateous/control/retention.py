@@ -66,6 +66,12 @@ def sweep(store: Store, keep: float, limit: int = BATCH) -> int:
     tokens = 0
     while True:
         removed, took = remove_batch(store, keep, limit)
+        if removed.schedule_rows:
+            log.info(
+                "retention: removed %d schedule occurrence(s) from over %ds ago",
+                removed.schedule_rows,
+                keep,
+            )
         if removed.tokens or removed.plan_rows:
             log.info(
                 "retention: removed %d token tree(s), %d token(s) and %d plan row(s) that "
@@ -77,7 +83,7 @@ def sweep(store: Store, keep: float, limit: int = BATCH) -> int:
                 took * 1000,
             )
         tokens += removed.tokens
-        if removed.trees < limit and not removed.plan_rows:
+        if removed.trees < limit and not removed.plan_rows and not removed.schedule_rows:
             return tokens
 
 

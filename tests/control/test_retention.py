@@ -12,7 +12,7 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.control.plans import Plans
 from stateous.control.retention import remove_batch, sweep
-from stateous.control.store import Counter
+from stateous.control.store import Counter, Tx
 from stateous.model.wire import ReportBody
 from tests.control.support import BACKENDS, Backend, Plane, connected, open_backend, plane_for
 
@@ -143,3 +143,18 @@ def test_plans_made_before_the_cutoff_go_in_batches(plane: Plane) -> None:
     assert sweep(plane.store, KEEP) == 3
     assert plane.store.read(lambda tx: tx.plan(plan.plan)) is None
     assert rows_of(plane.backend, ["P0", "P1", "P2"])["plan_tokens"] == 0  # type: ignore[attr-defined]
+
+
+def test_old_occurrences_of_a_schedule_go_but_its_last_one_stays(plane: Plane) -> None:
+    def record(tx: Tx) -> None:
+        for n in range(5):
+            tx.record_occurrence("nightly", tx.now + n, "skipped", None, 0, "overlap")
+        tx.record_occurrence("weekly", tx.now, "skipped", None, 0, "overlap")
+
+    plane.store.write(record)
+    plane.clock.advance(KEEP + 10)
+    removed, _ = remove_batch(plane.store, KEEP)
+    with connected(plane.backend) as run:  # type: ignore[attr-defined]
+        left = run("SELECT schedule, count(*) FROM schedule_history GROUP BY schedule")
+    assert removed.schedule_rows == 4
+    assert sorted(left) == [("nightly", 1), ("weekly", 1)]

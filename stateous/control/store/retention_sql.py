@@ -44,14 +44,23 @@ ENDED = tuple(ENDING)
 PLAN_ROWS = 500
 TIMER_COLUMNS = "id, token, state, visit, event, payload, set_at, due_at, status, kind"
 
+#: The oldest occurrences of the schedules' history from before a time, each schedule's
+#: last one left out, at most so many.
+OLD_OCCURRENCES = (
+    "SELECT h.schedule, h.at FROM schedule_history h WHERE h.at < ? AND h.at < "
+    "(SELECT max(l.at) FROM schedule_history l WHERE l.schedule = h.schedule) "
+    "ORDER BY h.at LIMIT ?"
+)
 
 @dataclass(frozen=True, slots=True)
 class Removed:
-    """What one batch removed: whole trees, the tokens in them, rows of plans."""
+    """What one batch removed: whole trees, the tokens in them, rows of plans, rows of the
+    schedules' history."""
 
     trees: int = 0
     tokens: int = 0
     plan_rows: int = 0
+    schedule_rows: int = 0
 
 
 @dataclass(slots=True)
@@ -122,7 +131,12 @@ class RetentionSql:
                 break
         trees = self._removable(tops, before)
         removed = self._remove(trees)
-        return Removed(len(trees), removed, self._remove_plan_rows(before))
+        return Removed(
+            len(trees),
+            removed,
+            self._remove_plan_rows(before),
+            self._remove_schedule_rows(before),
+        )
 
     def remove_trees(self, trees: dict[str, int], before: str) -> Removed:
         """Remove the trees whose tops `trees` names, each only while it is still ended
@@ -231,6 +245,18 @@ class RetentionSql:
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )
         return len(tokens)
+
+    def _remove_schedule_rows(self, before: str) -> int:
+        """Remove up to `PLAN_ROWS` occurrences of the schedules' history from before
+        `before`, but each schedule's last one, which `GET /schedules` shows; answer how
+        many went."""
+        rows = self.execute(OLD_OCCURRENCES, (before, PLAN_ROWS))
+        if rows:
+            self.change(
+                f"DELETE FROM schedule_history WHERE (schedule, at) IN ({OLD_OCCURRENCES})",
+                (before, PLAN_ROWS),
+            )
+        return len(rows)
 
     def _remove_plan_rows(self, before: str) -> int:
         """Remove up to `PLAN_ROWS` rows of the oldest plan made before `before`, the plan
