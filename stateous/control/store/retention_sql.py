@@ -52,6 +52,7 @@ OLD_OCCURRENCES = (
     "ORDER BY h.at LIMIT ?"
 )
 
+
 @dataclass(frozen=True, slots=True)
 class Removed:
     """What one batch removed: whole trees, the tokens in them, rows of plans, rows of the
