@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateous.cli.parser import Commands
 from stateous.cli.tokens import json_object, with_client
-from stateous.model.schedule import CATCH_UPS, OVERLAPS
+from stateous.model.vocabulary import CATCH_UPS, OVERLAPS
 
 if TYPE_CHECKING:
     from stateous.client import Client

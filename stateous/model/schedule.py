@@ -16,12 +16,8 @@ import msgspec
 
 from stateous.model.cron import CronError, parse, zone
 from stateous.model.names import name_problem
+from stateous.model.vocabulary import CATCH_UPS, OVERLAPS
 
-#: What an occurrence does while the last one's token is live: nothing (recorded as a
-#: skip), wait as the one start that waits, or start beside it.
-OVERLAPS = ("skip", "queue_one", "allow")
-#: After an outage: start one token for the occurrences missed, or skip them all.
-CATCH_UPS = ("latest", "none")
 #: Where a schedule comes from: the graph file (`flow.schedule`), or an operator at run time.
 FLOW, ADDED = "flow", "added"
 

@@ -128,3 +128,10 @@ class MessageKind(StrEnum):
     REPORT = "report"
     NOTE = "note"
     MEMORY = "memory"
+
+
+#: What an occurrence does while the last one's token is live: nothing (recorded as a
+#: skip), wait as the one start that waits, or start beside it.
+OVERLAPS = ("skip", "queue_one", "allow")
+#: After an outage: start one token for the occurrences missed, or skip them all.
+CATCH_UPS = ("latest", "none")

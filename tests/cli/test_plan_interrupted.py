@@ -2,17 +2,17 @@
 
 `stateous token cancel --where` plans a thousand tokens; a first apply of a hundred stands
 for an earlier apply cut short; `stateous token cancel --apply PLAN` runs as a process of
-its own, and the control plane under it is killed with SIGKILL while it applies (the CLI's
-apply is one request, which a live control plane would finish without its client). After
+its own, and the control plane under it is killed with SIGKILL while it applies (the CLI
+applies a hundred tokens to a request, each of which a live control plane would finish
+without its client). After
 a restart the same command acts on the rest. The ledger, read in the database itself, then
 holds exactly one row naming the plan and one `cancelled` row per token of the plan, and
 none for a token that started to match after the plan was made.
 
 Where the kill lands: Postgres commits each token apart, so the kill comes once the first
 tokens of the CLI's apply are marked (`GET /plans/{id}`), and some of them are left
-pending. On SQLite the control plane's loop runs a request's writes in one transaction;
-the kill comes while that transaction holds the file's write lock, and the restart finds
-none of the request's tokens acted on.
+pending. On SQLite the kill comes while the apply holds the file's write lock, so the
+restart finds a part of the CLI's tokens acted on at most, the rest pending.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def test_a_plan_killed_half_way_and_applied_again_acts_on_each_token_once(
     if on_postgres:
         assert 0 < cut["pending"] < TOKENS - FIRST
     else:
-        assert cut["pending"] == TOKENS - FIRST
+        assert 0 < cut["pending"] <= TOKENS - FIRST
     applied = token(again, "cancel", "--apply", plan)
 
     assert (applied.returncode, applied.stderr) == (0, "")

@@ -68,7 +68,7 @@ def listed(served: Served) -> dict[str, dict[str, Any]]:
 
 
 def wait_until(
-    served: Served, holds: Callable[[dict[str, dict[str, Any]]], bool], timeout: float = 10.0
+    served: Served, holds: Callable[[dict[str, dict[str, Any]]], bool], timeout: float = 30.0
 ) -> dict[str, dict[str, Any]]:
     """Poll `GET /schedules` until `holds` is true of it; answer the last listing."""
     deadline = time.monotonic() + timeout
