@@ -39,7 +39,7 @@ from stateous.control.store.counts import Counter
 from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Hold, Positions
-from stateous.control.store.queued import QueuedTx
+from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import Turn, entered, joined
 
 log = logging.getLogger("stateous.control.store")
@@ -476,8 +476,8 @@ def failure(ex: BaseException) -> BaseException:
     return ex
 
 
-class SqliteTx(QueuedTx):
-    """One transaction on a SQLite connection."""
+class SqliteTx(SqlTx):
+    """One transaction on a SQLite connection: what SQLite does its own way."""
 
     def __init__(self, connection: apsw.Connection, now: float, hold: Hold | None = None) -> None:
         super().__init__(now, hold)
@@ -499,4 +499,4 @@ class SqliteTx(QueuedTx):
         self.connection.execute(statement, bindings)
         gone = self.connection.changes()
         if gone:
-            self.count(Counter.TIMERS_PENDING, "", -gone)
+            self.counts.count(Counter.TIMERS_PENDING, "", -gone)
