@@ -1,12 +1,13 @@
 """Counts kept beside the rows they count, and the cheap reads behind the metrics.
 
-A change counts what it does as it writes its ledger rows: each counted kind of
-entry bumps its counter (`BY_KIND`), and the engine names the two things that the
-ledger does not tell apart (a report's outcome, a lease that ended). The counts
-go out in one statement at the end of the change, in its transaction, so they
-are kept exactly when the change is, and a change run again (Postgres, after a
-conflict) counts once. Each writer that runs at once bumps rows of its own
-`shard`, so no writer waits for another's row; a read adds the shards up.
+A change counts what it does as it writes its rows (`Counts`, a watcher that its
+transaction holds: `watchers.py`): each counted kind of ledger entry bumps its
+counter (`BY_KIND`), and the engine names the two things that the ledger does not
+tell apart (a report's outcome, a lease that ended). The counts go out in one
+statement at the end of the change, in its transaction, so they are kept exactly
+when the change is, and a change run again (Postgres, after a conflict) counts once.
+Each writer that runs at once bumps rows of its own `shard`, so no writer waits for
+another's row; a read adds the shards up.
 
 The live tokens and tasks by status and state, and the pending timers, are
 counts too, moved up and down as a change saves a token or a task or sets,
