@@ -222,24 +222,29 @@ def write_cost(folder: Path, db: str | None, rounds: int, fires: int) -> None:
     from stateous.control.engine import Engine
     from stateous.control.graph import Graph
     from stateous.control.store import open_database
-    from stateous.control.store.counts import CountingTx
+    from stateous.control.store.counts import Counts
+    from stateous.control.store.sql import SqlTx
+    from stateous.control.store.statements import Statements
 
     graph = Graph.load(folder / "bench.json")
     store = open_database(db or f"sqlite:///{folder / 'cost.db'}")
     engine = Engine(graph, store)
     for index in range(fires):
         engine.start(f"C-{index}", {"title": "x"})
-    keep = CountingTx.keep_counts
+    keep = Counts.finished
     figures: dict[str, list[float]] = {"counted": [], "uncounted": []}
-    run = CountingTx.run
+    run = SqlTx.run
     inside = [0.0, 0.0]
 
-    def timed_keep(self: CountingTx, code: str) -> None:
+    def timed_keep(self: Counts, tx: Statements, refused: Exception | None) -> None:
         began = time.perf_counter()
-        keep(self, code)
+        keep(self, tx, refused)
         inside[0] += time.perf_counter() - began
 
-    def timed_run(self: CountingTx, operation: Any) -> Any:
+    def untimed_keep(self: Counts, tx: Statements, refused: Exception | None) -> None:
+        return None
+
+    def timed_run(self: SqlTx, operation: Any) -> Any:
         began = time.perf_counter()
         try:
             return run(self, operation)
@@ -249,15 +254,15 @@ def write_cost(folder: Path, db: str | None, rounds: int, fires: int) -> None:
     try:
         for _ in range(rounds):
             for way in ("counted", "uncounted"):
-                CountingTx.keep_counts = timed_keep if way == "counted" else lambda self, code: None
-                CountingTx.run = timed_run if way == "counted" else run  # type: ignore[method-assign]
+                Counts.finished = timed_keep if way == "counted" else untimed_keep  # type: ignore[method-assign]
+                SqlTx.run = timed_run if way == "counted" else run  # type: ignore[method-assign]
                 began = time.perf_counter()
                 for index in range(fires):
                     engine.fire(f"C-{index}", "remind")
                 figures[way].append((time.perf_counter() - began) * 1e6 / fires)
     finally:
-        CountingTx.keep_counts = keep
-        CountingTx.run = run  # type: ignore[method-assign]
+        Counts.finished = keep  # type: ignore[method-assign]
+        SqlTx.run = run  # type: ignore[method-assign]
         store.close()
     done = rounds * fires
     print(

@@ -33,8 +33,10 @@ function of one `Tx`, and the store promises:
   family first), so each token moves one step at a time while others move beside.
 
 `Tx.now` is the transaction's time; every row it writes carries it. Rows come
-back typed (`rows.py`). The SQL is written once for both databases (`sql.py`);
-each backend adds only how statements reach its connection. A control plane
+back typed (`rows.py`). The SQL is written once for both databases, each verb in one
+class of statements (`sql.py` and those beside it), and what a change keeps beside its
+rows (its counts, the queues it woke) by watchers its transaction holds (`watchers.py`);
+each backend adds only what its database does its own way. A control plane
 holds its database by a `Lock` that lives as long as its process (`locks.py`).
 """
 

@@ -40,10 +40,12 @@ class Tx(Protocol):
     by: str | None
     #: The plan that this change applies, if any: the first ledger row written names it.
     plan_id: str | None
-    #: How many tasks this transaction queued in each state and in each contract; None when
-    #: a task of any state may have become claimable (`stateous.control.waits` wakes the
-    #: claims waiting for them).
-    queued_in: Counter[str] | None
+
+    @property
+    def queued_in(self) -> Counter[str] | None:
+        """How many tasks this transaction queued in each state and in each contract; None
+        when a task of any state may have become claimable (`stateous.control.waits` wakes
+        the claims waiting for them)."""
 
     # tokens
     def token(self, token: str) -> TokenRow | None: ...

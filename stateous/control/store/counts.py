@@ -1,12 +1,13 @@
 """Counts kept beside the rows they count, and the cheap reads behind the metrics.
 
-A change counts what it does as it writes its ledger rows: each counted kind of
-entry bumps its counter (`BY_KIND`), and the engine names the two things that the
-ledger does not tell apart (a report's outcome, a lease that ended). The counts
-go out in one statement at the end of the change, in its transaction, so they
-are kept exactly when the change is, and a change run again (Postgres, after a
-conflict) counts once. Each writer that runs at once bumps rows of its own
-`shard`, so no writer waits for another's row; a read adds the shards up.
+A change counts what it does as it writes its rows (`Counts`, a watcher that its
+transaction holds: `watchers.py`): each counted kind of ledger entry bumps its
+counter (`BY_KIND`), and the engine names the two things that the ledger does not
+tell apart (a report's outcome, a lease that ended). The counts go out in one
+statement at the end of the change, in its transaction, so they are kept exactly
+when the change is, and a change run again (Postgres, after a conflict) counts once.
+Each writer that runs at once bumps rows of its own `shard`, so no writer waits for
+another's row; a read adds the shards up.
 
 The live tokens and tasks by status and state, and the pending timers, are
 counts too, moved up and down as a change saves a token or a task or sets,
@@ -20,15 +21,13 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-from stateous.control.store.columns import TOKEN_COLUMNS, word
-from stateous.control.store.contract import KeepAndRaise, Result
-from stateous.control.store.positions import Reservation
-from stateous.control.store.rows import TaskRow, TokenRow, from_column
-from stateous.control.store.sql import SqlTx
+from stateous.control.store.columns import word
+from stateous.control.store.rows import TaskRow, from_column
+from stateous.control.store.statements import Statements
+from stateous.control.store.watchers import Watcher
 from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import LIVE_TASK, LIVE_TOKEN, Kind, TaskStatus, TimerStatus
 
@@ -95,16 +94,18 @@ def task_label(state: str, status: str) -> str | None:
     return f"{status} {state}" if status in LIVE_TASK else None
 
 
-class CountingTx(SqlTx):
-    """`SqlTx` that counts what the change does, and reads the counts and the live rows."""
+class Counts(Watcher):
+    """What one change counts, from the rows its transaction writes; written in one statement
+    as the change ends (`finished`), so kept exactly when the change is."""
 
-    #: The rows of the counts table that this transaction bumps; one per writer at a time.
-    shard = 0
+    __slots__ = ("_counts", "_now", "_refused", "shard")
 
-    def __init__(self, now: float, reservation: Reservation | None = None) -> None:
-        super().__init__(now, reservation)
+    def __init__(self, now: float) -> None:
+        self._now = now
         self._counts: dict[tuple[str, str], int] = {}
         self._refused = 0
+        #: The rows of the counts table that this change bumps; one per writer at a time.
+        self.shard = 0
 
     def count(self, name: str, label: str = "", added: int = 1) -> None:
         """Count `added` more `name` (with `label`) when this change is kept."""
@@ -120,66 +121,43 @@ class CountingTx(SqlTx):
         if after is not None:
             self.count(name, after)
 
-    # what a change does to the live rows
+    # what a change does to the live rows and the ledger
 
-    def insert_token(self, row: TokenRow) -> None:
-        self.moved(Counter.LIVE_TOKENS, None, token_label(row.workflow, row.state, row.status))
-        super().insert_token(row)
+    def token_written(self, before: tuple[Any, ...] | None, after: tuple[Any, ...]) -> None:
+        was = None if before is None else token_label(before[7], before[1], before[2])
+        self.moved(Counter.LIVE_TOKENS, was, token_label(after[7], after[1], after[2]))
 
-    def save_token(self, row: TokenRow) -> None:
-        kept = self._rows.get(row.token)
-        if kept is None:  # every write reads a token before it saves it; this is a safety net
-            kept = self.one(f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token = ?", (row.token,))
-        before = None if kept is None else token_label(kept[7], kept[1], kept[2])
-        self.moved(Counter.LIVE_TOKENS, before, token_label(row.workflow, row.state, row.status))
-        super().save_token(row)
-
-    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
+    def task_queued(self, state: str, contract: str | None) -> None:
         self.moved(Counter.LIVE_TASKS, None, task_label(state, TaskStatus.QUEUED))
-        return super().insert_task(token, state, visit, contract)
 
-    def save_task(self, row: TaskRow) -> None:
+    def task_saved(self, row: TaskRow) -> None:
         before = task_label(row.state, row.was)
         self.moved(Counter.LIVE_TASKS, before, task_label(row.state, row.status))
-        super().save_task(row)
-        row.was = row.status
 
-    def insert_timer(
-        self, token: str, state: str, visit: int, event: str, payload: Any, due_at: float, kind: str
-    ) -> int:
+    def timer_set(self) -> None:
         self.count(Counter.TIMERS_PENDING)
-        return super().insert_timer(token, state, visit, event, payload, due_at, kind)
 
-    def set_timer_status(self, timer: int, status: str) -> None:
-        """Set the status of a pending timer (the engine sets none of another)."""
+    def timer_settled(self, status: str) -> None:
+        """A pending timer ends (the engine sets no timer pending again)."""
         if status != TimerStatus.PENDING:
             self.count(Counter.TIMERS_PENDING, "", -1)
-        super().set_timer_status(timer, status)
 
-    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
+    def recorded(self, token: str, seq: int | None, kind: str, data: str) -> None:
         counted = BY_KIND.get(kind)
         if counted is not None:
             self.count(*counted)
         elif kind == Kind.EVENT_REJECTED:
             self._refused += 1
-        super().record(token, kind, data, key)
 
-    def run(self, operation: Callable[[Any], Result]) -> Result:
-        try:
-            result = super().run(operation)
-        except KeepAndRaise as ex:
-            self.keep_counts(getattr(ex.error, "code", TURNED_AWAY))
-            raise
-        self.keep_counts(TURNED_AWAY)
-        return result
-
-    def keep_counts(self, refusal: str) -> None:
-        """Write this change's counts in one statement; `refusal` labels its refused events."""
+    def finished(self, tx: Statements, refused: Exception | None) -> None:
+        """Write this change's counts in one statement; the code of `refused` labels its
+        refused events."""
         counts = dict(self._counts)
         if self._refused:
+            refusal = TURNED_AWAY if refused is None else getattr(refused, "code", TURNED_AWAY)
             key = (Counter.EVENTS_REFUSED.value, refusal)
             counts[key] = counts.get(key, 0) + self._refused
-        minute = int(self.now // 60)
+        minute = int(self._now // 60)
         rows: list[tuple[Any, ...]] = []
         for (name, label), added in counts.items():
             if not added:
@@ -190,12 +168,17 @@ class CountingTx(SqlTx):
         if not rows:
             return
         marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in rows)
-        self.change(
+        tx.change(
             f"INSERT INTO counts ({COLUMNS}) VALUES {marks} {BUMP}",
             tuple(value for row in rows for value in row),
         )
 
-    # reads
+
+class CountSql(Statements):
+    """The verbs of `Tx` that read the counts and the queue's index: the metrics' reads."""
+
+    #: The transaction's time.
+    now: float
 
     def counters(self) -> dict[tuple[str, str], int]:
         """Every count since the database was made, by counter and label."""

@@ -6,9 +6,6 @@ and rows are in `columns.py`.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from typing import Any
-
 from stateous.control.store.columns import (
     CREDENTIAL_COLUMNS,
     CREDENTIAL_MARKS,
@@ -16,27 +13,14 @@ from stateous.control.store.columns import (
     credential_values,
 )
 from stateous.control.store.rows import CredentialRow
+from stateous.control.store.statements import Statements
 
 #: The row of `settings` that says whether authentication is on.
 AUTH = "auth"
 
 
-class CredentialSql:
+class CredentialSql(Statements):
     """The credential and setting verbs of `Tx`."""
-
-    stamp: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
-
-    @abstractmethod
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read."""
-
-    @abstractmethod
-    def one(self, sql: str, bindings: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        """Run one statement and return its first row, if any."""
 
     def credential(self, secret_hash: str) -> CredentialRow | None:
         """The credential whose secret has this hash, revoked or not."""

@@ -6,11 +6,9 @@ A graph file never changes for a checksum, so a row is written once and then onl
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from typing import Any
-
 from stateous.control.store.columns import any_word, word
 from stateous.control.store.rows import GraphVersion, from_column
+from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 #: A token that is active or paused, in SQL.
@@ -22,14 +20,8 @@ VERSIONS = (
 )
 
 
-class GraphsSql:
+class GraphsSql(Statements):
     """The verbs of `Tx` over the graph files kept, on the `execute` of a transaction."""
-
-    stamp: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
 
     def keep_graph(self, checksum: str, document: str) -> None:
         """Record that the graph file of `checksum` is served now; keep it if it is new."""

@@ -12,7 +12,6 @@ listing shows: `stateous.control.listings` does.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from stateous.control.store.columns import (
     word,
 )
 from stateous.control.store.rows import TaskRow, TokenRow
+from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import LIVE_TASK, TaskStatus
 
 #: Where a row of `TASK_COLUMNS` has its `queued_at`, as the column keeps it.
@@ -148,18 +148,8 @@ SUPERVISORS_SQL = (
 )
 
 
-class ListingSql:
+class ListingSql(Statements):
     """The listing verbs of `Tx`, over the `execute` of a store's transaction."""
-
-    stamp: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
-
-    @abstractmethod
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read."""
 
     def token_page(self, query: TokenQuery) -> list[tuple[TokenRow, str]]:
         """A page of tokens, each with its `moved_at` as the column keeps it."""

@@ -9,12 +9,12 @@ which tokens a plan holds or what acting on one means: `stateous.control.plans` 
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from stateous.control.store.columns import decode, json_text, time_or_none
 from stateous.control.store.rows import from_column
+from stateous.control.store.statements import Statements
 
 #: How many tokens of a plan one INSERT writes.
 PLAN_BATCH = 200
@@ -55,18 +55,8 @@ def plan_token_row(row: tuple[Any, ...]) -> PlanTokenRow:
     return PlanTokenRow(n, token, outcome, reason, time_or_none(applied_at))
 
 
-class PlanSql:
+class PlanSql(Statements):
     """The plan verbs of `Tx`, over the `execute` of a store's transaction."""
-
-    stamp: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
-
-    @abstractmethod
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read."""
 
     def insert_plan(self, plan: PlanRow, tokens: list[str]) -> None:
         """Keep a plan and its tokens, numbered from 1 in the order given."""

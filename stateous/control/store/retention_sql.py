@@ -17,7 +17,6 @@ a ledger row, and nothing decides when to remove: `stateous.control.retention` d
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +35,7 @@ from stateous.control.store.columns import (
     word,
 )
 from stateous.control.store.rows import Entry, TaskRow, TimerRow, TokenRow
+from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import ENDING, Kind
 
 #: The statuses of a token that ended.
@@ -102,19 +102,8 @@ def _made_by(listed: str, kind: Kind, name: str) -> str:
     )
 
 
-class RetentionSql:
+class RetentionSql(Statements):
     """The retention and archive verbs of `Tx`, over the `execute` of a store's transaction."""
-
-    for_update: str
-    listed: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
-
-    @abstractmethod
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read."""
 
     def remove_ended(self, before: str, limit: int) -> Removed:
         """Remove up to `limit` trees that ended before `before` (a column time), whole,

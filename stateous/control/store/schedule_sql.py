@@ -10,12 +10,12 @@ when an occurrence is due or what it does: `stateous.control.schedules` does.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from stateous.control.store.columns import decode, json_text, time_or_none
 from stateous.control.store.rows import from_column, to_column
+from stateous.control.store.statements import Statements
 
 SCHEDULE_COLUMNS = (
     "name, source, cron, tz, context, overlap, catch_up, paused, next_at, last_at, last_token,"
@@ -68,19 +68,8 @@ def _column(moment: float | None) -> str | None:
     return None if moment is None else to_column(moment)
 
 
-class ScheduleSql:
+class ScheduleSql(Statements):
     """The schedule verbs of `Tx`, over the `execute` of a store's transaction."""
-
-    stamp: str
-    for_update: str
-
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
-
-    @abstractmethod
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read."""
 
     def schedules(self) -> list[ScheduleRow]:
         rows = self.execute(f"SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name")

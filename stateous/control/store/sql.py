@@ -9,7 +9,8 @@ to a token: the engine does.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import abstractmethod
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,6 @@ from stateous.control.store.columns import (
     EXPIRED_LEASES,
     INSERT_TOKEN,
     LEDGER_BATCH,
-    LISTED,
     PENDING_DUE,
     PLANNED_RETRY,
     STATE_LAST,
@@ -44,11 +44,13 @@ from stateous.control.store.columns import (
     word,
 )
 from stateous.control.store.contract import KeepAndRaise, Result
+from stateous.control.store.counts import Counts, CountSql
 from stateous.control.store.credential_sql import CredentialSql
 from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Reservation
+from stateous.control.store.queued import Queued
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimRow,
@@ -62,11 +64,19 @@ from stateous.control.store.rows import (
     to_column,
 )
 from stateous.control.store.schedule_sql import ScheduleSql
+from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, ABC):
+class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, CountSql):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
+
+    The verbs that move tokens are here; those of each other concern are in a class
+    of statements of their own, and none overrides another. What a change keeps
+    beside its rows is kept by the watchers it holds (`watchers.py`): its counts
+    (`counts.py`) and the queues it queued a task in (`queued.py`); each verb that writes
+    a ledger row, a token, a task or a timer tells them once, and `run` lets them
+    write what they keep as the operation ends.
 
     A transaction reads each token's row once: the row, the token's last ledger
     number, its count of pending timers and its live task are kept from that read
@@ -74,16 +84,7 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     Ledger rows of tokens whose last number is known wait in `_ledger` and go out
     in one INSERT: before any read of the ledger, and at `finish`, which the store
     calls before it commits.
-
-    `listed` is the table of the states a claim lists (`columns.LISTED` on SQLite).
-    `for_update` ends every read of a token row in a transaction that may change
-    it: empty on SQLite, whose single writer needs no row locks; `FOR UPDATE` in
-    a Postgres write, so that each token moves one step at a time.
     """
-
-    for_update = ""
-    #: How a statement reads the states of a claim from its one JSON parameter.
-    listed = LISTED
 
     def __init__(self, now: float, reservation: Reservation | None = None) -> None:
         self.now = now
@@ -104,33 +105,37 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         #: How many pending timers a token has, when known.
         self._timers: dict[str, int] = {}
         self._ledger: list[tuple[Any, ...]] = []
+        self.counts = Counts(now)
+        self._queued = Queued()
+        #: What keeps something beside the rows that this transaction writes.
+        self.watchers: list[Watcher] = [self.counts, self._queued]
 
-    @abstractmethod
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        """Run one statement with `?` placeholders and return its rows."""
+    @property
+    def queued_in(self) -> Counter[str] | None:
+        """How many tasks this change queued in each state and in each contract (`queued.py`)."""
+        return self._queued.queued_in
 
-    def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
-        """Run one statement whose rows are not read; a store may send it without waiting."""
-        self.execute(sql, bindings)
-
-    def reads(self, statements: list[tuple[str, tuple[Any, ...]]]) -> list[list[tuple[Any, ...]]]:
-        """Run several statements and answer the rows of each; a store may send them together."""
-        return [self.execute(sql, bindings) for sql, bindings in statements]
-
-    def one(self, sql: str, bindings: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        rows = self.execute(sql, bindings)
-        return rows[0] if rows else None
+    def count(self, name: str, label: str = "", added: int = 1) -> None:
+        """Count `added` more `name` (with `label`) when this change is kept (`counts.py`)."""
+        self.counts.count(name, label, added)
 
     def run(self, operation: Callable[[Any], Result]) -> Result:
-        """Run an engine operation, then write what it left waiting (also when it keeps
-        a refusal to raise after the commit)."""
+        """Run an engine operation, then write what it left waiting and what its watchers
+        keep (also when it keeps a refusal to raise after the commit)."""
         try:
             result = operation(self)
-        except KeepAndRaise:
-            self.finish()
+        except KeepAndRaise as ex:
+            self.ended(ex.error)
             raise
-        self.finish()
+        self.ended(None)
         return result
+
+    def ended(self, refused: Exception | None) -> None:
+        """The operation ended with `refused` to raise after the commit (or none): write
+        the ledger rows that wait, then what each watcher keeps."""
+        self.finish()
+        for watcher in self.watchers:
+            watcher.finished(self, refused)
 
     def finish(self) -> None:
         """Write the ledger rows that wait."""
@@ -189,14 +194,21 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     def insert_token(self, row: TokenRow) -> None:
         values = self.token_values(row)
         self._rows[row.token] = values
+        for watcher in self.watchers:
+            watcher.token_written(None, values)
         self._live[row.token] = None
         self._next_seq[row.token] = 1
         self._timers[row.token] = 0
         self.change(INSERT_TOKEN, (*values, self.stamp))
 
     def save_token(self, row: TokenRow) -> None:
+        before = self._rows.get(row.token)
+        if before is None:  # every write reads a token before it saves it; this is a safety net
+            before = self.one(f"SELECT {TOKEN_COLUMNS} FROM tokens WHERE token = ?", (row.token,))
         values = self.token_values(row)
         self._rows[row.token] = values
+        for watcher in self.watchers:
+            watcher.token_written(before, values)
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
             "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, moved_at = ? "
@@ -219,18 +231,20 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         When this transaction knows the token's last number, the row waits for
         `finish`; otherwise the database numbers it in a statement of its own.
         """
-        data = self.signed(data)
+        text = json_text(self.signed(data))
         assert self.reservation is not None, "a ledger row is written in a write transaction"
         pos = self.reservation.take()
         seq = self._next_seq.get(token)
+        for watcher in self.watchers:
+            watcher.recorded(token, seq, kind, text)
         if seq is not None:
             self._next_seq[token] = seq + 1
-            self._ledger.append((token, seq, self.stamp, kind, key, json_text(data), pos))
+            self._ledger.append((token, seq, self.stamp, kind, key, text, pos))
             return
         self.change(
             f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos) "
             "SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, ?, ?, ? FROM ledger WHERE token = ?",
-            (token, self.stamp, kind, key, json_text(data), pos, token),
+            (token, self.stamp, kind, key, text, pos, token),
         )
 
     def signed(self, data: dict[str, Any]) -> dict[str, Any]:
@@ -316,6 +330,8 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         knows the id its own way)."""
 
     def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
+        for watcher in self.watchers:
+            watcher.task_queued(state, contract)
         self._live.pop(token, None)
         return self.insert_row(
             "tasks",
@@ -342,7 +358,10 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         )
 
     def save_task(self, row: TaskRow) -> None:
+        for watcher in self.watchers:
+            watcher.task_saved(row)
         self.update_task(self.task_values(row))
+        row.was = row.status
 
     def update_task(self, values: tuple[Any, ...]) -> None:
         """Write a task's row from its `task_values`."""
@@ -405,6 +424,8 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     def insert_timer(
         self, token: str, state: str, visit: int, event: str, payload: Any, due_at: float, kind: str
     ) -> int:
+        for watcher in self.watchers:
+            watcher.timer_set()
         if token in self._timers:
             self._timers[token] += 1
         return self.insert_row(
@@ -428,6 +449,9 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         return None if row is None else timer_row(row)
 
     def set_timer_status(self, timer: int, status: str) -> None:
+        """Set the status of a pending timer (the engine sets none of another)."""
+        for watcher in self.watchers:
+            watcher.timer_settled(status)
         self.change("UPDATE timers SET status = ? WHERE id = ?", (status, timer))
 
     def cancel_timers(self, token: str, kind: str | None = None) -> None:

@@ -39,7 +39,7 @@ from stateous.control.store.counts import Counter
 from stateous.control.store.locks import private
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Positions, Reservation
-from stateous.control.store.queued import QueuedTx
+from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import Turn, entered, joined
 
 log = logging.getLogger("stateous.control.store")
@@ -478,8 +478,8 @@ def failure(ex: BaseException) -> BaseException:
     return ex
 
 
-class SqliteTx(QueuedTx):
-    """One transaction on a SQLite connection."""
+class SqliteTx(SqlTx):
+    """One transaction on a SQLite connection: what SQLite does its own way."""
 
     def __init__(
         self, connection: apsw.Connection, now: float, reservation: Reservation | None = None
@@ -503,4 +503,4 @@ class SqliteTx(QueuedTx):
         self.connection.execute(statement, bindings)
         gone = self.connection.changes()
         if gone:
-            self.count(Counter.TIMERS_PENDING, "", -gone)
+            self.counts.count(Counter.TIMERS_PENDING, "", -gone)

@@ -20,12 +20,8 @@ from typing import Any
 import psycopg
 
 from stateous.control.errors import DatabaseBusy, OutcomeUnknown
-from stateous.control.store.postgres.connection import (
-    Connection,
-    Pool,
-    Unreachable,
-    first_line,
-)
+from stateous.control.store.postgres.connection import Connection, Pool, Unreachable, first_line
+from stateous.control.store.watchers import Watcher
 
 log = logging.getLogger("stateous.control.store")
 
@@ -45,6 +41,20 @@ class FirstEntry:
     at: str
     kind: str
     data: str
+
+
+class FirstRow(Watcher):
+    """Keeps the first ledger row that a transaction writes, whose time is `at`."""
+
+    __slots__ = ("at", "entry")
+
+    def __init__(self, at: str) -> None:
+        self.at = at
+        self.entry: FirstEntry | None = None
+
+    def recorded(self, token: str, seq: int | None, kind: str, data: str) -> None:
+        if self.entry is None:
+            self.entry = FirstEntry(token, seq, self.at, kind, data)
 
 
 class Unanswered(Exception):

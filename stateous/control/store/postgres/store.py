@@ -63,9 +63,9 @@ from stateous.control.store.postgres.connection import (
 )
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
-from stateous.control.store.postgres.settle import FirstEntry, Unanswered, settle
-from stateous.control.store.queued import QueuedTx
+from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
 from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
+from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import COMMITTED, Turn
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 
@@ -356,7 +356,7 @@ class PostgresStore:
         pipeline = Pipeline(connection)
         tx = PostgresTx(pipeline, self.clock(), self._ids, reservation)
         if tx.writing:
-            tx.shard = self._shards.take()
+            tx.counts.shard = self._shards.take()
         try:
             pipeline.send(begin, ())
             try:
@@ -371,8 +371,9 @@ class PostgresStore:
         except psycopg.OperationalError as ex:
             # Whether the server kept what this COMMIT sent is not known; a change that
             # leaves no ledger row is the same when sent again.
-            if committing and connection.broken and tx.first_entry is not None:
-                raise Unanswered(tx.first_entry, connection.session, result, kept) from ex
+            first = tx.first.entry
+            if committing and connection.broken and first is not None:
+                raise Unanswered(first, connection.session, result, kept) from ex
             if connection.broken and not committing:
                 raise SessionLost(first_line(ex)) from ex
             self._roll_back(pipeline)
@@ -382,7 +383,7 @@ class PostgresStore:
             raise
         finally:
             if tx.writing:
-                self._shards.give(tx.shard)
+                self._shards.give(tx.counts.shard)
             pipeline.close()
         if kept is not None:
             raise kept
@@ -442,8 +443,8 @@ class Statements:
         return cursor.fetchall() if cursor.description is not None else []
 
 
-class PostgresTx(QueuedTx):
-    """One transaction on a connection in pipeline mode.
+class PostgresTx(SqlTx):
+    """One transaction on a connection in pipeline mode: what Postgres does its own way.
 
     In a write, reading a token locks it, and first the top token of its family:
     every transaction on a family takes that one lock first, so a parent and its
@@ -463,9 +464,10 @@ class PostgresTx(QueuedTx):
         self.writing = reservation is not None
         if self.writing:
             self.for_update = " FOR UPDATE"
-        #: The first ledger row of this transaction; it tells whether an unanswered COMMIT
+        #: The first ledger row of this transaction: it tells whether an unanswered COMMIT
         #: was kept.
-        self.first_entry: FirstEntry | None = None
+        self.first = FirstRow(self.stamp)
+        self.watchers.append(self.first)
         #: What a claim read for its grant, by token and state.
         self._grant_reads: dict[tuple[str, str], GrantReads] = {}
 
@@ -570,7 +572,7 @@ class PostgresTx(QueuedTx):
             f"WITH gone AS ({statement} RETURNING 1) INSERT INTO counts ({COUNT_COLUMNS}) "
             f"SELECT '{Counter.TIMERS_PENDING.value}', '', {TOTAL}, CAST(? AS INTEGER), "
             f"{TOTAL}, -count(*) FROM gone HAVING count(*) > 0 {BUMP}",
-            (*bindings, self.shard),
+            (*bindings, self.counts.shard),
         )
 
     def insert_row(self, table: str, columns: str, values: tuple[Any, ...]) -> int:
@@ -578,13 +580,6 @@ class PostgresTx(QueuedTx):
         marks = ", ".join("?" for _ in values)
         self.change(f"INSERT INTO {table} (id, {columns}) VALUES (?, {marks})", (ident, *values))
         return ident
-
-    def record(self, token: str, kind: str, data: dict[str, Any], key: str | None = None) -> None:
-        data = self.signed(data)
-        if self.first_entry is None:
-            seq = self._next_seq.get(token)
-            self.first_entry = FirstEntry(token, seq, self.stamp, kind, json_text(data))
-        super().record(token, kind, data, key)
 
     def last_arrival(self) -> int:
         """The last arrival number; deferred events are numbered one transaction at a time."""
