@@ -111,10 +111,11 @@ def trial(system: System, workloads: list[str], quick: bool, folder: Path, tag: 
                 "starters": STARTERS,
                 "prefix": f"{tag}-{workload}",
             }
-            before = reading(system.processes, system.database)
+            before, began = reading(system.processes, system.database), time.monotonic()
             answer = system.driver.ask(command)
             used = used_between(before, reading(system.processes, system.database))
             figures[workload] = measure(system, workload, answer, used)
+            figures[workload]["seconds"] = time.monotonic() - began
     finally:
         system.close()
     return figures
@@ -234,9 +235,13 @@ def main() -> None:
                     print(f"round {number + 1}, {labels[key]}: failed: {ex}", flush=True)
                     continue
                 loads.append(os.getloadavg()[0])
+                took = ", ".join(
+                    f"{workload} {results[key][-1][workload]['seconds']:.1f}"
+                    for workload in workloads
+                )
                 print(
-                    f"round {number + 1}, {labels[key]}: {time.monotonic() - began:.0f} s, "
-                    f"load {loads[-1]:.1f}",
+                    f"round {number + 1}, {labels[key]}: {time.monotonic() - began:.0f} s "
+                    f"({took}), load {loads[-1]:.1f}",
                     flush=True,
                 )
     finally:
