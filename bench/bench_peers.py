@@ -41,7 +41,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from peers_install import install, versions  # noqa: E402
-from peers_processes import reading, used_between  # noqa: E402
+from peers_processes import reading, used_between, user_system  # noqa: E402
+from peers_profile import finish, record, summary  # noqa: E402
 from peers_systems import Dbos, Restate, Stateous, System  # noqa: E402
 
 SYSTEMS: dict[str, Callable[[str], System]] = {
@@ -94,8 +95,16 @@ def measure(
     return {"rate": len(began) / seconds, "cpu": per_run}
 
 
-def trial(system: System, workloads: list[str], quick: bool, folder: Path, tag: str) -> Figures:
-    """Start the system afresh, warm it with 5 runs, run each workload once, stop it."""
+def trial(
+    system: System,
+    workloads: list[str],
+    quick: bool,
+    folder: Path,
+    tag: str,
+    profile: Path | None = None,
+) -> Figures:
+    """Start the system afresh, warm it with 5 runs, run each workload once, stop it;
+    with `profile`, sample a Stateous system's processes in its throughputs there."""
     folder.mkdir(parents=True)
     system.open(folder)
     figures: Figures = {}
@@ -111,9 +120,25 @@ def trial(system: System, workloads: list[str], quick: bool, folder: Path, tag: 
                 "starters": STARTERS,
                 "prefix": f"{tag}-{workload}",
             }
+            sampled = profile is not None and isinstance(system, Stateous) and command["runs"] > 100
+            if sampled:
+                split = {role: user_system(pid) for role, pid in system.processes.items()}
+                files = {
+                    role: profile / f"{tag}-{workload}-{role}.txt" for role in system.processes
+                }
+                recorders = [record(system.processes[role], file) for role, file in files.items()]
+                time.sleep(1)  # py-spy has attached
             before, began = reading(system.processes, system.database), time.monotonic()
             answer = system.driver.ask(command)
             used = used_between(before, reading(system.processes, system.database))
+            if sampled:
+                finish(recorders)
+                for role, pid in system.processes.items():
+                    user, kernel = (
+                        b - a for a, b in zip(split[role], user_system(pid), strict=True)
+                    )
+                    print(f"{role}: user {user:.2f} s, kernel {kernel:.2f} s; ", end="")
+                    print(summary(files[role]))
             figures[workload] = measure(system, workload, answer, used)
             figures[workload]["seconds"] = time.monotonic() - began
     finally:
@@ -200,6 +225,9 @@ def main() -> None:
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--quick", action="store_true", help="a smoke run: few runs, one round")
+    parser.add_argument(
+        "--profile", type=Path, help="sample Stateous's processes in throughputs (py-spy), to here"
+    )
     args = parser.parse_args()
     keys, workloads = args.systems.split(","), args.workloads.split(",")
     unknown = [key for key in keys if key not in SYSTEMS] + [
@@ -229,7 +257,7 @@ def main() -> None:
                 began, folder = time.monotonic(), base / f"{key}-{number}"
                 try:
                     results[key].append(
-                        trial(SYSTEMS[key](tag), workloads, args.quick, folder, tag)
+                        trial(SYSTEMS[key](tag), workloads, args.quick, folder, tag, args.profile)
                     )
                 except (RuntimeError, OSError) as ex:
                     print(f"round {number + 1}, {labels[key]}: failed: {ex}", flush=True)
