@@ -41,8 +41,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]
 
 from peers_install import install, versions  # noqa: E402
-from peers_processes import reading, used_between, user_system  # noqa: E402
-from peers_profile import finish, record, summary  # noqa: E402
+from peers_processes import reading, used_between  # noqa: E402
+from peers_profile import Sampling  # noqa: E402
 from peers_systems import Dbos, Restate, Stateous, System  # noqa: E402
 
 SYSTEMS: dict[str, Callable[[str], System]] = {
@@ -122,25 +122,14 @@ def trial(
             }
             sampled = profile is not None and isinstance(system, Stateous) and command["runs"] > 100
             if sampled:
-                split = {role: user_system(pid) for role, pid in system.processes.items()}
-                files = {
-                    role: profile / f"{tag}-{workload}-{role}.txt" for role in system.processes
-                }
-                recorders = [record(system.processes[role], file) for role, file in files.items()]
-                time.sleep(1)  # py-spy has attached
+                sampling = Sampling(system.processes, profile, f"{tag}-{workload}")
             before, began = reading(system.processes, system.database), time.monotonic()
             answer = system.driver.ask(command)
             used = used_between(before, reading(system.processes, system.database))
-            if sampled:
-                finish(recorders)
-                for role, pid in system.processes.items():
-                    user, kernel = (
-                        b - a for a, b in zip(split[role], user_system(pid), strict=True)
-                    )
-                    print(f"{role}: user {user:.2f} s, kernel {kernel:.2f} s; ", end="")
-                    print(summary(files[role]))
             figures[workload] = measure(system, workload, answer, used)
             figures[workload]["seconds"] = time.monotonic() - began
+            if sampled:
+                print(sampling.report(command["runs"]), flush=True)
     finally:
         system.close()
     return figures

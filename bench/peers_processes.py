@@ -32,12 +32,6 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK
 
 
-def user_system(pid: int) -> tuple[float, float]:
-    """A process's user and kernel CPU seconds so far (its own threads, not its children)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) / TICK, int(fields[12]) / TICK
-
-
 def tree_cpu(pid: int) -> float:
     """The CPU seconds of a process and of its live descendants."""
     parents: dict[int, list[int]] = {}
