@@ -13,7 +13,9 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from tests.conftest import ROOT
 
@@ -80,3 +82,10 @@ def test_a_sample_goes_to_its_innermost_part_or_to_the_outbox() -> None:
     )
     assert profile.part_of(["_run_once (asyncio/base_events.py:1900)"]) == "asyncio"
     assert profile.part_of(["_bootstrap (threading.py:995)"]) == "threads"
+
+
+def test_a_peer_that_cannot_be_installed_says_why(tmp_path: Path, monkeypatch: Any) -> None:
+    install = load("peers_install")
+    monkeypatch.setattr(install, "PEERS", tmp_path)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no npm there
+    assert install.install("restate") == "npm is not installed (apt-get install npm)"
