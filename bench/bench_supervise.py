@@ -79,7 +79,8 @@ def stateous(*args: str) -> list[str]:
     return [sys.executable, "-m", "stateous", *args]
 
 
-def make_folder(work: Path, graph: Path, port: int) -> Path:
+def make_folder(work: Path, graph: Path, port: int, routines: str = ROUTINES) -> Path:
+    """A supervisor's folder for `graph` with `routines`, 8 slots, reaching serve on `port`."""
     folder = work / "bench-supervisor"
     subprocess.run(
         stateous("init", "supervisor", str(graph), str(folder)),
@@ -91,18 +92,20 @@ def make_folder(work: Path, graph: Path, port: int) -> Path:
     for stub in folder.glob("*.py"):
         if stub.name != "contract.py":
             stub.unlink()
-    (folder / "routines.py").write_text(ROUTINES)
+    (folder / "routines.py").write_text(routines)
     (folder / "stateous.yaml").write_text(
         f'url: "http://127.0.0.1:{port}"\ntasks: 8\nname: bench-box\n'
     )
     return folder
 
 
-def start_serve(work: Path, graph: Path) -> tuple[subprocess.Popen[str], int]:
+def start_serve(
+    work: Path, graph: Path, db: str | None = None
+) -> tuple[subprocess.Popen[str], int]:
+    """`stateous serve` of `graph` on `db` (a fresh SQLite file in `work` by default)."""
+    db = db or f"sqlite:///{work / 'bench.db'}"
     process = subprocess.Popen(
-        stateous(
-            "serve", str(graph), "--db", f"sqlite:///{work / 'bench.db'}", "--listen", "127.0.0.1:0"
-        ),
+        stateous("serve", str(graph), "--db", db, "--listen", "127.0.0.1:0"),
         cwd=work,
         env=environment(),
         stdin=subprocess.DEVNULL,
@@ -120,12 +123,15 @@ def start_serve(work: Path, graph: Path) -> tuple[subprocess.Popen[str], int]:
     raise SystemExit(f"serve ended with {process.wait()} before serving")
 
 
-def start_supervise(work: Path, folder: Path) -> subprocess.Popen[str]:
+def start_supervise(
+    work: Path, folder: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`stateous supervise` of `folder`, once it says what it serves; `env` is added."""
     log = (work / "supervise.log").open("w")
     process = subprocess.Popen(
         stateous("supervise", str(folder)),
         cwd=work,
-        env=environment(),
+        env={**environment(), **(env or {})},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=log,
