@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.model import contracts
+from stateous.model.codes import RefusalCode
 from stateous.model.graph_file import GraphFile, checksum
 from stateous.model.invocation import invoked_as
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_graph, read_health
@@ -33,7 +34,7 @@ log = logging.getLogger("stateous.supervisor")
 #: Seconds between two reads of /health by a running supervisor.
 WATCH_EVERY = 3.0
 #: The refusal of a graph that the control plane does not keep.
-UNKEPT = "graph_not_found"
+UNKEPT = RefusalCode.GRAPH_NOT_FOUND
 #: What a failed read of the control plane is: its claims and heartbeat say so already.
 UNREAD = (Unreachable, NotServing, Refused, BadAnswer)
 
