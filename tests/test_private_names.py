@@ -55,7 +55,7 @@ def waitress_parts() -> Iterator[dict[str, Any]]:
     from waitress.server import TcpWSGIServer
     from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
-    from stateous.control.edge import DEFAULT_LIMITS, settings
+    from stateous.control.http.server import DEFAULT_LIMITS, settings
 
     listener = socket.create_server(("127.0.0.1", 0))
     adj = settings(DEFAULT_LIMITS, listener)

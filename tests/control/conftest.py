@@ -17,10 +17,10 @@ from waitress import wasyncore
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
-from stateous.control.api import Guard, create_app
-from stateous.control.edge import DEFAULT_LIMITS, Limits, Server, create_server
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
+from stateous.control.http.app import Guard, create_app
+from stateous.control.http.server import DEFAULT_LIMITS, Limits, Server, create_server
 from stateous.model.graph_file import dump
 from tests.control.support import BACKENDS, Backend, open_backend
 

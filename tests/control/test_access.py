@@ -16,9 +16,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from stateous.control.access import RULES, Access, Hook, served_hosts, served_origins
-from stateous.control.api import Guard, create_app
 from stateous.control.credentials import add_credential, revoke_credential
+from stateous.control.http.access import RULES, Access, Hook, served_hosts, served_origins
+from stateous.control.http.app import Guard, create_app
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
 from tests.control.raw import exchange, is_refusal, request_bytes

@@ -26,7 +26,6 @@ import hmac
 import ipaddress
 import logging
 import re
-import secrets
 import socket
 import threading
 import time
@@ -35,14 +34,14 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from stateous.control import credentials
+from stateous.control.credentials import PREFIX, digest
 from stateous.control.errors import EngineError
-from stateous.control.hooks import Hook, hook_of
-from stateous.control.store import CredentialRow, Store, Tx
+from stateous.control.store import CredentialRow, Store
+from stateous.control.webhooks import Hook, hook_of
 from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import Role
 
-#: How a secret starts, so that one found in a file or a log is recognised.
-PREFIX = "stq_"
 #: The longest `Authorization` value looked at; a secret of ours is far shorter.
 HEADER_LIMIT = 256
 #: How often a credential's `last_used` is written again, in seconds.
@@ -149,16 +148,6 @@ def methods_of(template: str) -> list[str]:
 def rule_of(method: str, template: str) -> Rule | None:
     """The rule of a route; a route without one is a mistake that `test_access` catches."""
     return RULES[_route(method, template)]
-
-
-def new_secret() -> str:
-    """A random secret of 256 bits, in URL-safe letters."""
-    return PREFIX + secrets.token_urlsafe(32)
-
-
-def digest(secret: str) -> str:
-    """What the database keeps of a secret."""
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def bearer(header: str | None) -> str | None:
@@ -287,13 +276,8 @@ class Access:
         """Read the setting and the live credentials; answer the setting read before."""
         if not self.enabled:
             return self._on
-
-        def operation(tx: Tx) -> tuple[bool, frozenset[str]]:
-            live = frozenset(row.name for row in tx.credentials() if row.revoked_at is None)
-            return tx.auth_on(), live
-
         before = self._on
-        self._on, self._live = self.store.read(operation)
+        self._on, self._live = credentials.setting(self.store)
         return before
 
     def refresh(self) -> None:
@@ -320,7 +304,7 @@ class Access:
                 raise Unauthorized("this control plane needs a credential: Authorization: Bearer")
             return None
         hashed = digest(secret)
-        row = self.store.read(lambda tx: tx.credential(hashed))
+        row = credentials.by_digest(self.store, hashed)
         if row is None or row.revoked_at is not None:
             raise Unauthorized("the credential is unknown or revoked")
         if not hmac.compare_digest(row.secret_hash, hashed):
@@ -367,8 +351,7 @@ class Access:
 
     def _signing(self) -> list[CredentialRow]:
         """The live webhooks that sign their deliveries."""
-        rows = self.store.read(lambda tx: tx.credentials())
-        return [row for row in rows if row.revoked_at is None and row.hmac_key]
+        return [row for row in credentials.live(self.store) if row.hmac_key]
 
     def _touch(self, row: CredentialRow) -> None:
         """Write when a credential was last used, once a minute at most."""
@@ -377,7 +360,7 @@ class Access:
             if now - self._touched.get(row.name, row.last_used or 0.0) < TOUCH_EVERY:
                 return
             self._touched[row.name] = now
-        self.store.write(lambda tx: tx.touch_credential(row.name))
+        credentials.touch(self.store, row.name)
 
 
 def permits(caller: Caller, rule: Rule, params: dict[str, str]) -> bool:

@@ -16,8 +16,11 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import metrics, migration, openapi, plans, schedule_routes, stats, ui
-from stateous.control.access import (
+from stateous.control import migration, plans, stats
+from stateous.control.defaults import DEFAULT_STREAMS
+from stateous.control.errors import EngineError, NotServing, TaskNotFound
+from stateous.control.http import metrics, openapi, schedule_routes, ui
+from stateous.control.http.access import (
     SIGNATURES,
     Access,
     Caller,
@@ -33,16 +36,14 @@ from stateous.control.access import (
     signed_by,
     target_host,
 )
-from stateous.control.bodies import raw_body, read_body, read_shape
-from stateous.control.defaults import DEFAULT_STREAMS
-from stateous.control.errors import EngineError, NotServing, TaskNotFound
-from stateous.control.exposition import MEDIA_TYPE
-from stateous.control.hooks import PING
-from stateous.control.layout import layout
-from stateous.control.refusals import engine_refused, failed, falcon_refused
-from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
+from stateous.control.http.bodies import raw_body, read_body, read_shape
+from stateous.control.http.exposition import MEDIA_TYPE
+from stateous.control.http.graph_layout import layout
+from stateous.control.http.refusals import engine_refused, failed, falcon_refused
+from stateous.control.http.streams import ADOPT, HEADERS, Streams, last_event_id
 from stateous.control.views import brief_answer, delivered
-from stateous.control.waits import COME_BACK, PARK, RESUMED
+from stateous.control.waiting_claims import COME_BACK, PARK, RESUMED
+from stateous.control.webhooks import PING
 from stateous.model import wire
 from stateous.model.limits import INTEGER_LIMIT
 from stateous.model.vocabulary import Role
@@ -422,7 +423,7 @@ class Tasks(Resource):
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
         act_as(req, body.supervisor)
-        # The edge parks a claim that waits out of the request threads (`waiting_room.py`),
+        # The server parks a claim that waits out of the request threads (`parked_claims.py`),
         # and serves it again, with its waiter, once it is woken or its wait ends.
         park = req.env.get(PARK)
         claimed = self.engine.claim_or_wait(
@@ -492,7 +493,7 @@ class Supervisors(Resource):
 
 
 class Stream(Resource):
-    """`/stream`: ledger entries as they commit, as server-sent events (`stream.py`)."""
+    """`/stream`: ledger entries as they commit, as server-sent events (`streams.py`)."""
 
     def __init__(self, engine: Engine, streams: Streams | None) -> None:
         super().__init__(engine)

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from stateous._version import __version__
-from stateous.control.layout import Layout
+from stateous.control.http.graph_layout import Layout
 from stateous.model import wire
 from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus

@@ -12,7 +12,7 @@ import falcon
 import msgspec
 
 from stateous.control import schedules
-from stateous.control.bodies import read_body, read_shape
+from stateous.control.http.bodies import read_body, read_shape
 from stateous.model.schedule import ScheduleBody
 
 if TYPE_CHECKING:

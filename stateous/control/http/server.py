@@ -1,4 +1,4 @@
-"""The HTTP edge of the control plane: how waitress reads requests and holds connections.
+"""The HTTP server of the control plane: how waitress reads requests and holds connections.
 
 Waitress reads and parses every connection on one loop thread and answers on a few
 request threads. Its settings are chosen here on purpose, and three small subclasses
@@ -22,9 +22,9 @@ leave open:
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
   socket, with the answer's headers to send, goes to the streams' thread (`Task.adopt`,
-  `outlet.Outlet`), which writes to it from then on;
+  `stream_sockets.Outlet`), which writes to it from then on;
 - a claim that waits for a task gives its request thread back and leaves the loop for
-  the waiting room (`Task.park`, `waiting_room.WaitingRoom`), which sends it back to be
+  the waiting room (`Task.park`, `parked_claims.WaitingRoom`), which sends it back to be
   served again once it is woken or its wait ends;
 - on SQLite, a request that may write, with a small body, is served by the loop itself,
   not handed to a request thread: the writes of one turn of the loop share a unit of work
@@ -33,7 +33,7 @@ leave open:
   writes whose cost grows with a large body, stay on the request threads, so that they
   hold no other connection.
 
-Nothing here knows a route; `api.create_app` is the app served.
+Nothing here knows a route; `app.create_app` is the app served.
 """
 
 from __future__ import annotations
@@ -68,14 +68,14 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
-from stateous.control.loop_writes import LoopTurns, Request
-from stateous.control.outlet import Outlet
-from stateous.control.refusals import FAILED
+from stateous.control.http.loop_writes import LoopTurns, Request
+from stateous.control.http.parked_claims import WaitingRoom
+from stateous.control.http.refusals import FAILED
+from stateous.control.http.stream_sockets import Outlet
+from stateous.control.http.streams import ADOPT
+from stateous.control.http.unsent import STALL, close_over_bounds
 from stateous.control.store import Store
-from stateous.control.stream import ADOPT
-from stateous.control.unsent import STALL, close_over_bounds
-from stateous.control.waiting_room import WaitingRoom
-from stateous.control.waits import PARK, RESUMED, Waiter
+from stateous.control.waiting_claims import PARK, RESUMED, Waiter
 from stateous.model.codes import RefusalCode
 from stateous.model.durations import parse_duration
 from stateous.model.limits import BODY_LIMIT, REQUEST_HEAD_LIMIT, UNREAD_LIMIT

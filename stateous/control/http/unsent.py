@@ -1,6 +1,6 @@
-"""The bounds on answers that clients leave unread: what the HTTP edge may keep unsent.
+"""The bounds on answers that clients leave unread: what the HTTP server may keep unsent.
 
-The edge (`edge.Server`) keeps every answer waiting to be sent in memory, never in a
+The server (`server.Server`) keeps every answer waiting to be sent in memory, never in a
 temporary file, so these bounds see all of it. They count only what waits on a client that
 stopped reading: one that keeps reading gets an answer of any size, as fast as it reads.
 """
@@ -21,7 +21,7 @@ log = logging.getLogger("stateous.control.edge")
 
 
 class Connection(Protocol):
-    """A connection of the edge, as the bounds see it."""
+    """A connection of the server, as the bounds see it."""
 
     total_outbufs_len: int
     addr: Any
