@@ -37,6 +37,7 @@ from stateous.control.http.access import proxy_site as proxy_site  # for the com
 from stateous.control.http.app import Guard, create_app, create_standby_app
 from stateous.control.http.server import (
     DEFAULT_LIMITS,
+    SERVER_HOOKS,
     Draining,
     Server,
     create_server,
@@ -338,7 +339,8 @@ class ControlPlane:
         """The WSGI app of the API over this control plane's engine."""
         hosts = served_hosts(self.address.host, self.allowed_hosts)
         guard = Guard(self.access, hosts, served_origins(self.allowed_hosts))
-        return create_app(self.engine, guard, NO_AUTH if self.no_auth else None, self.streams)
+        warning = NO_AUTH if self.no_auth else None
+        return create_app(self.engine, guard, warning, self.streams, SERVER_HOOKS)
 
     def run(self, companion: Companion | None = None) -> int:
         """Serve until a stop signal; return the exit code.

@@ -36,11 +36,6 @@ LONGEST_WAIT = 30.0
 COME_BACK = 3
 #: Waiting claims held at once by default: as many as the connections a server keeps open.
 DEFAULT_WAITS = DEFAULT_CONNECTION_LIMIT
-#: The WSGI environ key of the server's `park(waiter) -> bool`: hold the connection in the
-#: waiting room until the waiter is woken (False: it cannot wait now; answer at once).
-PARK = "stateous.park"
-#: The WSGI environ key of the waiter of a claim served again after its wait.
-RESUMED = "stateous.resumed"
 
 Listener = Callable[[], None]
 

@@ -39,10 +39,11 @@ from stateous.control.http.access import (
 from stateous.control.http.bodies import raw_body, read_body, read_shape
 from stateous.control.http.exposition import MEDIA_TYPE
 from stateous.control.http.graph_layout import layout
+from stateous.control.http.hooks import PLAIN, Hooks
 from stateous.control.http.refusals import engine_refused, failed, falcon_refused
-from stateous.control.http.streams import ADOPT, HEADERS, Streams, last_event_id
+from stateous.control.http.streams import HEADERS, Streams, last_event_id
 from stateous.control.views import brief_answer, delivered
-from stateous.control.waiting_claims import COME_BACK, PARK, RESUMED
+from stateous.control.waiting_claims import COME_BACK
 from stateous.control.webhooks import PING
 from stateous.model import wire
 from stateous.model.limits import INTEGER_LIMIT
@@ -377,7 +378,7 @@ class Plans(Resource):
         answer(resp, applied)
 
 
-class Hooks(Resource):
+class GitHubDeliveries(Resource):
     """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
     guard checked it). `ping` changes nothing; a kind the webhook does not take is counted
     and kept nowhere; any other starts or moves the token the webhook's mapping names."""
@@ -415,7 +416,11 @@ class Hooks(Resource):
 
 class Tasks(Resource):
     """`/tasks`: the live tasks, and what supervisors (and people, for waiting tasks) send
-    about work."""
+    about work; a claim that waits is parked by the server's `hooks`."""
+
+    def __init__(self, engine: Engine, hooks: Hooks) -> None:
+        super().__init__(engine)
+        self.hooks = hooks
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         answer_page(req, resp, self.engine.listings.tasks(**query(req, TASK_FILTERS)))
@@ -423,9 +428,6 @@ class Tasks(Resource):
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
         act_as(req, body.supervisor)
-        # The server parks a claim that waits out of the request threads (`parked_claims.py`),
-        # and serves it again, with its waiter, once it is woken or its wait ends.
-        park = req.env.get(PARK)
         claimed = self.engine.claim_or_wait(
             body.supervisor,
             body.states,
@@ -433,15 +435,16 @@ class Tasks(Resource):
             checksum=body.checksum,
             by=caller(req),
             wait=body.wait,
-            waiter=req.env.get(RESUMED),
+            waiter=self.hooks.resumed(req.env),
         )
         grant, waiter = claimed.grant, claimed.waiter
+        # The server parks a claim that waits out of the request threads (`parked_claims.py`),
+        # and serves it again, with its waiter, once it is woken or its wait ends.
         if (
             grant is None
             and waiter is not None
-            and park is not None
             and waiter.may_wait()
-            and park(waiter)
+            and self.hooks.park(req.env, waiter)
         ):
             req.context.parked = True
             return
@@ -493,11 +496,13 @@ class Supervisors(Resource):
 
 
 class Stream(Resource):
-    """`/stream`: ledger entries as they commit, as server-sent events (`streams.py`)."""
+    """`/stream`: ledger entries as they commit, as server-sent events (`streams.py`), on
+    the socket that the server's `hooks` adopt."""
 
-    def __init__(self, engine: Engine, streams: Streams | None) -> None:
+    def __init__(self, engine: Engine, streams: Streams | None, hooks: Hooks) -> None:
         super().__init__(engine)
         self.given = streams
+        self.hooks = hooks
 
     @functools.cached_property
     def streams(self) -> Streams:
@@ -512,7 +517,8 @@ class Stream(Resource):
         resp.content_type = "text/event-stream"
         resp.set_headers(HEADERS)
         if req.method != "HEAD":
-            resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
+            adopt = functools.partial(self.hooks.adopt, req.env)
+            resp.stream = self.streams.open(token, last, adopt, caller(req))
 
 
 def create_app(
@@ -520,15 +526,17 @@ def create_app(
     guard: Guard | None = None,
     warning: str | None = None,
     streams: Streams | None = None,
+    hooks: Hooks = PLAIN,
 ) -> falcon.App[falcon.Request, falcon.Response]:
     """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
-    out with every `/health`; `streams` holds the live streams."""
-    http, deliveries = metrics.HttpMetrics(), metrics.Deliveries()
+    out with every `/health`; `streams` holds the live streams; `hooks` are what the server
+    that serves the app does beyond WSGI (adopt a stream, park a claim)."""
+    http, deliveries = metrics.HttpMetrics(hooks), metrics.Deliveries()
     # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
     # method that the path takes.
     middleware = (http, Paths(), Methods())
     app = falcon.App(middleware=middleware if guard is None else (*middleware, guard))
-    tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
+    tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine, hooks)
     figures = Figures(engine, http, deliveries)
     app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
     app.add_route("/stats", figures)
@@ -552,8 +560,8 @@ def create_app(
     app.add_route("/supervisors", Supervisors(engine))
     app.add_route("/ui/", dashboard)
     app.add_route("/ui/{file}", dashboard, suffix="file")
-    app.add_route("/stream", Stream(engine, streams))
-    app.add_route("/hooks/{name}", Hooks(engine, deliveries))
+    app.add_route("/stream", Stream(engine, streams, hooks))
+    app.add_route("/hooks/{name}", GitHubDeliveries(engine, deliveries))
     schedule_routes.add_routes(app, engine)
     app.add_route("/tasks/claim", tasks, suffix="claim")
     app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")

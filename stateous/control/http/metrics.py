@@ -25,8 +25,8 @@ from stateous._version import __version__
 from stateous.control import stats
 from stateous.control.histogram import SECONDS, Histogram
 from stateous.control.http.exposition import Family, render
+from stateous.control.http.hooks import Hooks
 from stateous.control.store import Counter, joined
-from stateous.control.waiting_claims import RESUMED
 from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import ENDING, LIVE_TASK, ReportKind
 
@@ -73,14 +73,15 @@ class HttpMetrics:
     A write that the server's loop serves is answered once its turn commits, after the
     app is done with it, so its time runs to that commit (`turn.after`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hooks: Hooks) -> None:
+        self.hooks = hooks
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, str], int] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
 
     def process_request(self, req: Any, resp: Any) -> None:
         # A claim served again after its wait is timed from its arrival.
-        waiter = req.env.get(RESUMED)
+        waiter = self.hooks.resumed(req.env)
         req.context.started = time.perf_counter() if waiter is None else waiter.arrived
 
     def process_response(self, req: Any, resp: Any, resource: object, succeeded: bool) -> None:

@@ -68,14 +68,14 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
+from stateous.control.http.hooks import Environ
 from stateous.control.http.loop_writes import LoopTurns, Request
 from stateous.control.http.parked_claims import WaitingRoom
 from stateous.control.http.refusals import FAILED
 from stateous.control.http.stream_sockets import Outlet
-from stateous.control.http.streams import ADOPT
 from stateous.control.http.unsent import STALL, close_over_bounds
 from stateous.control.store import Store
-from stateous.control.waiting_claims import PARK, RESUMED, Waiter
+from stateous.control.waiting_claims import Waiter
 from stateous.model.codes import RefusalCode
 from stateous.model.durations import parse_duration
 from stateous.model.limits import BODY_LIMIT, REQUEST_HEAD_LIMIT, UNREAD_LIMIT
@@ -210,11 +210,9 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
-        environ[ADOPT] = self.adopt
-        environ[PARK] = self.park
+        environ[TASK] = self
         request = self.request
         if request.waiter is not None:
-            environ[RESUMED] = request.waiter
             environ["wsgi.input"] = io.BytesIO(request.kept_body)
         return environ
 
@@ -262,6 +260,31 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
             del channel.requests[1:]
         channel.handed_over = True
         return outlet
+
+
+#: The environ key of the task that serves a request, read by `ServerHooks` only.
+TASK = "stateous.task"
+
+
+class ServerHooks:
+    """What this server does for a request beyond WSGI (`hooks.Hooks`), by the task that
+    serves it; a request that no task of this server serves gets nothing beyond WSGI."""
+
+    def adopt(self, environ: Environ) -> Outlet | None:
+        task: Task | None = environ.get(TASK)
+        return None if task is None else task.adopt()
+
+    def park(self, environ: Environ, waiter: Waiter) -> bool:
+        task: Task | None = environ.get(TASK)
+        return task is not None and task.park(waiter)
+
+    def resumed(self, environ: Environ) -> Waiter | None:
+        task: Task | None = environ.get(TASK)
+        return None if task is None else task.request.waiter
+
+
+#: The hooks that the app served by this server is made with (`app.create_app`).
+SERVER_HOOKS = ServerHooks()
 
 
 class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types

@@ -43,8 +43,6 @@ PAGE = 500
 GATHER = 0.02
 #: Seconds before a read that the database refused is tried again.
 RETRY = 1.0
-#: The environ key under which the HTTP server offers to take a connection over.
-ADOPT = "stateous.adopt"
 #: A comment line: ignored by clients, seen by proxies.
 PING = b": keep-alive\n\n"
 #: The headers of a stream's answer: no cache may keep it, and no proxy may hold its
@@ -87,16 +85,17 @@ class Watcher:
 
 
 class Handover:
-    """The body of a stream's answer. Served by the control plane's server (`adopt`), the
-    connection passes to the streams' thread and the body itself is empty; under any
-    other WSGI server the stream ends at once."""
+    """The body of a stream's answer. When the server that serves it adopts the connection
+    (`hooks.Hooks.adopt`, asked once the answer has started), the connection passes to the
+    streams' thread and the body itself is empty; under a server that cannot, the stream
+    ends at once."""
 
     def __init__(
         self,
         streams: Streams,
         token: str | None,
         last: int,
-        adopt: Callable[[], Outlet] | None,
+        adopt: Callable[[], Outlet | None],
         caller: str | None = None,
     ) -> None:
         self.streams = streams
@@ -107,12 +106,12 @@ class Handover:
         self.placed = True
 
     def __iter__(self) -> Iterator[bytes]:
-        if self.adopt is not None:
-            try:
-                outlet = self.adopt()
-            except BaseException:
-                self.close()
-                raise
+        try:
+            outlet = self.adopt()
+        except BaseException:
+            self.close()
+            raise
+        if outlet is not None:
             self.placed = False
             self.streams.join(Watcher(self.token, self.last, outlet, self.caller))
         return iter(())
@@ -160,7 +159,7 @@ class Streams:
         self,
         token: str | None,
         last: int | None,
-        adopt: Callable[[], Outlet] | None,
+        adopt: Callable[[], Outlet | None],
         caller: str | None = None,
     ) -> Handover:
         """Take a place for a stream of `token` (None: all) after position `last` (None:
