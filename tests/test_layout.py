@@ -118,7 +118,7 @@ WEB_MODULES = {
     f"{HTTP}.app",
     f"{HTTP}.bodies",
     f"{HTTP}.refusals",
-    f"{HTTP}.schedule_routes",
+    f"{HTTP}.resources",
     f"{HTTP}.server",
     "stateous.control.serve",
 }

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from stateous.control.http import openapi
-from stateous.control.http.access import RULES
+from stateous.control.http.routes import RULES
 from stateous.control.waiting_claims import LONGEST_WAIT
 from tests.control.conftest import Served
 from tests.control.test_access import app_routes

@@ -7,7 +7,7 @@ only the SHA-256. Authentication is on from the first credential added until
 is live, since revoking the last one must not open the door: then every request
 but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
 request, so that a revocation counts at once. Each route names the roles that may call it
-(`RULES`); a webhook may fire only its own events, and start tokens only when it
+(`routes.RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body, and a signed delivery without `Authorization` names its
 webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only); a
@@ -86,68 +86,6 @@ class Rule:
 
 OPERATOR = Rule(frozenset({Role.OPERATOR}))
 WORK = Rule(frozenset({Role.OPERATOR, Role.SUPERVISOR}))
-#: The rule of every route of the API, by method and path template; `GET /health` is
-#: open to all, so that load balancers can ask it, and so are the dashboard's files, which
-#: hold no data. `HEAD` follows `GET`.
-RULES: dict[tuple[str, str], Rule | None] = {
-    ("GET", "/health"): None,
-    ("GET", "/workflow"): WORK,
-    ("GET", "/workflow/layout"): WORK,
-    ("GET", "/workflows"): WORK,
-    ("GET", "/ui/"): None,
-    ("GET", "/ui/{file}"): None,
-    ("GET", "/openapi.json"): WORK,
-    ("GET", "/stats"): OPERATOR,
-    ("GET", "/metrics"): WORK,
-    ("GET", "/tokens"): OPERATOR,
-    ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
-    ("GET", "/tokens/{token}"): OPERATOR,
-    ("GET", "/tokens/{token}/history"): OPERATOR,
-    ("GET", "/stream"): OPERATOR,
-    ("POST", "/tokens/{token}/events/{event}"): Rule(frozenset({Role.OPERATOR}), webhook="event"),
-    ("POST", "/tokens/{token}/pause"): OPERATOR,
-    ("POST", "/tokens/{token}/resume"): OPERATOR,
-    ("POST", "/tokens/{token}/cancel"): OPERATOR,
-    ("POST", "/tokens/{token}/retry"): OPERATOR,
-    ("POST", "/tokens/{token}/migrate"): OPERATOR,
-    ("POST", "/plans"): OPERATOR,
-    ("GET", "/plans/{plan}"): OPERATOR,
-    ("POST", "/plans/{plan}/apply"): OPERATOR,
-    ("GET", "/schedules"): OPERATOR,
-    ("POST", "/schedules"): OPERATOR,
-    ("POST", "/schedules/{name}/pause"): OPERATOR,
-    ("POST", "/schedules/{name}/resume"): OPERATOR,
-    ("POST", "/schedules/{name}/remove"): OPERATOR,
-    ("GET", "/tasks"): OPERATOR,
-    ("GET", "/supervisors"): OPERATOR,
-    ("POST", "/tasks/claim"): WORK,
-    ("POST", "/tasks/heartbeat"): WORK,
-    ("POST", "/tasks/{task}/report"): WORK,
-    ("POST", "/tasks/{task}/note"): WORK,
-    ("PUT", "/tasks/{task}/memory"): WORK,
-    ("POST", "/hooks/{name}"): Rule(frozenset(), webhook="hook"),
-}
-
-
-def _route(method: str, template: str) -> tuple[str, str]:
-    """The key of a request's route in `RULES`: `HEAD` is the `GET` of its path."""
-    return ("GET" if method == "HEAD" else method, template)
-
-
-def has_rule(method: str, template: str) -> bool:
-    """Whether the path takes the method."""
-    return _route(method, template) in RULES
-
-
-def methods_of(template: str) -> list[str]:
-    """The methods that a path takes, for the `Allow` header of a 405: `HEAD` beside `GET`."""
-    methods = {method for method, path in RULES if path == template}
-    return sorted(methods | {"HEAD"} if "GET" in methods else methods)
-
-
-def rule_of(method: str, template: str) -> Rule | None:
-    """The rule of a route; a route without one is a mistake that `test_access` catches."""
-    return RULES[_route(method, template)]
 
 
 def bearer(header: str | None) -> str | None:
