@@ -99,7 +99,7 @@ def test_the_rules_catch_forbidden_imports() -> None:
     assert violations("stateous.model.workflow", {"stateous.control.engine"}) == [
         "stateous.control.engine"
     ]
-    assert violations("stateous.control.api", {"stateous.supervisor.outbox"}) != []
+    assert violations("stateous.control.http.app", {"stateous.supervisor.outbox"}) != []
     assert violations("stateous.supervisor.loops", {"stateous.control"}) != []
     assert violations("stateous.supervisor.remote", {"stateous.client.http"}) == []
     assert violations("stateous.compiler.load", {"stateous.control.store"}) != []
@@ -111,13 +111,15 @@ def test_the_rules_catch_forbidden_imports() -> None:
 DRIVERS = {"apsw", "psycopg"}
 WEB = {"falcon", "waitress"}
 STORE = "stateous.control.store"
-#: `bodies` and `refusals` are the API's own reading of bodies and answering of refusals.
+HTTP = "stateous.control.http"
+#: The modules of the HTTP wing that speak through the web stack: the app (with its reading
+#: of bodies and answering of refusals), its resources, and the server; `serve` runs them.
 WEB_MODULES = {
-    "stateous.control.api",
-    "stateous.control.bodies",
-    "stateous.control.refusals",
-    "stateous.control.schedule_routes",
-    "stateous.control.edge",
+    f"{HTTP}.app",
+    f"{HTTP}.bodies",
+    f"{HTTP}.refusals",
+    f"{HTTP}.resources",
+    f"{HTTP}.server",
     "stateous.control.serve",
 }
 #: The largest module a newcomer should have to read whole, in lines.
@@ -245,3 +247,88 @@ def test_hold_means_that_a_supervisor_holds_a_task() -> None:
 def test_the_rule_on_hold_reads_words_not_letters() -> None:
     assert says_hold("TaskNotHeld") and says_hold("_held_task") and says_hold("HoldLost")
     assert not says_hold("_placeholders") and not says_hold("threshold")
+
+
+#: Who may import the HTTP wing from outside it: `serve`, which runs the server over the
+#: engine (the command line reaches the server's limits through it).
+HTTP_DOOR = "stateous.control.serve"
+#: The engine's wing as the HTTP wing reaches it: the engine and its public operations
+#: (plans, migrations, schedules, credentials), the errors it refuses with, the views and
+#: figures it answers, the waiters of claims, the defaults and histograms; and the store's
+#: package face (`Store`, `Tx`, rows, `joined`: a stream reads the ledger, the loop opens
+#: turns), never a module inside the store, nor `moves`, `checks`, `claiming`, `graph`.
+ENGINE_DOORS = {
+    f"stateous.control.{name}"
+    for name in (
+        "engine",
+        "errors",
+        "plans",
+        "migration",
+        "schedules",
+        "credentials",
+        "webhooks",
+        "views",
+        "listings",
+        "stats",
+        "histogram",
+        "waiting_claims",
+        "defaults",
+        "store",
+    )
+}
+
+
+def in_http(module: str) -> bool:
+    return module == HTTP or module.startswith(HTTP + ".")
+
+
+def control_imports(path: Path) -> set[str]:
+    """The modules of `control` that a file imports, naming each module taken from a
+    package (`from stateous.control import plans` imports `stateous.control.plans`)."""
+    found = {module for module in imports_of(path) if module.startswith("stateous.control")}
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module in ("stateous.control", HTTP):
+            found.discard(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def wing_violations(name: str, imported: set[str]) -> list[str]:
+    """List the imports that cross between the control plane's two wings other than by
+    their doors: only `serve` imports the HTTP wing from outside, and the HTTP wing
+    imports of the engine's only `ENGINE_DOORS`."""
+    found = []
+    for module in imported:
+        if in_http(module):
+            if not in_http(name) and name != HTTP_DOOR:
+                found.append(module)
+        elif in_http(name) and module.startswith("stateous.control") and module not in ENGINE_DOORS:
+            found.append(module)
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", modules(), ids=lambda path: module_name(path))
+def test_the_two_wings_of_the_control_plane_meet_only_at_their_doors(path: Path) -> None:
+    name = module_name(path)
+    assert wing_violations(name, control_imports(path)) == [], f"{name} crosses a wing"
+
+
+def test_the_rules_of_the_wings_catch_a_crossing() -> None:
+    assert wing_violations("stateous.control.engine", {f"{HTTP}.streams"}) == [f"{HTTP}.streams"]
+    assert wing_violations("stateous.cli.serving", {f"{HTTP}.server"}) == [f"{HTTP}.server"]
+    assert wing_violations("stateous.control.serve", {f"{HTTP}.server"}) == []
+    assert wing_violations(f"{HTTP}.app", {f"{HTTP}.access", "stateous.control.engine"}) == []
+    assert wing_violations(f"{HTTP}.app", {"stateous.control.moves"}) == ["stateous.control.moves"]
+    assert wing_violations(f"{HTTP}.streams", {f"{STORE}.contract"}) == [f"{STORE}.contract"]
+    assert wing_violations(f"{HTTP}.streams", {STORE}) == []
+
+
+def test_the_control_plane_has_two_wings() -> None:
+    """A newcomer opening `control/` sees the engine's modules and one `http/` folder: no
+    module of the engine's wing speaks through the web stack."""
+    control = PACKAGE / "control"
+    assert (control / "http" / "__init__.py").is_file()
+    for path in control.glob("*.py"):
+        name = module_name(path)
+        web = {module.split(".")[0] for module in imports_of(path)} & WEB
+        assert not web or name == HTTP_DOOR, f"{name} speaks HTTP outside the HTTP wing"

@@ -55,7 +55,7 @@ def waitress_parts() -> Iterator[dict[str, Any]]:
     from waitress.server import TcpWSGIServer
     from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 
-    from stateous.control.edge import DEFAULT_LIMITS, settings
+    from stateous.control.http.server import DEFAULT_LIMITS, settings
 
     listener = socket.create_server(("127.0.0.1", 0))
     adj = settings(DEFAULT_LIMITS, listener)
@@ -100,7 +100,7 @@ def test_waitress_still_has_the_names_the_server_uses(
     from waitress.server import BaseWSGIServer
 
     parts = waitress_parts
-    edge = "stateous/control/edge.py"
+    edge = "stateous/control/http/server.py"
     uses = [
         Use(
             "BaseWSGIServer.__init__",
@@ -292,7 +292,7 @@ def test_waitress_still_has_the_names_the_server_uses(
     if parts["task"].get_environment().get("REQUEST_URI") != "/tokens/A%2Fb?x=1":
         found.append(
             f"{installed} no longer keeps the request's target as sent in REQUEST_URI: "
-            "stateous/control/api.py Paths refuses an encoded slash and Guard checks the host "
+            "stateous/control/http/app.py Paths refuses an encoded slash and Guard checks the host "
             "of an absolute target from it; without it both let every request through"
         )
     if getattr(task, "queue_logger", None) and task.queue_logger.name != "waitress.queue":

@@ -23,8 +23,8 @@ from stateous.control.defaults import DEFAULT_DB
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
-    from stateous.control.hooks import Hook
     from stateous.control.store import CredentialRow, Store
+    from stateous.control.webhooks import Hook
 
 
 @contextmanager
@@ -58,7 +58,7 @@ def kinds_of(text: str) -> dict[str, str]:
 
 def hook_of(args: argparse.Namespace) -> Hook | None:
     """The GitHub webhook's mapping that the options give; None without --github-events."""
-    from stateous.control.hooks import Hook
+    from stateous.control.webhooks import Hook
 
     mapped = (args.token_from, args.payload_from, args.start_context_from)
     if args.github_events is None:
@@ -73,8 +73,7 @@ def hook_of(args: argparse.Namespace) -> Hook | None:
 
 
 def run_add(args: argparse.Namespace) -> int:
-    from stateous.control.access import new_secret
-    from stateous.control.credentials import add_credential
+    from stateous.control.credentials import add_credential, new_secret
 
     hook = hook_of(args)
     events = [event.strip() for event in args.events.split(",")] if args.events else None
@@ -123,7 +122,7 @@ def github_parts(hook: Hook) -> list[str]:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from stateous.control.hooks import hook_of as hook_of_row
+    from stateous.control.webhooks import hook_of as hook_of_row
 
     with database(args.db) as store:
         rows = store.read(lambda tx: tx.credentials())

@@ -42,7 +42,7 @@ def whole(option: str, text: str, most: int) -> int:
 def allowed_hosts(entries: list[str]) -> tuple[str, ...]:
     """The `--allowed-host` entries, each a host name or an origin, or the CLI's one-line
     error."""
-    from stateous.control.access import proxy_site
+    from stateous.control.serve import proxy_site
 
     for entry in entries:
         try:
@@ -57,8 +57,7 @@ def run_serve(args: argparse.Namespace) -> int:
     lease = duration("--lease", args.lease)
     keep_ended = None if args.keep_ended is None else duration("--keep-ended", args.keep_ended)
     allowed = allowed_hosts(args.allowed_host)
-    from stateous.control.edge import Limits
-    from stateous.control.serve import ControlPlane
+    from stateous.control.serve import ControlPlane, Limits
 
     limits = Limits(
         threads=whole("--threads", args.threads, MOST_THREADS),

@@ -20,7 +20,7 @@ from stateous.control.errors import (
 )
 from stateous.control.graph import Flow
 from stateous.control.validation import Invalid
-from stateous.control.waits import LONGEST_WAIT
+from stateous.control.waiting_claims import LONGEST_WAIT
 from stateous.model.durations import LONGEST, parse_duration
 from stateous.model.limits import (
     BATCH_LIMIT,

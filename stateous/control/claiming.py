@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from stateous.control.store import QueueBy, Queues, TaskRow, TokenRow, Tx
 from stateous.control.versions import Graphs
-from stateous.control.waits import Waiter
+from stateous.control.waiting_claims import Waiter
 from stateous.model.names import STARTED
 from stateous.model.vocabulary import Kind, TaskStatus
 from stateous.model.wire import EnteredBy, Grant

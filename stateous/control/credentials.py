@@ -1,22 +1,38 @@
 """Keeping credentials: making one (its secret is shown once, the database keeps its
 SHA-256), revoking one (never the last live operator without `force`), turning
 authentication on and off, and the supervisors a supervisor credential may act as.
-The `auth` commands call these; the API only reads what they keep (`access`).
+The `auth` commands call these; the API's access (`http/access.py`) reads what they keep
+(`setting`, `by_digest`, `live`) and notes when each was last used (`touch`).
 """
 
 from __future__ import annotations
 
-from stateous.control.access import digest, new_secret
-from stateous.control.hooks import Hook, hook_problem, kept
+import hashlib
+import secrets
+
 from stateous.control.store import CredentialRow, Store, Tx
+from stateous.control.webhooks import Hook, hook_problem, kept
 from stateous.model.errors import Failure
 from stateous.model.limits import SUPERVISOR_NAME_LIMIT
 from stateous.model.names import name_problem, plain_text
 from stateous.model.vocabulary import Role
 
+#: How a secret starts, so that one found in a file or a log is recognised.
+PREFIX = "stq_"
+
 
 class CredentialError(Failure):
     """A credential cannot be made or revoked; the message says why."""
+
+
+def new_secret() -> str:
+    """A random secret of 256 bits, in URL-safe letters."""
+    return PREFIX + secrets.token_urlsafe(32)
+
+
+def digest(secret: str) -> str:
+    """What the database keeps of a secret."""
+    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def add_credential(
@@ -111,6 +127,31 @@ def set_authentication(store: Store, on: bool) -> bool:
         return True
 
     return store.write(operation)
+
+
+def setting(store: Store) -> tuple[bool, frozenset[str]]:
+    """Whether authentication is on, and the names of the live credentials."""
+
+    def operation(tx: Tx) -> tuple[bool, frozenset[str]]:
+        live = frozenset(row.name for row in tx.credentials() if row.revoked_at is None)
+        return tx.auth_on(), live
+
+    return store.read(operation)
+
+
+def by_digest(store: Store, hashed: str) -> CredentialRow | None:
+    """The credential whose secret has this SHA-256, revoked or not."""
+    return store.read(lambda tx: tx.credential(hashed))
+
+
+def live(store: Store) -> list[CredentialRow]:
+    """The credentials not revoked."""
+    return [row for row in store.read(lambda tx: tx.credentials()) if row.revoked_at is None]
+
+
+def touch(store: Store, name: str) -> None:
+    """Write that the credential `name` was used now."""
+    store.write(lambda tx: tx.touch_credential(name))
 
 
 def binding(role: Role, name: str, supervisor: str | None, prefix: str | None) -> str | None:

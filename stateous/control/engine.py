@@ -42,7 +42,7 @@ from stateous.control.store import (
 )
 from stateous.control.versions import Graphs
 from stateous.control.views import detail, history_entries, view
-from stateous.control.waits import DEFAULT_WAITS, Waiter, Waits, Waking
+from stateous.control.waiting_claims import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (

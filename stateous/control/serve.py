@@ -21,27 +21,32 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TextIO
+from typing import Any, Protocol, TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from waitress import wasyncore
 
 from stateous.control import schedules
-from stateous.control.access import Access, served_hosts, served_origins
-from stateous.control.api import Guard, create_app, create_standby_app
 from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
-from stateous.control.edge import (
+from stateous.control.engine import Engine
+from stateous.control.errors import NotServing
+from stateous.control.graph import Graph
+from stateous.control.http.access import Access, served_hosts, served_origins
+from stateous.control.http.access import proxy_site as proxy_site  # for the command line
+from stateous.control.http.app import Guard, create_app, create_standby_app
+from stateous.control.http.server import (
     DEFAULT_LIMITS,
+    SERVER_HOOKS,
     Draining,
-    Limits,
     Server,
     create_server,
     open_files_short,
 )
-from stateous.control.engine import Engine
-from stateous.control.errors import NotServing
-from stateous.control.graph import Graph
+from stateous.control.http.server import (
+    Limits as Limits,  # for the command line
+)
+from stateous.control.http.streams import Streams
 from stateous.control.offset_clock import serving_clock
 from stateous.control.retention import Retention
 from stateous.control.store import (
@@ -53,17 +58,20 @@ from stateous.control.store import (
     TenureRefused,
     Tx,
     UnknownUrl,
+    joined,
     open_locked,
     serving_lock,
     sqlite_path,
 )
-from stateous.control.stream import Published, Streams
+from stateous.control.store.contract import PassingStore
 from stateous.control.tenure import Tenure
 from stateous.control.versions import Graphs
-from stateous.control.waits import Waits
+from stateous.control.waiting_claims import Waits
 from stateous.model.errors import Failure
 
 log = logging.getLogger("stateous.control.serve")
+
+Result = TypeVar("Result")
 
 #: Connections to Postgres beside one per request thread: one for the clock, one spare.
 SPARE_CONNECTIONS = 2
@@ -178,6 +186,21 @@ def versions_line(graph: Graph, older: list[GraphVersion]) -> str:
     """The start line that names the older versions live tokens still run on."""
     listed = ", ".join(f"{version.checksum} ({version.live} live token(s))" for version in older)
     return f"older versions still in use: {listed}; new tokens start on {graph.checksum}"
+
+
+class Published(PassingStore):
+    """A store whose writes, once committed (or kept and refused), wake the live streams: the
+    door from the engine's writes to `http/streams.py`."""
+
+    def __init__(self, store: Store, streams: Streams) -> None:
+        super().__init__(store)
+        self.streams = streams
+
+    def write(self, operation: Callable[[Tx], Result]) -> Result:
+        try:
+            return self.store.write(operation)
+        finally:
+            joined().after(self.streams.committed)
 
 
 class ControlPlane:
@@ -316,7 +339,8 @@ class ControlPlane:
         """The WSGI app of the API over this control plane's engine."""
         hosts = served_hosts(self.address.host, self.allowed_hosts)
         guard = Guard(self.access, hosts, served_origins(self.allowed_hosts))
-        return create_app(self.engine, guard, NO_AUTH if self.no_auth else None, self.streams)
+        warning = NO_AUTH if self.no_auth else None
+        return create_app(self.engine, guard, warning, self.streams, SERVER_HOOKS)
 
     def run(self, companion: Companion | None = None) -> int:
         """Serve until a stop signal; return the exit code.

@@ -1,4 +1,5 @@
-"""What `GET /stats` answers, from one read that `GET /metrics` shares.
+"""The figures the database holds: what `GET /stats` answers, from one read that
+`GET /metrics` shares, and when each supervisor was last heard from (`last_seen`).
 
 The read takes the counts (`store/counts.py`), among them the live tokens and
 tasks by status and state and the pending timers, then the oldest queued task
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from stateous.control.graph import Graph
-from stateous.control.store import Counter, Tx
+from stateous.control.listings import SEEN_FOR
+from stateous.control.store import Counter, Tx, to_column
 from stateous.model.vocabulary import ENDING
 from stateous.model.wire import LastHour, Stats
 
@@ -115,3 +117,15 @@ def stats(engine: Engine) -> Stats:
         ),
         ended={status.value: shot.total(Counter.TOKENS_ENDED, status) for status in ENDING},
     )
+
+
+def last_seen(engine: Engine, most: int) -> list[tuple[str, float]]:
+    """When each supervisor of the last day (at most `most`, the first by name) last
+    claimed or sent a heartbeat, as a Unix time; one never heard from is left out."""
+    rows = engine.store.read(lambda tx: tx.supervisors_seen(to_column(tx.now - SEEN_FOR), most))
+    found = []
+    for row in rows:
+        moments = [moment for moment in (row.claimed_at, row.heartbeat_at) if moment is not None]
+        if moments:
+            found.append((row.supervisor, max(moments)))
+    return found

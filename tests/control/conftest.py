@@ -17,10 +17,16 @@ from waitress import wasyncore
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
-from stateous.control.api import Guard, create_app
-from stateous.control.edge import DEFAULT_LIMITS, Limits, Server, create_server
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
+from stateous.control.http.app import Guard, create_app
+from stateous.control.http.server import (
+    DEFAULT_LIMITS,
+    SERVER_HOOKS,
+    Limits,
+    Server,
+    create_server,
+)
 from stateous.model.graph_file import dump
 from tests.control.support import BACKENDS, Backend, open_backend
 
@@ -153,7 +159,8 @@ def serving(
     when given) for a block, on a free port of 127.0.0.1, then close its store."""
     sockets: dict[int, Any] = {}
     listener = socket.create_server(("127.0.0.1", 0))
-    server = create_server(create_app(engine, guard), limits, listener, map=sockets)
+    app = create_app(engine, guard, hooks=SERVER_HOOKS)
+    server = create_server(app, limits, listener, map=sockets)
     if engine.store.one_writer:
         server.serve_writes(engine.store)
     try:

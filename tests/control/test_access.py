@@ -16,9 +16,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from stateous.control.access import RULES, Access, Hook, served_hosts, served_origins
-from stateous.control.api import Guard, create_app
 from stateous.control.credentials import add_credential, revoke_credential
+from stateous.control.http.access import Access, Hook, served_hosts, served_origins
+from stateous.control.http.app import Guard, create_app
+from stateous.control.http.routes import ROUTES, RULES, paths
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
 from tests.control.raw import exchange, is_refusal, request_bytes
@@ -117,6 +118,14 @@ def test_every_route_of_the_api_has_a_rule_and_every_rule_a_route() -> None:
     assert missing == []
     assert all(("GET", template) in RULES for method, template in routes if method == "HEAD")
     assert set(RULES) <= set(routes)
+
+
+def test_the_route_table_declares_each_route_once_with_its_rule_and_its_responder() -> None:
+    assert len({(route.method, route.path) for route in ROUTES}) == len(ROUTES) == len(RULES)
+    for route in ROUTES:
+        name = f"on_{route.method.lower()}" + (f"_{route.suffix}" if route.suffix else "")
+        assert callable(getattr(route.resource, name, None)), (route.method, route.path)
+    assert list(paths()) == list(dict.fromkeys(route.path for route in ROUTES))
 
 
 #: A request that each route takes, with a body that fits it.

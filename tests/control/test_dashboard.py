@@ -33,10 +33,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from stateous.control.access import Access, served_hosts
-from stateous.control.api import Guard, create_app
 from stateous.control.credentials import add_credential
-from stateous.control.edge import DEFAULT_LIMITS, create_server
+from stateous.control.http.access import Access, served_hosts
+from stateous.control.http.app import Guard, create_app
+from stateous.control.http.server import DEFAULT_LIMITS, create_server
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, looping, serving
 from tests.control.support import open_backend

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from stateous.control.edge import Limits, create_server
 from stateous.control.engine import Engine
+from stateous.control.http.server import Limits, create_server
 from tests.control.conftest import Served, build_engine, looping, read_answer, serving
 from tests.control.raw import (
     big_token_body,

@@ -8,8 +8,8 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stateous.control.exposition import Family, number, render
 from stateous.control.histogram import Histogram
+from stateous.control.http.exposition import Family, number, render
 
 
 def test_any_label_text_and_help_come_back_as_they_were() -> None:

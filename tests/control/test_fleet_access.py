@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from stateous.control.access import Access, digest, new_secret, served_hosts
-from stateous.control.api import Guard
-from stateous.control.credentials import add_credential
+from stateous.control.credentials import add_credential, digest, new_secret
+from stateous.control.http.access import Access, served_hosts
+from stateous.control.http.app import Guard
 from stateous.control.store import CredentialRow, Tx
 from stateous.model.vocabulary import Role
 from tests.control.conftest import build_engine, serving

@@ -17,11 +17,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
-from stateous.control.access import Access, Hook, served_hosts
-from stateous.control.api import Guard
 from stateous.control.credentials import add_credential
 from stateous.control.engine import Engine
 from stateous.control.graph import Graph
+from stateous.control.http.access import Access, Hook, served_hosts
+from stateous.control.http.app import Guard
 from stateous.model.graph_file import dump
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, serving

@@ -8,7 +8,7 @@ import itertools
 
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
-from stateous.control.layout import Drawing, Edge, Node, label_span, layout
+from stateous.control.http.graph_layout import Drawing, Edge, Node, label_span, layout
 from tests.control.support import fan_out, one_step, orders
 
 

@@ -18,7 +18,7 @@ import apsw
 import pytest
 
 from stateous.client.http import Connection
-from stateous.control.waits import COME_BACK
+from stateous.control.waiting_claims import COME_BACK
 from tests.control import raw
 from tests.control.conftest import Served as InProcess
 from tests.control.serving import Launcher, Served, orders, write_graph

@@ -11,9 +11,9 @@ from typing import Any
 import apsw
 import pytest
 
-from stateous.control.access import Access, served_hosts
-from stateous.control.api import Guard
 from stateous.control.credentials import add_credential, revoke_credential
+from stateous.control.http.access import Access, served_hosts
+from stateous.control.http.app import Guard
 from stateous.control.serve import record_graph
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
 from stateous.model.vocabulary import Role

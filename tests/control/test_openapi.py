@@ -11,9 +11,9 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
-from stateous.control import openapi
-from stateous.control.access import RULES
-from stateous.control.waits import LONGEST_WAIT
+from stateous.control.http import openapi
+from stateous.control.http.routes import RULES
+from stateous.control.waiting_claims import LONGEST_WAIT
 from tests.control.conftest import Served
 from tests.control.test_access import app_routes
 

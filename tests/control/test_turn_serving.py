@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from stateous.control.loop_writes import LOOP_BODY
+from stateous.control.http.loop_writes import LOOP_BODY
 from tests.control.raw import big_token_body
 from tests.control.serving import Launcher, Served, orders, write_graph
 

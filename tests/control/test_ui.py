@@ -12,11 +12,11 @@ from importlib import resources
 import msgspec
 import pytest
 
-from stateous.control import ui
-from stateous.control.access import Access, served_hosts
-from stateous.control.api import Guard
 from stateous.control.credentials import add_credential
-from stateous.control.layout import layout
+from stateous.control.http import ui
+from stateous.control.http.access import Access, served_hosts
+from stateous.control.http.app import Guard
+from stateous.control.http.graph_layout import layout
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
 from tests.control.support import Backend

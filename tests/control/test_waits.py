@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stateous.control.waits import Waiter, Waits
+from stateous.control.waiting_claims import Waiter, Waits
 
 
 class Claims:

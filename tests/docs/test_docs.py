@@ -538,7 +538,7 @@ def test_the_sizes_of_the_limits_page_are_the_models() -> None:
 
 
 def test_every_route_is_in_the_http_reference() -> None:
-    from stateous.control.api import create_app
+    from stateous.control.http.app import create_app
 
     app = create_app(engine=None)  # type: ignore[arg-type]
     text = read("http.md")
@@ -562,7 +562,7 @@ ROLE_ROW = re.compile(r"^\| `(GET|POST|PUT) (\S+)` \|(.*)\|$")
 
 def _may(rule, role: str) -> str:
     """What the role table says of `role` on a route of `rule` (None: open to all)."""
-    from stateous.control.access import Role
+    from stateous.control.http.access import Role
 
     if rule is not None and rule.webhook == "hook":
         # Only the webhook the path names, by its signature, also with authentication off.
@@ -581,7 +581,7 @@ def _may(rule, role: str) -> str:
 
 
 def test_the_role_table_says_what_the_route_table_allows_each_caller() -> None:
-    from stateous.control.access import RULES
+    from stateous.control.http.routes import RULES
 
     callers = ("operator", "supervisor", "webhook", "none", "off")
     table = {}

@@ -25,7 +25,7 @@ import pytest
 
 import stateous
 from stateous import _unpacking, _zipapp
-from stateous.control import ui
+from stateous.control.http import ui
 from tests.conftest import ROOT
 from tests.zipapp.support import (
     REPORT,

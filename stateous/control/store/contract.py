@@ -44,7 +44,7 @@ class Tx(Protocol):
     @property
     def queued_in(self) -> Counter[str] | None:
         """How many tasks this transaction queued in each state and in each contract; None
-        when a task of any state may have become claimable (`stateous.control.waits` wakes
+        when a task of any state may have become claimable (`stateous.control.waiting_claims` wakes
         the claims waiting for them)."""
 
     # tokens

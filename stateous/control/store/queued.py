@@ -1,6 +1,6 @@
 """What a transaction notes of the queues it queued a task in.
 
-A claim may wait for a task (`stateous.control.waits`); once a write commits, the
+A claim may wait for a task (`stateous.control.waiting_claims`); once a write commits, the
 claims waiting for the queues it queued a task in are woken to claim again. The
 queues are noted where the task's row is inserted: its state, by the name a claim
 lists (a child workflow's task is claimed as `child/state`), and its contract, which

@@ -53,11 +53,11 @@ def heavy(request: Request) -> bool:
 
 
 class LoopChannel(Protocol):
-    """A connection as the loop's turns see it (`edge.Channel`)."""
+    """A connection as the loop's turns see it (`server.Channel`)."""
 
     #: Its answer waits for the turn's commit.
     awaiting_commit: bool
-    #: The claim that waits, if any (`edge.Channel.waiting`).
+    #: The claim that waits, if any (`server.Channel.waiting`).
     waiting: Any
 
     @property

@@ -1,6 +1,6 @@
-"""The bounds on answers that clients leave unread: what the HTTP edge may keep unsent.
+"""The bounds on answers that clients leave unread: what the HTTP server may keep unsent.
 
-The edge (`edge.Server`) keeps every answer waiting to be sent in memory, never in a
+The server (`server.Server`) keeps every answer waiting to be sent in memory, never in a
 temporary file, so these bounds see all of it. They count only what waits on a client that
 stopped reading: one that keeps reading gets an answer of any size, as fast as it reads.
 """
@@ -8,6 +8,7 @@ stopped reading: one that keeps reading gets an answer of any size, as fast as i
 from __future__ import annotations
 
 import logging
+import select
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -20,8 +21,17 @@ STALL = 1.0
 log = logging.getLogger("stateous.control.edge")
 
 
+def send_buffer_full(fileno: int) -> bool:
+    """Whether the kernel takes no more bytes for this socket now: its client has left its
+    buffers full. A client that reads drains them, so its socket stays writable even when
+    the loop, slowed down, has not sent for a while; that alone is no sign of a stall."""
+    poller = select.poll()
+    poller.register(fileno, select.POLLOUT)
+    return not poller.poll(0)
+
+
 class Connection(Protocol):
-    """A connection of the edge, as the bounds see it."""
+    """A connection of the server, as the bounds see it."""
 
     total_outbufs_len: int
     addr: Any

@@ -2,10 +2,10 @@
 
 An open stream holds no request thread. The API checks the request and asks for a
 place (`Streams.open`, refused beyond `limit` with `too_many_streams`); the HTTP
-edge hands the connection's socket over (`Handover`, `outlet.Outlet`), and one
+server hands the connection's socket over (`Handover`, `stream_sockets.Outlet`), and one
 thread, `stateous-streams`, writes to every open stream from then on, polling their
-sockets. It wakes when a write commits (`Published`, after the commit, as
-`waits.Waking` wakes the claims), at most every `GATHER` seconds reads the ledger
+sockets. It wakes when a write commits (`serve.Published`, after the commit, as
+`waiting_claims.Waking` wakes the claims), at most every `GATHER` seconds reads the ledger
 once for every stream that is caught up, only up to the
 store's horizon (`store/positions.py`: no entry still uncommitted below it), and
 sends each stream the entries it asked for. Each beat of the clock asks again
@@ -15,7 +15,7 @@ on, ends at the thread's next round. Each event's id is the entry's global
 position, so a client that reconnects with `Last-Event-ID` gets every entry after
 it once. A comment every `HEARTBEAT` seconds keeps proxies from closing an idle
 stream, and `close` ends every stream when the control plane stops. Nothing here
-speaks HTTP or reaches a driver: the edge gives an `Outlet`, the store the rows.
+speaks HTTP or reaches a driver: the server gives an `Outlet`, the store the rows.
 docs/design.md says why.
 """
 
@@ -25,18 +25,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 
 import msgspec
 
 from stateous.control.errors import InvalidArgument, NotServing, TooManyStreams
-from stateous.control.outlet import Outlet, Poller
-from stateous.control.store import Entry, Store, Tx, joined, to_iso
-from stateous.control.store.contract import PassingStore
+from stateous.control.http.stream_sockets import Outlet, Poller
+from stateous.control.store import Entry, Store, Tx, to_iso
 
 log = logging.getLogger("stateous.control.stream")
-
-Result = TypeVar("Result")
 
 #: Seconds between the comments that keep an idle stream open through proxies.
 HEARTBEAT = 15.0
@@ -47,8 +43,6 @@ PAGE = 500
 GATHER = 0.02
 #: Seconds before a read that the database refused is tried again.
 RETRY = 1.0
-#: The environ key under which the HTTP edge offers to take a connection over.
-ADOPT = "stateous.adopt"
 #: A comment line: ignored by clients, seen by proxies.
 PING = b": keep-alive\n\n"
 #: The headers of a stream's answer: no cache may keep it, and no proxy may hold its
@@ -91,16 +85,17 @@ class Watcher:
 
 
 class Handover:
-    """The body of a stream's answer. Served by the control plane's edge (`adopt`), the
-    connection passes to the streams' thread and the body itself is empty; under any
-    other WSGI server the stream ends at once."""
+    """The body of a stream's answer. When the server that serves it adopts the connection
+    (`hooks.Hooks.adopt`, asked once the answer has started), the connection passes to the
+    streams' thread and the body itself is empty; under a server that cannot, the stream
+    ends at once."""
 
     def __init__(
         self,
         streams: Streams,
         token: str | None,
         last: int,
-        adopt: Callable[[], Outlet] | None,
+        adopt: Callable[[], Outlet | None],
         caller: str | None = None,
     ) -> None:
         self.streams = streams
@@ -111,12 +106,12 @@ class Handover:
         self.placed = True
 
     def __iter__(self) -> Iterator[bytes]:
-        if self.adopt is not None:
-            try:
-                outlet = self.adopt()
-            except BaseException:
-                self.close()
-                raise
+        try:
+            outlet = self.adopt()
+        except BaseException:
+            self.close()
+            raise
+        if outlet is not None:
             self.placed = False
             self.streams.join(Watcher(self.token, self.last, outlet, self.caller))
         return iter(())
@@ -164,7 +159,7 @@ class Streams:
         self,
         token: str | None,
         last: int | None,
-        adopt: Callable[[], Outlet] | None,
+        adopt: Callable[[], Outlet | None],
         caller: str | None = None,
     ) -> Handover:
         """Take a place for a stream of `token` (None: all) after position `last` (None:
@@ -376,20 +371,6 @@ class Streams:
         for watcher, events in out.items():
             if not watcher.left and not self._sent(watcher, b"".join(events)):
                 watcher.left = self._leaving = True
-
-
-class Published(PassingStore):
-    """A store whose writes, once committed (or kept and refused), wake the live streams."""
-
-    def __init__(self, store: Store, streams: Streams) -> None:
-        super().__init__(store)
-        self.streams = streams
-
-    def write(self, operation: Callable[[Tx], Result]) -> Result:
-        try:
-            return self.store.write(operation)
-        finally:
-            joined().after(self.streams.committed)
 
 
 def last_event_id(raw: str | None) -> int | None:

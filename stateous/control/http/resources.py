@@ -1,56 +1,45 @@
-"""The HTTP API of the control plane: a Falcon WSGI app over one engine.
+"""The resources of the HTTP API: one class per noun, one responder per route.
 
-Each route reads its body (at most 1 MiB, a JSON object at most 64 levels deep),
+Each responder reads its body (at most 1 MiB, a JSON object at most 64 levels deep),
 shapes it into a `wire` Struct, makes one engine call and encodes the answer with
-msgspec. Every refusal leaves through one table of error handlers as
-`{"error", "code"}`. This module decides nothing and checks no values: ranges,
-patterns and models are the engine's; it never touches a store or a driver.
+msgspec; a refusal is raised, and leaves through the app's error table. Which route
+reaches which responder, and who may call it, is the route table's (`routes.py`). Nothing
+here decides or checks values: ranges, patterns and models are the engine's; nothing
+here touches a store or a driver.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import falcon
 import msgspec
 
-from stateous.control import metrics, migration, openapi, plans, schedule_routes, stats, ui
-from stateous.control.access import (
-    SIGNATURES,
-    Access,
-    Caller,
-    Forbidden,
-    Unauthorized,
-    allow,
-    check_fetch_site,
-    check_host,
-    check_origin,
-    has_rule,
-    methods_of,
-    rule_of,
-    signed_by,
-    target_host,
-)
-from stateous.control.bodies import raw_body, read_body, read_shape
+from stateous.control import migration, plans, schedules, stats
 from stateous.control.defaults import DEFAULT_STREAMS
-from stateous.control.errors import EngineError, NotServing, TaskNotFound
-from stateous.control.exposition import MEDIA_TYPE
-from stateous.control.hooks import PING
-from stateous.control.layout import layout
-from stateous.control.refusals import engine_refused, failed, falcon_refused
-from stateous.control.stream import ADOPT, HEADERS, Streams, last_event_id
+from stateous.control.errors import TaskNotFound
+from stateous.control.http import metrics, ui
+from stateous.control.http.access import Access, Caller, Unauthorized
+from stateous.control.http.bodies import read_body, read_shape
+from stateous.control.http.exposition import MEDIA_TYPE
+from stateous.control.http.graph_layout import layout
+from stateous.control.http.hooks import Hooks
+from stateous.control.http.streams import HEADERS, Streams, last_event_id
 from stateous.control.views import brief_answer, delivered
-from stateous.control.waits import COME_BACK, PARK, RESUMED
+from stateous.control.waiting_claims import COME_BACK
+from stateous.control.webhooks import PING
 from stateous.model import wire
 from stateous.model.limits import INTEGER_LIMIT
+from stateous.model.schedule import ScheduleBody
 from stateous.model.vocabulary import Role
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
     from stateous.control.listings import Page
-
 
 _encode = msgspec.json.Encoder().encode
 
@@ -113,95 +102,35 @@ def for_caller(
     return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
 
 
-class Paths:
-    """Falcon middleware: a path that holds an encoded slash (`%2F`) is refused. The server
-    decodes it before routing, so `/tokens/A%2Fcancel` would reach `/tokens/A/cancel`; no
-    token id, event or file name holds a slash, so none is lost."""
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """What the resources of one app serve with: the engine, and what the app was given or
+    made beside it."""
 
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        path = req.env.get("REQUEST_URI", "").partition("?")[0]
-        if "%2f" in path.lower():
-            raise falcon.HTTPBadRequest(
-                description="the path holds an encoded slash (%2F), which no name of the API holds"
-            )
-
-
-class Methods:
-    """Falcon middleware: a method that the path does not take is 405 `method_not_allowed`,
-    whatever the method (Falcon itself answers OPTIONS with 200, and a method it does not
-    know with 400), so that each route takes exactly the methods of the route table."""
-
-    def process_resource(
-        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
-    ) -> None:
-        # Falcon calls this only for a request routed to a resource, which has a template.
-        assert req.uri_template is not None
-        if not has_rule(req.method, req.uri_template):
-            raise falcon.HTTPMethodNotAllowed(methods_of(req.uri_template))
-
-
-class Guard:
-    """Falcon middleware: the browser's limits on every request, then the caller's credential
-    against the rule of the route it reached."""
-
-    def __init__(
-        self, access: Access, hosts: frozenset[str], origins: frozenset[str] = frozenset()
-    ) -> None:
-        self.access = access
-        self.hosts = hosts
-        #: The origins of the proxies in front, whose pages may call (`served_origins`).
-        self.origins = origins
-
-    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        if req.method == "OPTIONS" and req.get_header("Access-Control-Request-Method"):
-            raise Forbidden("this control plane answers no web page of another origin")
-        host = req.get_header("Host")
-        check_host(host, self.hosts)
-        named = target_host(req.env.get("REQUEST_URI", "/"))
-        if named is not None:
-            check_host(named, self.hosts)
-        check_fetch_site(req.method, req.get_header("Sec-Fetch-Site"))
-        check_origin(req.get_header("Origin"), host, self.origins)
-
-    def process_resource(
-        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict[str, Any]
-    ) -> None:
-        assert req.uri_template is not None  # routed, as in `Methods`
-        rule = rule_of(req.method, req.uri_template)
-        if rule is None:
-            return
-        signature = next(filter(None, map(req.get_header, SIGNATURES)), None)
-        authorization = req.get_header("Authorization")
-        who: Caller | None
-        if rule.webhook == "hook":
-            # Only the named webhook's key is tried, with or without authentication: its
-            # settings are on its credential.
-            who = self.access.identify_hook(params["name"], raw_body(req), signature)
-        elif authorization is None and signature is not None and rule.webhook is not None:
-            who = self.access.identify_signed(raw_body(req), signature, rule, params)
-            if who is None and self.access.enabled:
-                raise Unauthorized("the delivery's signature matches no webhook's key")
-        else:
-            who = self.access.identify(authorization)
-            if (
-                who is not None
-                and who.hmac_key is not None
-                and (signature is None or not signed_by(who.hmac_key, raw_body(req), signature))
-            ):
-                raise Unauthorized(f"a delivery of {who.name!r} must carry its signature")
-        req.context.caller = who
-        allow(who, rule, params)
+    engine: Engine
+    #: What the server that serves the app does beyond WSGI.
+    hooks: Hooks
+    #: The live streams; None: the app keeps its own.
+    streams: Streams | None
+    #: The guard's credentials (None: no guard), and the warning that `/health` gives.
+    access: Access | None
+    warning: str | None
+    http: metrics.HttpMetrics
+    deliveries: metrics.Deliveries
+    #: The OpenAPI document, encoded (`openapi.document`).
+    described: Callable[[], bytes]
 
 
 class Resource:
-    """A noun of the API, served by one engine.
+    """A noun of the API, made once per app from its `Parts`.
 
     Every `on_get*` responder also answers `HEAD` (Falcon then sends the headers
     of the GET answer without its body), as load balancers and uptime checks expect.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, parts: Parts) -> None:
+        self.parts = parts
+        self.engine = parts.engine
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
@@ -214,12 +143,10 @@ class Health(Resource):
     """`/health`: the served workflow and its checksum, and what guards it (`access`), open
     to every caller, so that a monitor sees a control plane that no credential protects."""
 
-    def __init__(
-        self, engine: Engine, warning: str | None = None, access: Access | None = None
-    ) -> None:
-        super().__init__(engine)
-        self.warning = warning
-        self.access = access
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.warning = parts.warning
+        self.access = parts.access
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         health = self.engine.health()
@@ -237,8 +164,8 @@ class WorkflowFile(Resource):
     out for drawing, worked out at the first request (the graph does not change while
     served)."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
         self.drawn: bytes | None = None
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -273,18 +200,16 @@ class OpenApi(Resource):
     """`/openapi.json`: the API described, for tools."""
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.data = _encode(openapi.document())
+        resp.data = self.parts.described()
 
 
 class Figures(Resource):
     """`/stats` and `/metrics`: how the control plane fares, as JSON and for Prometheus."""
 
-    def __init__(
-        self, engine: Engine, http: metrics.HttpMetrics, deliveries: metrics.Deliveries
-    ) -> None:
-        super().__init__(engine)
-        self.http = http
-        self.deliveries = deliveries
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.http = parts.http
+        self.deliveries = parts.deliveries
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         answer(resp, stats.stats(self.engine))
@@ -310,9 +235,9 @@ class Tokens(Resource):
 class Token(Resource):
     """`/tokens/{token}`: read one token, fire its events, steer it, move it to another graph."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
-        self.migrations = migration.Migrations(engine)
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.migrations = migration.Migrations(parts.engine)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         answer(resp, self.engine.get(token))
@@ -356,9 +281,9 @@ class Token(Resource):
 class Plans(Resource):
     """`/plans`: bulk steering over an exact set of tokens, each acted on once (`plans.py`)."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
-        self.plans = plans.Plans(engine)
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.plans = plans.Plans(parts.engine)
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.PlanBody)
@@ -376,14 +301,14 @@ class Plans(Resource):
         answer(resp, applied)
 
 
-class Hooks(Resource):
+class GitHubDeliveries(Resource):
     """`/hooks/{name}`: GitHub's deliveries to the webhook `name`, signed with its key (the
     guard checked it). `ping` changes nothing; a kind the webhook does not take is counted
     and kept nowhere; any other starts or moves the token the webhook's mapping names."""
 
-    def __init__(self, engine: Engine, deliveries: metrics.Deliveries) -> None:
-        super().__init__(engine)
-        self.deliveries = deliveries
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.deliveries = parts.deliveries
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         who: Caller | None = getattr(req.context, "caller", None)
@@ -414,7 +339,11 @@ class Hooks(Resource):
 
 class Tasks(Resource):
     """`/tasks`: the live tasks, and what supervisors (and people, for waiting tasks) send
-    about work."""
+    about work; a claim that waits is parked by the server's `hooks`."""
+
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.hooks = parts.hooks
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         answer_page(req, resp, self.engine.listings.tasks(**query(req, TASK_FILTERS)))
@@ -422,9 +351,6 @@ class Tasks(Resource):
     def on_post_claim(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.ClaimBody)
         act_as(req, body.supervisor)
-        # The edge parks a claim that waits out of the request threads (`waiting_room.py`),
-        # and serves it again, with its waiter, once it is woken or its wait ends.
-        park = req.env.get(PARK)
         claimed = self.engine.claim_or_wait(
             body.supervisor,
             body.states,
@@ -432,15 +358,16 @@ class Tasks(Resource):
             checksum=body.checksum,
             by=caller(req),
             wait=body.wait,
-            waiter=req.env.get(RESUMED),
+            waiter=self.hooks.resumed(req.env),
         )
         grant, waiter = claimed.grant, claimed.waiter
+        # The server parks a claim that waits out of the request threads (`parked_claims.py`),
+        # and serves it again, with its waiter, once it is woken or its wait ends.
         if (
             grant is None
             and waiter is not None
-            and park is not None
             and waiter.may_wait()
-            and park(waiter)
+            and self.hooks.park(req.env, waiter)
         ):
             req.context.parked = True
             return
@@ -492,11 +419,13 @@ class Supervisors(Resource):
 
 
 class Stream(Resource):
-    """`/stream`: ledger entries as they commit, as server-sent events (`stream.py`)."""
+    """`/stream`: ledger entries as they commit, as server-sent events (`streams.py`), on
+    the socket that the server's `hooks` adopt."""
 
-    def __init__(self, engine: Engine, streams: Streams | None) -> None:
-        super().__init__(engine)
-        self.given = streams
+    def __init__(self, parts: Parts) -> None:
+        super().__init__(parts)
+        self.given = parts.streams
+        self.hooks = parts.hooks
 
     @functools.cached_property
     def streams(self) -> Streams:
@@ -511,75 +440,29 @@ class Stream(Resource):
         resp.content_type = "text/event-stream"
         resp.set_headers(HEADERS)
         if req.method != "HEAD":
-            resp.stream = self.streams.open(token, last, req.env.get(ADOPT), caller(req))
+            adopt = functools.partial(self.hooks.adopt, req.env)
+            resp.stream = self.streams.open(token, last, adopt, caller(req))
 
 
-def create_app(
-    engine: Engine,
-    guard: Guard | None = None,
-    warning: str | None = None,
-    streams: Streams | None = None,
-) -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the WSGI app that serves `engine`, behind `guard` when given; `warning` goes
-    out with every `/health`; `streams` holds the live streams."""
-    http, deliveries = metrics.HttpMetrics(), metrics.Deliveries()
-    # `Paths` before routing; `Methods` before the guard, which looks up the rule of a
-    # method that the path takes.
-    middleware = (http, Paths(), Methods())
-    app = falcon.App(middleware=middleware if guard is None else (*middleware, guard))
-    tokens, token, tasks = Tokens(engine), Token(engine), Tasks(engine)
-    figures = Figures(engine, http, deliveries)
-    app.add_route("/health", Health(engine, warning, None if guard is None else guard.access))
-    app.add_route("/stats", figures)
-    app.add_route("/metrics", figures, suffix="metrics")
-    workflow, dashboard = WorkflowFile(engine), Dashboard(engine)
-    app.add_route("/workflow", workflow)
-    app.add_route("/workflow/layout", workflow, suffix="layout")
-    app.add_route("/workflows", workflow, suffix="versions")
-    app.add_route("/openapi.json", OpenApi(engine))
-    app.add_route("/tokens", tokens)
-    app.add_route("/tokens/{token}", token)
-    app.add_route("/tokens/{token}/history", token, suffix="history")
-    app.add_route("/tokens/{token}/events/{event}", token, suffix="event")
-    for action in ("pause", "resume", "cancel", "retry", "migrate"):
-        app.add_route(f"/tokens/{{token}}/{action}", token, suffix=action)
-    plan_routes = Plans(engine)
-    app.add_route("/plans", plan_routes)
-    app.add_route("/plans/{plan}", plan_routes, suffix="plan")
-    app.add_route("/plans/{plan}/apply", plan_routes, suffix="apply")
-    app.add_route("/tasks", tasks)
-    app.add_route("/supervisors", Supervisors(engine))
-    app.add_route("/ui/", dashboard)
-    app.add_route("/ui/{file}", dashboard, suffix="file")
-    app.add_route("/stream", Stream(engine, streams))
-    app.add_route("/hooks/{name}", Hooks(engine, deliveries))
-    schedule_routes.add_routes(app, engine)
-    app.add_route("/tasks/claim", tasks, suffix="claim")
-    app.add_route("/tasks/heartbeat", tasks, suffix="heartbeat")
-    for action in ("report", "note", "memory"):
-        app.add_route(f"/tasks/{{task}}/{action}", tasks, suffix=action)
-    app.add_error_handler(Exception, failed)
-    app.add_error_handler(falcon.HTTPError, falcon_refused)
-    app.add_error_handler(EngineError, engine_refused)
-    return app
+class Schedules(Resource):
+    """`/schedules` and `/schedules/{name}/pause|resume|remove`: each responder makes one
+    call of `stateous.control.schedules` and answers with its view."""
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, schedules.views(self.engine))
 
-#: What a standby answers to every request, `/health` first.
-STANDBY = (
-    "this control plane is a standby: it waits for the database, which another control plane serves"
-)
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_shape(req, ScheduleBody)
+        answer(resp, schedules.add(self.engine, body, caller(req)), falcon.HTTP_201)
 
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        read_body(req)
+        answer(resp, schedules.pause(self.engine, name))
 
-def standing_by(req: falcon.Request, resp: falcon.Response, **params: str) -> None:
-    """Every path of a standby, with every method: `not_serving`, saying why."""
-    raise NotServing(STANDBY)
+    def on_post_resume(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        read_body(req)
+        answer(resp, schedules.resume(self.engine, name))
 
-
-def create_standby_app() -> falcon.App[falcon.Request, falcon.Response]:
-    """Build the WSGI app of a standby: 503 `not_serving` to every request, until it holds
-    the database and serves the API instead."""
-    app = falcon.App()
-    app.add_sink(standing_by)
-    app.add_error_handler(Exception, failed)
-    app.add_error_handler(EngineError, engine_refused)
-    return app
+    def on_post_remove(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        read_body(req)
+        answer(resp, schedules.remove(self.engine, name))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-PACKAGE = "stateous.control.dashboard"
+PACKAGE = "stateous.control.http.dashboard"
 #: The page that `/ui/` answers.
 INDEX = "index.html"
 #: Every file of the dashboard by its name under `/ui/`, with its media type.

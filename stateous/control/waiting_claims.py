@@ -1,7 +1,7 @@
 """Claims that wait for a task: `POST /tasks/claim` with `wait`.
 
-A waiting claim holds no request thread: the edge takes its connection out of the
-server's loop into the waiting room (`waiting_room.py`) until a task of its states is
+A waiting claim holds no request thread: the HTTP server takes its connection out of
+its loop into the waiting room (`http/parked_claims.py`) until a task of its states is
 queued, its wait ends, its client leaves or sends more, or the control plane stops.
 A control plane holds at most `limit` waiting claims (by default as many as it has
 open connections); a claim beyond that is answered at once, as a claim without `wait`
@@ -36,11 +36,6 @@ LONGEST_WAIT = 30.0
 COME_BACK = 3
 #: Waiting claims held at once by default: as many as the connections a server keeps open.
 DEFAULT_WAITS = DEFAULT_CONNECTION_LIMIT
-#: The WSGI environ key of the edge's `park(waiter) -> bool`: hold the connection in the
-#: waiting room until the waiter is woken (False: it cannot wait now; answer at once).
-PARK = "stateous.park"
-#: The WSGI environ key of the waiter of a claim served again after its wait.
-RESUMED = "stateous.resumed"
 
 Listener = Callable[[], None]
 

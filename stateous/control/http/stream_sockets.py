@@ -1,6 +1,6 @@
-"""A live stream's connection, once the HTTP edge has handed its socket over.
+"""A live stream's connection, once the HTTP server has handed its socket over.
 
-The streams' thread (`stream.py`) owns the socket from then on: it is out of the
+The streams' thread (`streams.py`) owns the socket from then on: it is out of the
 server's loop, so an idle stream costs the loop nothing at each of its turns. The
 thread writes without blocking, keeping what the socket cannot take yet, and polls
 every stream's socket at once (`Poller`, with a pipe that wakes it) to learn when a

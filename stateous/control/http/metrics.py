@@ -3,7 +3,7 @@
 Three sources feed it. The database, through the read that `/stats` makes:
 the live tokens and tasks, the oldest queued task of each state, the pending
 timers, and the counters kept beside the ledger rows they count, so that they
-survive a restart and agree with the history. The HTTP edge, in memory: every
+survive a restart and agree with the history. The HTTP server, in memory: every
 request by route template (never the raw path, whose ids would make a series
 each), method and status, with a histogram of the time it took. The store's
 writer, in memory: the time of each commit and how many operations it took.
@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from stateous._version import __version__
 from stateous.control import stats
-from stateous.control.exposition import Family, render
 from stateous.control.histogram import SECONDS, Histogram
-from stateous.control.listings import SEEN_FOR
-from stateous.control.store import Counter, SupervisorRow, Tx, joined, to_column
-from stateous.control.waits import RESUMED
+from stateous.control.http.exposition import Family, render
+from stateous.control.http.hooks import Hooks
+from stateous.control.store import Counter, joined
 from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import ENDING, LIVE_TASK, ReportKind
 
@@ -74,14 +73,15 @@ class HttpMetrics:
     A write that the server's loop serves is answered once its turn commits, after the
     app is done with it, so its time runs to that commit (`turn.after`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hooks: Hooks) -> None:
+        self.hooks = hooks
         self._lock = threading.Lock()
         self.requests: dict[tuple[str, str, str], int] = {}
         self.latency: dict[tuple[str, str], Histogram] = {}
 
     def process_request(self, req: Any, resp: Any) -> None:
         # A claim served again after its wait is timed from its arrival.
-        waiter = req.env.get(RESUMED)
+        waiter = self.hooks.resumed(req.env)
         req.context.started = time.perf_counter() if waiter is None else waiter.arrived
 
     def process_response(self, req: Any, resp: Any, resource: object, succeeded: bool) -> None:
@@ -226,18 +226,13 @@ def fleet_families(engine: Engine) -> list[Family]:
     """When each supervisor seen in the last day was last heard from, and the build: the
     supervisors are those of the last day, at most `SEEN_SERIES`, so series do not pile up."""
 
-    def seen(tx: Tx) -> list[SupervisorRow]:
-        return tx.supervisors_seen(to_column(tx.now - SEEN_FOR), SEEN_SERIES)
-
     last_seen = Family(
         "stateous_supervisor_last_seen_seconds",
         "gauge",
         "Unix time of each supervisor's last claim or heartbeat (supervisors of the last day).",
     )
-    for row in engine.store.read(seen):
-        moments = [moment for moment in (row.claimed_at, row.heartbeat_at) if moment is not None]
-        if moments:
-            last_seen.add(max(moments), supervisor=row.supervisor)
+    for supervisor, moment in stats.last_seen(engine, SEEN_SERIES):
+        last_seen.add(moment, supervisor=supervisor)
     build = Family("stateous_build_info", "gauge", "The version, Python and database; always 1.")
     database = engine.store.database
     build.add(1, version=__version__, python=platform.python_version(), database=database)

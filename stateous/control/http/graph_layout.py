@@ -29,7 +29,7 @@ CHAR_WIDTH = 8.0
 #: The room around a state's name inside its box.
 PADDING = 28.0
 NARROWEST = 72.0
-#: The room between two layers (the edge labels sit in it) and between two boxes of a layer.
+#: The room between two layers (the server labels sit in it) and between two boxes of a layer.
 LAYER_GAP = 64.0
 NODE_GAP = 40.0
 #: The width that an edge passing through a layer takes there.
@@ -303,7 +303,7 @@ def framed(workflow: str, nodes: list[Node], edges: list[Edge]) -> Drawing:
 
 
 def twin_shift(pair: tuple[str, str], labels: dict[tuple[str, str], str]) -> float:
-    """How far an edge runs off the middle of its boxes: apart from its twin, the edge the
+    """How far an edge runs off the middle of its boxes: apart from its twin, the server the
     other way between the same two states, when there is one."""
     if pair[0] == pair[1] or (pair[1], pair[0]) not in labels:
         return 0.0

@@ -41,7 +41,7 @@ FALCON_CODES = {404: RefusalCode.NOT_FOUND, 405: RefusalCode.METHOD_NOT_ALLOWED}
 def falcon_refused(
     req: falcon.Request, resp: falcon.Response, ex: falcon.HTTPError, params: dict[str, Any]
 ) -> None:
-    """Answer a refusal of the HTTP edge: an unknown path or method, an unreadable body."""
+    """Answer a refusal of the HTTP server: an unknown path or method, an unreadable body."""
     status = ex.status_code
     if ex.description:
         sentence = ex.description

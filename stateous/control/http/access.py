@@ -7,7 +7,7 @@ only the SHA-256. Authentication is on from the first credential added until
 is live, since revoking the last one must not open the door: then every request
 but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
 request, so that a revocation counts at once. Each route names the roles that may call it
-(`RULES`); a webhook may fire only its own events, and start tokens only when it
+(`routes.RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body, and a signed delivery without `Authorization` names its
 webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only); a
@@ -26,7 +26,6 @@ import hmac
 import ipaddress
 import logging
 import re
-import secrets
 import socket
 import threading
 import time
@@ -35,14 +34,14 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from stateous.control import credentials
+from stateous.control.credentials import PREFIX, digest
 from stateous.control.errors import EngineError
-from stateous.control.hooks import Hook, hook_of
-from stateous.control.store import CredentialRow, Store, Tx
+from stateous.control.store import CredentialRow, Store
+from stateous.control.webhooks import Hook, hook_of
 from stateous.model.codes import RefusalCode
 from stateous.model.vocabulary import Role
 
-#: How a secret starts, so that one found in a file or a log is recognised.
-PREFIX = "stq_"
 #: The longest `Authorization` value looked at; a secret of ours is far shorter.
 HEADER_LIMIT = 256
 #: How often a credential's `last_used` is written again, in seconds.
@@ -87,78 +86,6 @@ class Rule:
 
 OPERATOR = Rule(frozenset({Role.OPERATOR}))
 WORK = Rule(frozenset({Role.OPERATOR, Role.SUPERVISOR}))
-#: The rule of every route of the API, by method and path template; `GET /health` is
-#: open to all, so that load balancers can ask it, and so are the dashboard's files, which
-#: hold no data. `HEAD` follows `GET`.
-RULES: dict[tuple[str, str], Rule | None] = {
-    ("GET", "/health"): None,
-    ("GET", "/workflow"): WORK,
-    ("GET", "/workflow/layout"): WORK,
-    ("GET", "/workflows"): WORK,
-    ("GET", "/ui/"): None,
-    ("GET", "/ui/{file}"): None,
-    ("GET", "/openapi.json"): WORK,
-    ("GET", "/stats"): OPERATOR,
-    ("GET", "/metrics"): WORK,
-    ("GET", "/tokens"): OPERATOR,
-    ("POST", "/tokens"): Rule(frozenset({Role.OPERATOR}), webhook="start"),
-    ("GET", "/tokens/{token}"): OPERATOR,
-    ("GET", "/tokens/{token}/history"): OPERATOR,
-    ("GET", "/stream"): OPERATOR,
-    ("POST", "/tokens/{token}/events/{event}"): Rule(frozenset({Role.OPERATOR}), webhook="event"),
-    ("POST", "/tokens/{token}/pause"): OPERATOR,
-    ("POST", "/tokens/{token}/resume"): OPERATOR,
-    ("POST", "/tokens/{token}/cancel"): OPERATOR,
-    ("POST", "/tokens/{token}/retry"): OPERATOR,
-    ("POST", "/tokens/{token}/migrate"): OPERATOR,
-    ("POST", "/plans"): OPERATOR,
-    ("GET", "/plans/{plan}"): OPERATOR,
-    ("POST", "/plans/{plan}/apply"): OPERATOR,
-    ("GET", "/schedules"): OPERATOR,
-    ("POST", "/schedules"): OPERATOR,
-    ("POST", "/schedules/{name}/pause"): OPERATOR,
-    ("POST", "/schedules/{name}/resume"): OPERATOR,
-    ("POST", "/schedules/{name}/remove"): OPERATOR,
-    ("GET", "/tasks"): OPERATOR,
-    ("GET", "/supervisors"): OPERATOR,
-    ("POST", "/tasks/claim"): WORK,
-    ("POST", "/tasks/heartbeat"): WORK,
-    ("POST", "/tasks/{task}/report"): WORK,
-    ("POST", "/tasks/{task}/note"): WORK,
-    ("PUT", "/tasks/{task}/memory"): WORK,
-    ("POST", "/hooks/{name}"): Rule(frozenset(), webhook="hook"),
-}
-
-
-def _route(method: str, template: str) -> tuple[str, str]:
-    """The key of a request's route in `RULES`: `HEAD` is the `GET` of its path."""
-    return ("GET" if method == "HEAD" else method, template)
-
-
-def has_rule(method: str, template: str) -> bool:
-    """Whether the path takes the method."""
-    return _route(method, template) in RULES
-
-
-def methods_of(template: str) -> list[str]:
-    """The methods that a path takes, for the `Allow` header of a 405: `HEAD` beside `GET`."""
-    methods = {method for method, path in RULES if path == template}
-    return sorted(methods | {"HEAD"} if "GET" in methods else methods)
-
-
-def rule_of(method: str, template: str) -> Rule | None:
-    """The rule of a route; a route without one is a mistake that `test_access` catches."""
-    return RULES[_route(method, template)]
-
-
-def new_secret() -> str:
-    """A random secret of 256 bits, in URL-safe letters."""
-    return PREFIX + secrets.token_urlsafe(32)
-
-
-def digest(secret: str) -> str:
-    """What the database keeps of a secret."""
-    return hashlib.sha256(secret.encode()).hexdigest()
 
 
 def bearer(header: str | None) -> str | None:
@@ -287,13 +214,8 @@ class Access:
         """Read the setting and the live credentials; answer the setting read before."""
         if not self.enabled:
             return self._on
-
-        def operation(tx: Tx) -> tuple[bool, frozenset[str]]:
-            live = frozenset(row.name for row in tx.credentials() if row.revoked_at is None)
-            return tx.auth_on(), live
-
         before = self._on
-        self._on, self._live = self.store.read(operation)
+        self._on, self._live = credentials.setting(self.store)
         return before
 
     def refresh(self) -> None:
@@ -320,7 +242,7 @@ class Access:
                 raise Unauthorized("this control plane needs a credential: Authorization: Bearer")
             return None
         hashed = digest(secret)
-        row = self.store.read(lambda tx: tx.credential(hashed))
+        row = credentials.by_digest(self.store, hashed)
         if row is None or row.revoked_at is not None:
             raise Unauthorized("the credential is unknown or revoked")
         if not hmac.compare_digest(row.secret_hash, hashed):
@@ -367,8 +289,7 @@ class Access:
 
     def _signing(self) -> list[CredentialRow]:
         """The live webhooks that sign their deliveries."""
-        rows = self.store.read(lambda tx: tx.credentials())
-        return [row for row in rows if row.revoked_at is None and row.hmac_key]
+        return [row for row in credentials.live(self.store) if row.hmac_key]
 
     def _touch(self, row: CredentialRow) -> None:
         """Write when a credential was last used, once a minute at most."""
@@ -377,7 +298,7 @@ class Access:
             if now - self._touched.get(row.name, row.last_used or 0.0) < TOUCH_EVERY:
                 return
             self._touched[row.name] = now
-        self.store.write(lambda tx: tx.touch_credential(row.name))
+        credentials.touch(self.store, row.name)
 
 
 def permits(caller: Caller, rule: Rule, params: dict[str, str]) -> bool:

@@ -1,4 +1,4 @@
-"""The HTTP edge of the control plane: how waitress reads requests and holds connections.
+"""The HTTP server of the control plane: how waitress reads requests and holds connections.
 
 Waitress reads and parses every connection on one loop thread and answers on a few
 request threads. Its settings are chosen here on purpose, and three small subclasses
@@ -22,9 +22,9 @@ leave open:
   `LINGER` seconds before it closes, so that the client reads the refusal, not a reset;
 - a live stream (`GET /stream`) gives its request thread back and leaves the loop: its
   socket, with the answer's headers to send, goes to the streams' thread (`Task.adopt`,
-  `outlet.Outlet`), which writes to it from then on;
+  `stream_sockets.Outlet`), which writes to it from then on;
 - a claim that waits for a task gives its request thread back and leaves the loop for
-  the waiting room (`Task.park`, `waiting_room.WaitingRoom`), which sends it back to be
+  the waiting room (`Task.park`, `parked_claims.WaitingRoom`), which sends it back to be
   served again once it is woken or its wait ends;
 - on SQLite, a request that may write, with a small body, is served by the loop itself,
   not handed to a request thread: the writes of one turn of the loop share a unit of work
@@ -33,7 +33,7 @@ leave open:
   writes whose cost grows with a large body, stay on the request threads, so that they
   hold no other connection.
 
-Nothing here knows a route; `api.create_app` is the app served.
+Nothing here knows a route; `app.create_app` is the app served.
 """
 
 from __future__ import annotations
@@ -68,14 +68,14 @@ from stateous.control.defaults import (
     DEFAULT_STREAMS,
     DEFAULT_THREADS,
 )
-from stateous.control.loop_writes import LoopTurns, Request
-from stateous.control.outlet import Outlet
-from stateous.control.refusals import FAILED
+from stateous.control.http.hooks import Environ
+from stateous.control.http.loop_writes import LoopTurns, Request
+from stateous.control.http.parked_claims import WaitingRoom
+from stateous.control.http.refusals import FAILED
+from stateous.control.http.stream_sockets import Outlet
+from stateous.control.http.unsent import STALL, close_over_bounds, send_buffer_full
 from stateous.control.store import Store
-from stateous.control.stream import ADOPT
-from stateous.control.unsent import STALL, close_over_bounds
-from stateous.control.waiting_room import WaitingRoom
-from stateous.control.waits import PARK, RESUMED, Waiter
+from stateous.control.waiting_claims import Waiter
 from stateous.model.codes import RefusalCode
 from stateous.model.durations import parse_duration
 from stateous.model.limits import BODY_LIMIT, REQUEST_HEAD_LIMIT, UNREAD_LIMIT
@@ -210,11 +210,9 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
 
     def get_environment(self) -> dict[str, Any]:
         environ: dict[str, Any] = super().get_environment()
-        environ[ADOPT] = self.adopt
-        environ[PARK] = self.park
+        environ[TASK] = self
         request = self.request
         if request.waiter is not None:
-            environ[RESUMED] = request.waiter
             environ["wsgi.input"] = io.BytesIO(request.kept_body)
         return environ
 
@@ -262,6 +260,31 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
             del channel.requests[1:]
         channel.handed_over = True
         return outlet
+
+
+#: The environ key of the task that serves a request, read by `ServerHooks` only.
+TASK = "stateous.task"
+
+
+class ServerHooks:
+    """What this server does for a request beyond WSGI (`hooks.Hooks`), by the task that
+    serves it; a request that no task of this server serves gets nothing beyond WSGI."""
+
+    def adopt(self, environ: Environ) -> Outlet | None:
+        task: Task | None = environ.get(TASK)
+        return None if task is None else task.adopt()
+
+    def park(self, environ: Environ, waiter: Waiter) -> bool:
+        task: Task | None = environ.get(TASK)
+        return task is not None and task.park(waiter)
+
+    def resumed(self, environ: Environ) -> Waiter | None:
+        task: Task | None = environ.get(TASK)
+        return None if task is None else task.request.waiter
+
+
+#: The hooks that the app served by this server is made with (`app.create_app`).
+SERVER_HOOKS = ServerHooks()
 
 
 class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
@@ -399,13 +422,15 @@ class Channel(HTTPChannel):  # type: ignore[misc]  # waitress ships no types
 
     def stalled(self, now: float) -> bool:
         """Whether this connection holds answers that its client has taken no byte of for
-        `STALL` seconds (waitress marks each send, and the end of each answer, as activity);
-        one that a request thread serves, or that lingers to close, is never counted."""
+        `STALL` seconds (waitress marks each send, and the end of each answer, as activity)
+        and whose socket takes no more now; one that a request thread serves, or that
+        lingers to close, is never counted."""
         return (
             bool(self.total_outbufs_len)
             and not self.serving
             and not self.lingering_until
             and now - self.last_activity > STALL
+            and send_buffer_full(self.socket.fileno())
         )
 
     def overdue(self, now: float) -> bool:

@@ -1,7 +1,7 @@
 """The waiting room: the connections of claims that wait for a task, out of the loop.
 
-A claim that waits (`waits.py`) holds neither a request thread nor a place in the
-server's loop, which looks at every connection it holds at each turn: the edge hands
+A claim that waits (`waiting_claims.py`) holds neither a request thread nor a place in the
+server's loop, which looks at every connection it holds at each turn: the server hands
 its connection here, and one thread watches all of them at once. A connection leaves
 the room, back to the loop to be served again, when its claim is woken, when its wait
 ends, or when its client sends more (its wait ends then, so that what it sent is
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from stateous.control.waits import Waiter
+from stateous.control.waiting_claims import Waiter
 
 #: The answer to a claim still waiting when the control plane stops.
 STOPPED = b"HTTP/1.1 204 No Content\r\nConnection: close\r\nServer: stateous\r\n\r\n"

@@ -1,0 +1,455 @@
+"""The route table of the HTTP API: each route declared once.
+
+A route is a method and a path template; the resource and responder that serve it
+(`resources.py`: `on_<method>` with the route's suffix); who may call it (its `Rule`:
+the roles, and what a webhook may do there; None: every caller); and its `Operation`:
+what it is for, the shape of its body, its answers by status and the statuses of its
+refusals. The app routes each path to its resource from this table (`app.create_app`),
+the guard looks up each request's rule in it (`rule_of`), and `/openapi.json` describes
+each operation from it (`openapi.document`). A new route is one entry here and its
+responder. `HEAD` follows `GET`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from stateous.control.http import resources
+from stateous.control.http.access import OPERATOR, WORK, Rule
+from stateous.control.http.graph_layout import Layout
+from stateous.model import wire
+from stateous.model.schedule import ScheduleBody, ScheduleView
+from stateous.model.vocabulary import Role
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One route's method: what it is for, its body, its answers by status."""
+
+    summary: str
+    #: The body's shape: a `wire` Struct, `dict[str, Any]` for any object, None for none.
+    body: Any = None
+    #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
+    answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
+    refusals: tuple[int, ...] = (401, 403, 404, 409, 422)
+    #: The media type of the answers that have a body.
+    media: str = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One route of the API: served by `resource`'s responder of `suffix`, called by whom
+    `rule` lets, doing `operation`."""
+
+    method: str
+    path: str
+    resource: type[resources.Resource]
+    #: The responder's suffix: `on_get_history` for "history"; None for `on_get`.
+    suffix: str | None
+    rule: Rule | None
+    operation: Operation
+
+
+#: The media type of the Prometheus text format.
+PROMETHEUS = "text/plain; version=0.0.4"
+SCHEDULE = Operation(
+    "pause or resume a schedule", answers=((200, ScheduleView),), refusals=(401, 403, 404)
+)
+STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
+#: The token as an answer shows it: whole, or without its context to a webhook.
+STARTED = (wire.TokenView, wire.TokenBrief)
+WORK_REFUSALS = (401, 403, 404, 409, 422)
+#: Every route of the API, in the order `/openapi.json` lists them. `GET /health` is open to
+#: all, so that load balancers can ask it, and so are the dashboard's files, which hold no
+#: data.
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "GET",
+        "/health",
+        resources.Health,
+        None,
+        None,
+        Operation(
+            "the served workflow and its checksum, and whether requests need a credential",
+            answers=((200, wire.Health),),
+            refusals=(),
+        ),
+    ),
+    Route(
+        "GET",
+        "/workflow",
+        resources.WorkflowFile,
+        None,
+        WORK,
+        Operation(
+            "the graph file served, or an older one kept (by `checksum`)",
+            answers=((200, dict[str, Any]),),
+            refusals=(401, 403, 404),
+        ),
+    ),
+    Route(
+        "GET",
+        "/workflows",
+        resources.WorkflowFile,
+        "versions",
+        WORK,
+        Operation(
+            "every graph file kept, with its live tokens",
+            answers=((200, list[wire.VersionView]),),
+            refusals=(401, 403),
+        ),
+    ),
+    Route(
+        "GET",
+        "/workflow/layout",
+        resources.WorkflowFile,
+        "layout",
+        WORK,
+        Operation(
+            "every workflow of the graph laid out for drawing",
+            answers=((200, Layout),),
+            refusals=(401, 403),
+        ),
+    ),
+    Route(
+        "GET",
+        "/ui/",
+        resources.Dashboard,
+        None,
+        None,
+        Operation("the dashboard's page (HTML)", answers=((200, None),), refusals=()),
+    ),
+    Route(
+        "GET",
+        "/ui/{file}",
+        resources.Dashboard,
+        "file",
+        None,
+        Operation(
+            "a file of the dashboard (its style sheet, script, icon)",
+            answers=((200, None),),
+            refusals=(404,),
+        ),
+    ),
+    Route(
+        "GET",
+        "/openapi.json",
+        resources.OpenApi,
+        None,
+        WORK,
+        Operation("this document", answers=((200, dict[str, Any]),), refusals=(401, 403)),
+    ),
+    Route(
+        "GET",
+        "/stats",
+        resources.Figures,
+        None,
+        OPERATOR,
+        Operation(
+            "the live tokens and tasks by state, the oldest queued tasks, the last hour",
+            answers=((200, wire.Stats),),
+            refusals=(401, 403),
+        ),
+    ),
+    Route(
+        "GET",
+        "/metrics",
+        resources.Figures,
+        "metrics",
+        WORK,
+        Operation(
+            "the metrics in the Prometheus text format",
+            answers=((200, str),),
+            refusals=(401, 403),
+            media=PROMETHEUS,
+        ),
+    ),
+    Route(
+        "GET",
+        "/tokens",
+        resources.Tokens,
+        None,
+        OPERATOR,
+        Operation(
+            "tokens, the most recently moved first",
+            answers=((200, list[wire.TokenView]),),
+            refusals=(401, 403, 422),
+        ),
+    ),
+    Route(
+        "POST",
+        "/tokens",
+        resources.Tokens,
+        None,
+        Rule(frozenset({Role.OPERATOR}), webhook="start"),
+        Operation(
+            "start a token (a webhook is answered the token without its context)",
+            wire.StartBody,
+            ((201, STARTED), (200, STARTED)),
+        ),
+    ),
+    Route(
+        "GET",
+        "/tokens/{token}",
+        resources.Token,
+        None,
+        OPERATOR,
+        Operation("one token", refusals=(401, 403, 404)),
+    ),
+    Route(
+        "GET",
+        "/tokens/{token}/history",
+        resources.Token,
+        "history",
+        OPERATOR,
+        Operation(
+            "the token's ledger entries",
+            answers=((200, list[wire.HistoryEntry]),),
+            refusals=(401, 403, 404),
+        ),
+    ),
+    Route(
+        "GET",
+        "/stream",
+        resources.Stream,
+        None,
+        OPERATOR,
+        Operation(
+            "ledger entries as they commit, as server-sent events (text/event-stream)",
+            answers=((200, None),),
+            refusals=(401, 403, 404, 422),
+        ),
+    ),
+    Route(
+        "POST",
+        "/tokens/{token}/events/{event}",
+        resources.Token,
+        "event",
+        Rule(frozenset({Role.OPERATOR}), webhook="event"),
+        Operation(
+            "fire an event (a webhook is answered the token without its context)",
+            wire.FireBody,
+            ((200, (*STARTED, wire.Duplicate, wire.DuplicateBrief)),),
+        ),
+    ),
+    Route("POST", "/tokens/{token}/pause", resources.Token, "pause", OPERATOR, STEER),
+    Route("POST", "/tokens/{token}/resume", resources.Token, "resume", OPERATOR, STEER),
+    Route("POST", "/tokens/{token}/cancel", resources.Token, "cancel", OPERATOR, STEER),
+    Route(
+        "POST",
+        "/tokens/{token}/retry",
+        resources.Token,
+        "retry",
+        OPERATOR,
+        Operation("bring a failed or cancelled token back to a state it visited", wire.RetryBody),
+    ),
+    Route(
+        "POST",
+        "/tokens/{token}/migrate",
+        resources.Token,
+        "migrate",
+        OPERATOR,
+        Operation(
+            "move a live top token, with its children, to another graph file the database keeps",
+            wire.MigrateBody,
+            ((200, wire.MigrationView),),
+        ),
+    ),
+    Route(
+        "POST",
+        "/plans",
+        resources.Plans,
+        None,
+        OPERATOR,
+        Operation(
+            "plan a bulk pause, resume, cancel, retry or migrate: the exact tokens a filter "
+            "selects now",
+            wire.PlanBody,
+            ((201, wire.PlanView),),
+            (401, 403, 422),
+        ),
+    ),
+    Route(
+        "GET",
+        "/plans/{plan}",
+        resources.Plans,
+        "plan",
+        OPERATOR,
+        Operation(
+            "a plan: its action, filter and tokens, each with its outcome",
+            answers=((200, wire.PlanView),),
+            refusals=(401, 403, 404),
+        ),
+    ),
+    Route(
+        "POST",
+        "/plans/{plan}/apply",
+        resources.Plans,
+        "apply",
+        OPERATOR,
+        Operation(
+            "act on each token of a plan not acted on yet, once",
+            wire.ApplyBody,
+            ((200, wire.PlanView),),
+            (401, 403, 404, 409, 422),
+        ),
+    ),
+    Route(
+        "GET",
+        "/schedules",
+        resources.Schedules,
+        None,
+        OPERATOR,
+        Operation(
+            "every schedule: its next and last occurrences, paused or not, its last skip",
+            answers=((200, list[ScheduleView]),),
+            refusals=(401, 403),
+        ),
+    ),
+    Route(
+        "POST",
+        "/schedules",
+        resources.Schedules,
+        None,
+        OPERATOR,
+        Operation(
+            "add a schedule at run time", ScheduleBody, ((201, ScheduleView),), (401, 403, 409, 422)
+        ),
+    ),
+    Route("POST", "/schedules/{name}/pause", resources.Schedules, "pause", OPERATOR, SCHEDULE),
+    Route("POST", "/schedules/{name}/resume", resources.Schedules, "resume", OPERATOR, SCHEDULE),
+    Route(
+        "POST",
+        "/schedules/{name}/remove",
+        resources.Schedules,
+        "remove",
+        OPERATOR,
+        Operation(
+            "remove a schedule added at run time (one of the graph file is refused)",
+            answers=((200, ScheduleView),),
+            refusals=(401, 403, 404, 409),
+        ),
+    ),
+    Route(
+        "GET",
+        "/tasks",
+        resources.Tasks,
+        None,
+        OPERATOR,
+        Operation(
+            "live tasks, the oldest queued first",
+            answers=((200, list[wire.TaskView]),),
+            refusals=(401, 403, 422),
+        ),
+    ),
+    Route(
+        "GET",
+        "/supervisors",
+        resources.Supervisors,
+        None,
+        OPERATOR,
+        Operation(
+            "the supervisors seen in the last day, by name",
+            answers=((200, list[wire.SupervisorView]),),
+            refusals=(401, 403, 422),
+        ),
+    ),
+    Route(
+        "POST",
+        "/tasks/claim",
+        resources.Tasks,
+        "claim",
+        WORK,
+        Operation(
+            "claim the oldest queued task",
+            wire.ClaimBody,
+            ((200, wire.Grant), (204, None)),
+            WORK_REFUSALS,
+        ),
+    ),
+    Route(
+        "POST",
+        "/tasks/heartbeat",
+        resources.Tasks,
+        "heartbeat",
+        WORK,
+        Operation("renew the leases", wire.HeartbeatBody, ((200, wire.Lost),), (401, 403, 422)),
+    ),
+    Route(
+        "POST",
+        "/tasks/{task}/report",
+        resources.Tasks,
+        "report",
+        WORK,
+        Operation("the outcome of a task", wire.ReportBody, refusals=WORK_REFUSALS),
+    ),
+    Route(
+        "POST",
+        "/tasks/{task}/note",
+        resources.Tasks,
+        "note",
+        WORK,
+        Operation("a line of progress", wire.NoteBody, ((204, None),), WORK_REFUSALS),
+    ),
+    Route(
+        "PUT",
+        "/tasks/{task}/memory",
+        resources.Tasks,
+        "memory",
+        WORK,
+        Operation("save one key of the memory", wire.MemoryBody, ((204, None),), WORK_REFUSALS),
+    ),
+    Route(
+        "POST",
+        "/hooks/{name}",
+        resources.GitHubDeliveries,
+        None,
+        Rule(frozenset(), webhook="hook"),
+        Operation(
+            "a GitHub delivery: start or move the token its webhook maps it to (201 started), "
+            "pong to a ping, ignore a kind the webhook does not take (202)",
+            dict[str, Any],
+            ((200, (wire.Delivered, wire.Pong)), (201, wire.Delivered), (202, wire.Ignored)),
+        ),
+    ),
+)
+#: The rule of each route, by method and path template.
+RULES: dict[tuple[str, str], Rule | None] = {
+    (route.method, route.path): route.rule for route in ROUTES
+}
+
+
+def _route(method: str, template: str) -> tuple[str, str]:
+    """The key of a request's route in `RULES`: `HEAD` is the `GET` of its path."""
+    return ("GET" if method == "HEAD" else method, template)
+
+
+def has_rule(method: str, template: str) -> bool:
+    """Whether the path takes the method."""
+    return _route(method, template) in RULES
+
+
+def methods_of(template: str) -> list[str]:
+    """The methods that a path takes, for the `Allow` header of a 405: `HEAD` beside `GET`."""
+    methods = {method for method, path in RULES if path == template}
+    return sorted(methods | {"HEAD"} if "GET" in methods else methods)
+
+
+def rule_of(method: str, template: str) -> Rule | None:
+    """The rule of a route; every route the app serves has one, by the table."""
+    return RULES[_route(method, template)]
+
+
+def paths() -> dict[str, tuple[type[resources.Resource], str | None]]:
+    """The resource and responder suffix of each path, in the table's order. Falcon routes
+    a path to one resource and suffix for all its methods, so the table gives each path
+    one; `ValueError` names a path that it gives two, or a route declared twice."""
+    found: dict[str, tuple[type[resources.Resource], str | None]] = {}
+    for route in ROUTES:
+        served = (route.resource, route.suffix)
+        if found.setdefault(route.path, served) != served:
+            raise ValueError(f"{route.path} is served by two resources or suffixes")
+    if len(RULES) != len(ROUTES):
+        raise ValueError("a route is declared twice")
+    return found
