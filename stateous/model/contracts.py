@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from stateous.model.graph_file import GraphFile
+from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 
 
 def _model(graph: GraphFile, name: str | None) -> tuple[str, Any] | None:
@@ -23,17 +23,27 @@ def _model(graph: GraphFile, name: str | None) -> tuple[str, Any] | None:
     return None if name is None else (name, graph.schemas.get(name))
 
 
-def shape(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
-    """The contract of `state` (its claim name: `state`, or `workflow/state` in a child):
-    its context model, its events and their payload models. None when the graph has no
-    task state of that name."""
+def _state(graph: GraphFile, state: str) -> tuple[WorkflowSpec, StateSpec] | None:
+    """The workflow and the spec of a state by its claim name (`state`, or `workflow/state`
+    in a child); None when the graph has no such state."""
     workflow, _, name = state.rpartition("/")
     try:
         spec = graph.workflow_spec(workflow or graph.workflow)
     except KeyError:
         return None
     item = spec.states.get(name)
-    if item is None or item.parallel:
+    return None if item is None else (spec, item)
+
+
+def shape(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
+    """The contract of `state` (its claim name: `state`, or `workflow/state` in a child):
+    its context model, its events and their payload models. None when the graph has no
+    task state of that name."""
+    found = _state(graph, state)
+    if found is None:
+        return None
+    spec, item = found
+    if item.parallel:
         return None
     events = sorted(
         (event, _model(graph, spec.events[event].payload if event in spec.events else None))
@@ -46,13 +56,11 @@ def fork(graph: GraphFile, state: str) -> tuple[Any, ...] | None:
     """What a token in the parallel `state` (named as `shape` names a state) relies on: its
     workflow's context model, the child workflows it starts, its join and its inputs. None
     when the graph has no parallel state of that name."""
-    workflow, _, name = state.rpartition("/")
-    try:
-        spec = graph.workflow_spec(workflow or graph.workflow)
-    except KeyError:
+    found = _state(graph, state)
+    if found is None:
         return None
-    item = spec.states.get(name)
-    if item is None or not item.parallel:
+    spec, item = found
+    if not item.parallel:
         return None
     join = item.join or "all"
     return (_model(graph, spec.context), sorted(item.parallel), join, item.inputs or [])

@@ -26,16 +26,13 @@ class Hooks(Protocol):
     def adopt(self, environ: Environ) -> Outlet | None:
         """Take the request's socket for a live stream, with the answer's headers (already
         started) to send first; None when this server cannot, and the stream ends."""
-        ...
 
     def park(self, environ: Environ, waiter: Waiter) -> bool:
         """Keep the request's connection out of the server's loop until `waiter` is woken or
         its wait ends, then serve the request again; False when it cannot wait now."""
-        ...
 
     def resumed(self, environ: Environ) -> Waiter | None:
         """The waiter of a claim served again after its wait; None for a new request."""
-        ...
 
 
 class Plain:
