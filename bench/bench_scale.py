@@ -139,9 +139,10 @@ def shifted(column: str) -> str:
 
 COPIES = {
     "tokens": (
-        f"INSERT INTO tokens SELECT {NAME}, state, status, visit, context, "
-        f"{shifted('entered_at')}, parent, workflow, {shifted('moved_at')}, visits "
-        "FROM n CROSS JOIN t.tokens WHERE t.tokens.token = ?",
+        "INSERT INTO tokens (token, state, status, visit, context, entered_at, parent, workflow, "
+        f"moved_at, visits, result, checksum) SELECT {NAME}, state, status, visit, context, "
+        f"{shifted('entered_at')}, parent, workflow, {shifted('moved_at')}, visits, result, "
+        "checksum FROM n CROSS JOIN t.tokens WHERE t.tokens.token = ?",
         ("name", "shift", "shift", "template"),
     ),
     "ledger": (
@@ -151,8 +152,9 @@ COPIES = {
     ),
     "tasks": (
         "INSERT INTO tasks (token, state, visit, status, attempt, claimed_by, lease_until, "
-        f"queued_at) SELECT {NAME}, state, visit, status, attempt, claimed_by, lease_until, "
-        f"{shifted('queued_at')} FROM n CROSS JOIN t.tasks WHERE t.tasks.token = ?",
+        f"queued_at, contract) SELECT {NAME}, state, visit, status, attempt, claimed_by, "
+        f"lease_until, {shifted('queued_at')}, contract FROM n CROSS JOIN t.tasks "
+        "WHERE t.tasks.token = ?",
         ("name", "shift", "template"),
     ),
     "timers": (
@@ -347,9 +349,10 @@ def on_database(url: str, name: str) -> str:
 #: The columns that the Postgres copy takes of each table (`tokens.rowid` is its own).
 TABLES = {
     "tokens": "token, state, status, visit, context, entered_at, parent, workflow, moved_at, "
-    "visits",
+    "visits, result, checksum",
     "ledger": "token, seq, at, kind, key, data, pos",
-    "tasks": "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at",
+    "tasks": "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at, "
+    "contract",
     "timers": "id, token, state, visit, event, payload, set_at, due_at, status, kind",
 }
 

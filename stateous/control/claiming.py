@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from stateous.control.store import QueueBy, Queues, TaskRow, TokenRow, Tx
+from stateous.control.store import ClaimRow, QueueBy, Queues, TaskRow, TokenRow, Tx
 from stateous.control.versions import Graphs
 from stateous.control.waiting_claims import Waiter
 from stateous.model.names import STARTED
@@ -55,10 +55,10 @@ def must_write(tx: Tx, supervisor: str, queues: Queues) -> bool:
     return bool(queues.keys) and tx.any_queued(queues)
 
 
-def claimed_again(tx: Tx, supervisor: str, request: str) -> TaskRow | None:
-    """The task granted to this claim's request id, when the claim is sent again after a
-    lost answer and the grant still holds; None when it is a new claim."""
-    last = tx.last_claim(supervisor)
+def claimed_again(tx: Tx, supervisor: str, request: str, last: ClaimRow | None) -> TaskRow | None:
+    """The task granted to this claim's request id (`last` is the supervisor's claim row),
+    when the claim is sent again after a lost answer and the grant still holds; None when
+    it is a new claim."""
     if last is None or last.request != request or last.task is None:
         return None
     task = tx.task(last.task)
@@ -72,12 +72,12 @@ def take(
 ) -> TaskRow | None:
     """The task this claim takes, claimed: the one granted to its request already (its lease
     renewed), else the oldest of its queues; None when none is queued."""
-    task = None if request is None else claimed_again(tx, supervisor, request)
-    if task is not None:
-        task.lease_until = tx.now + lease
-        tx.save_task(task)
-        return task
-    task = tx.next_queued(queues) if queues.keys else None
+    last, task = tx.claim_reads(supervisor, queues)
+    again = None if request is None else claimed_again(tx, supervisor, request, last)
+    if again is not None:
+        again.lease_until = tx.now + lease
+        tx.save_task(again)
+        return again
     if task is None:
         return None
     task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1

@@ -99,6 +99,9 @@ class Tx(Protocol):
 
     # claims
     def last_claim(self, supervisor: str) -> ClaimRow | None: ...
+    def claim_reads(
+        self, supervisor: str, queues: Queues
+    ) -> tuple[ClaimRow | None, TaskRow | None]: ...
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None
     ) -> None: ...

@@ -67,6 +67,14 @@ from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
+#: A supervisor's claim row.
+LAST_CLAIM = "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?"
+
+
+def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:
+    """A row of `LAST_CLAIM`."""
+    return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))
+
 
 class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, CountSql):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
@@ -544,11 +552,16 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     # claims
 
     def last_claim(self, supervisor: str) -> ClaimRow | None:
-        row = self.one(
-            "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?",
-            (supervisor,),
-        )
-        return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))
+        return claim_row(self.one(LAST_CLAIM, (supervisor,)))
+
+    def claim_reads(
+        self, supervisor: str, queues: Queues
+    ) -> tuple[ClaimRow | None, TaskRow | None]:
+        """What a claim reads: the supervisor's claim row, and the oldest queued task of
+        `queues` (`next_queued`; None when it names none). The task is read even when the
+        claim row shows the claim sent again, which then leaves it queued: Postgres sends
+        both reads in one round trip."""
+        return self.last_claim(supervisor), self.next_queued(queues) if queues.keys else None
 
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None

@@ -61,19 +61,18 @@ from stateous.control.store.postgres.connection import (
     connect,
     first_line,
 )
+from stateous.control.store.postgres.ids import Ids
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
-from stateous.control.store.rows import GrantReads, TaskRow, TimerRow, TokenRow
-from stateous.control.store.sql import SqlTx
+from stateous.control.store.rows import ClaimRow, GrantReads, TaskRow, TimerRow, TokenRow
+from stateous.control.store.sql import LAST_CLAIM, SqlTx, claim_row
 from stateous.control.store.turn import COMMITTED, Turn
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 
 log = logging.getLogger("stateous.control.store")
 _decode = msgspec.json.decode
 
-#: How many ids of tasks or timers one trip to a sequence takes.
-ID_BLOCK = 64
 #: The second key of the advisory lock that numbers deferred events.
 ARRIVALS = 1
 #: The pause before a conflicting transaction runs once more, in seconds (random in between).
@@ -398,40 +397,6 @@ class PostgresStore:
                 pipeline.sync()
 
 
-class Ids:
-    """Ids for new tasks and timers, taken from each table's sequence a block at a time,
-    so that inserting a row need not wait for the database to number it.
-
-    One control plane serves a database, so its ids come from this one place, in
-    increasing order like the sequence's own. The rest of a block is skipped when
-    the process ends: a sequence has gaps anyway.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._free: dict[str, list[int]] = {}
-
-    def forget(self) -> None:
-        """Drop the ids taken and not used yet."""
-        with self._lock:
-            self._free.clear()
-
-    def take(self, table: str, tx: PostgresTx) -> int:
-        with self._lock:
-            free = self._free.setdefault(table, [])
-            if free:
-                return free.pop()
-        # No lock is held while the transaction waits for the database.
-        rows = tx.execute(
-            "SELECT nextval(pg_get_serial_sequence(?, 'id')) FROM generate_series(1, ?)",
-            (table, ID_BLOCK),
-        )
-        with self._lock:
-            free += (row[0] for row in rows)
-            free.sort(reverse=True)
-            return free.pop()
-
-
 class Statements:
     """Statements run one by one on an autocommit connection: the schema upgrade's."""
 
@@ -470,9 +435,25 @@ class PostgresTx(SqlTx):
         self.watchers.append(self.first)
         #: What a claim read for its grant, by token and state.
         self._grant_reads: dict[tuple[str, str], GrantReads] = {}
+        #: The rows of statements sent ahead (`ahead`), once their round trip came back.
+        self._early: list[list[tuple[Any, ...]]] = []
+        self._ahead = 0
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.reads([(sql, bindings)])[0]
+
+    def ahead(self, sql: str, bindings: tuple[Any, ...]) -> None:
+        """Send a statement whose rows are read later (`early`): they come back with the
+        next read's, in the same round trip."""
+        self.pipeline.send(_numbered(sql), bindings, rows=True)
+        self._ahead += 1
+
+    def early(self) -> list[tuple[Any, ...]]:
+        """The rows of the oldest statement sent `ahead`, waited for now if no read came
+        back since."""
+        if self._ahead:
+            self.reads([])
+        return self._early.pop(0)
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         """Send a statement whose rows are not read; its errors come with the next answer."""
@@ -482,7 +463,10 @@ class PostgresTx(SqlTx):
         """Send statements that return rows, then wait for all their rows, in one round trip."""
         for sql, bindings in statements:
             self.pipeline.send(_numbered(sql), bindings, rows=True)
-        return self.pipeline.sync()
+        answers = self.pipeline.sync()
+        ahead, self._ahead = self._ahead, 0
+        self._early += answers[:ahead]
+        return answers[ahead:]
 
     def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
@@ -552,6 +536,16 @@ class PostgresTx(SqlTx):
         self._next_seq.setdefault(token, (last or 0) + 1)
         self._timers.setdefault(token, timers)
         return self.queued(row[:-_CLAIM_TAIL])
+
+    def claim_reads(
+        self, supervisor: str, queues: Queues
+    ) -> tuple[ClaimRow | None, TaskRow | None]:
+        """The claim row and the claim, in one round trip: a claim sent again after a lost
+        answer (rare) leaves the task it locked here queued, locked until the commit."""
+        self.ahead(LAST_CLAIM, (supervisor,))
+        task = self.next_queued(queues) if queues.keys else None
+        rows = self.early()
+        return claim_row(rows[0] if rows else None), task
 
     def _claim_among(self, listed: str, depth: int, by: QueueBy) -> tuple[Any, ...] | None:
         """The claim among the first `depth` tasks of each queue of `listed`: the heads
