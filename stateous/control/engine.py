@@ -99,9 +99,10 @@ class Engine:
 
     # reading tokens
 
-    def token_row(self, tx: Tx, token: str) -> TokenRow:
-        """The row of a token, read (and in a write locked) in `tx`; `TokenNotFound` if none."""
-        row = tx.token(token) if checks.keepable(token) else None
+    def token_row(self, tx: Tx, token: str, key: str | None = None) -> TokenRow:
+        """The row of a token, read (and in a write locked) in `tx`; `TokenNotFound` if none.
+        `key`: an idempotency key that `tx.key_used` is asked about next."""
+        row = tx.token_and_key(token, key) if checks.keepable(token) else None
         if row is None:
             raise TokenNotFound(f"no token has the id {token!r}")
         return row
@@ -188,7 +189,7 @@ class Engine:
             raise InvalidPayload("a payload must be a JSON object")
 
         def operation(tx: Tx) -> TokenView | Duplicate:
-            return self._fire(tx, self.token_row(tx, token), event, payload, key)
+            return self._fire(tx, self.token_row(tx, token, key), event, payload, key)
 
         return self._write(operation, by)
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from stateous.control.store.postgres.pipeline import Pipeline
-from stateous.model.wire import ReportBody
+from stateous.model.wire import Duplicate, ReportBody
 from tests.control.support import Backend, Plane, orders, plane_for
 
 
@@ -91,3 +91,17 @@ def test_a_fire_a_start_and_a_report_wait_twice_each(counted: tuple[Plane, Waits
     second = engine.claim("box", ["draft"], "req-2")
     assert second is not None
     assert waits.of(lambda: engine.report(second.task, body)) == 2
+
+
+def test_a_fire_with_an_idempotency_key_reads_the_key_with_the_token(
+    counted: tuple[Plane, Waits],
+) -> None:
+    plane, waits = counted
+    engine = plane.engine
+    engine.start("A", {"title": "x"})
+    assert waits.of(lambda: engine.fire("A", "remind", key="k-1")) == 2
+    kinds = plane.kinds("A")
+    again = []
+    assert waits.of(lambda: again.append(engine.fire("A", "remind", key="k-1"))) == 2
+    assert isinstance(again[0], Duplicate)
+    assert plane.kinds("A") == kinds

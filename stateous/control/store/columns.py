@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from stateous.control.store.rows import (
+    ClaimRow,
     CredentialRow,
     Entry,
     TaskRow,
@@ -317,3 +318,14 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
         int(row.supervisor_prefix),
         None if row.github is None else json_text(row.github),
     )
+
+
+#: Whether a token's ledger holds an idempotency key.
+KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
+#: A supervisor's claim row.
+LAST_CLAIM = "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?"
+
+
+def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:
+    """A row of `LAST_CLAIM`."""
+    return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))

@@ -19,6 +19,8 @@ from stateous.control.store.columns import (
     ENTRY_COLUMNS,
     EXPIRED_LEASES,
     INSERT_TOKEN,
+    KEY_USED,
+    LAST_CLAIM,
     LEDGER_BATCH,
     PENDING_DUE,
     PLANNED_RETRY,
@@ -32,6 +34,7 @@ from stateous.control.store.columns import (
     Queues,
     any_queued_sql,
     any_word,
+    claim_row,
     decode,
     entry_row,
     json_text,
@@ -66,14 +69,6 @@ from stateous.control.store.rows import (
 from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
-
-#: A supervisor's claim row.
-LAST_CLAIM = "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?"
-
-
-def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:
-    """A row of `LAST_CLAIM`."""
-    return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))
 
 
 class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, CountSql):
@@ -289,7 +284,12 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         return int(row[0]) if row else 0
 
     def key_used(self, token: str, key: str) -> bool:
-        return bool(self._entries("SELECT 1 FROM ledger WHERE token = ? AND key = ?", (token, key)))
+        return bool(self._entries(KEY_USED, (token, key)))
+
+    def token_and_key(self, token: str, key: str | None) -> TokenRow | None:
+        """A token's row (`token`), where `key_used` is asked about `key` next: Postgres
+        reads both in one round trip."""
+        return self.token(token)
 
     def history(self, token: str) -> list[Entry]:
         rows = self._entries(

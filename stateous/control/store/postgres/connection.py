@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any, TypedDict
 
 import psycopg
@@ -164,3 +165,20 @@ class Pool:
         with self._lock:
             self._closed = True
         self.flush()
+
+
+@cache
+def _placeholders(sql: str) -> str:
+    """Turn the shared SQL's `?` placeholders into psycopg's `%s`."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+class Statements:
+    """Statements run one by one on an autocommit connection: the schema upgrade's."""
+
+    def __init__(self, connection: psycopg.Connection[Any]) -> None:
+        self.connection = connection
+
+    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        cursor = self.connection.execute(_placeholders(sql), bindings, prepare=False)
+        return cursor.fetchall() if cursor.description is not None else []

@@ -29,12 +29,15 @@ from psycopg import errors
 from stateous.control.errors import DatabaseBusy, NotServing
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
+    KEY_USED,
+    LAST_CLAIM,
     TASK_BY_ID,
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
     QueueBy,
     Queues,
+    claim_row,
     counts_columns,
     json_text,
     qualified,
@@ -57,6 +60,7 @@ from stateous.control.store.postgres.connection import (
     Connection,
     Pool,
     SessionLost,
+    Statements,
     Unreachable,
     connect,
     first_line,
@@ -66,7 +70,7 @@ from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
 from stateous.control.store.rows import ClaimRow, GrantReads, TaskRow, TimerRow, TokenRow
-from stateous.control.store.sql import LAST_CLAIM, SqlTx, claim_row
+from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import COMMITTED, Turn
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 
@@ -81,12 +85,6 @@ RETRY_PAUSE = (0.02, 0.08)
 CONFLICTS = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation)
 BEGIN_WRITE = "BEGIN"
 BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-
-
-@cache
-def _placeholders(sql: str) -> str:
-    """Turn the shared SQL's `?` placeholders into psycopg's `%s`."""
-    return sql.replace("%", "%%").replace("?", "%s")
 
 
 @cache
@@ -397,17 +395,6 @@ class PostgresStore:
                 pipeline.sync()
 
 
-class Statements:
-    """Statements run one by one on an autocommit connection: the schema upgrade's."""
-
-    def __init__(self, connection: psycopg.Connection[Any]) -> None:
-        self.connection = connection
-
-    def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        cursor = self.connection.execute(_placeholders(sql), bindings, prepare=False)
-        return cursor.fetchall() if cursor.description is not None else []
-
-
 class PostgresTx(SqlTx):
     """One transaction on a connection in pipeline mode: what Postgres does its own way.
 
@@ -438,6 +425,8 @@ class PostgresTx(SqlTx):
         #: The rows of statements sent ahead (`ahead`), once their round trip came back.
         self._early: list[list[tuple[Any, ...]]] = []
         self._ahead = 0
+        #: Whether idempotency keys were used, as read with their tokens (`token_and_key`).
+        self._keys: dict[tuple[str, str], bool] = {}
 
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self.reads([(sql, bindings)])[0]
@@ -468,16 +457,18 @@ class PostgresTx(SqlTx):
         self._early += answers[:ahead]
         return answers[ahead:]
 
-    def _lock(self, token: str, key: Any, then: str | None = None) -> tuple[Any, ...] | None:
+    def _lock(
+        self, token: str, key: Any, then: str | None = None, values: tuple[Any, ...] = ()
+    ) -> tuple[Any, ...] | None:
         """Lock the family of the token that the SQL `token` names, then the token; keep
-        its state; answer the first row of `then`.
+        its state; answer the first row of `then` (its values: `values`, else `key`).
 
-        The statements cost one wait. The token's state is read by a statement
-        that runs after the locks are taken, so it is current.
+        The statements cost one wait. The token's state, and what `then` reads, are
+        read by statements that run after the locks are taken, so they are current.
         """
         statements = [(_family_sql(token), (key, key)), (token_state_sql(token), (key,))]
         if then is not None:
-            statements.append((then, (key,)))
+            statements.append((then, values or (key,)))
         rows = self.reads(statements)
         if rows[1]:
             self.keep_state(rows[1][0])
@@ -490,6 +481,19 @@ class PostgresTx(SqlTx):
             self._lock("?", token)
         row = self._rows.get(token)
         return None if row is None else token_row(row)
+
+    def token_and_key(self, token: str, key: str | None) -> TokenRow | None:
+        """Lock the token and read whether `key` was used on it, in one round trip."""
+        if not self.writing or key is None or token in self._rows:
+            return self.token(token)
+        self.finish()
+        self._keys[(token, key)] = self._lock("?", token, KEY_USED, (token, key)) is not None
+        row = self._rows.get(token)
+        return None if row is None else token_row(row)
+
+    def key_used(self, token: str, key: str) -> bool:
+        known = self._keys.pop((token, key), None)
+        return super().key_used(token, key) if known is None else known
 
     def task(self, task: int) -> TaskRow | None:
         if not self.writing:
