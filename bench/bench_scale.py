@@ -3,6 +3,7 @@ the same on 10,000 tokens.
 
 Run: .venv/bin/python bench/bench_scale.py [--tokens 10000,1000000] [--seconds 5] [--runs 3]
                                            [--before CHECKOUT] [--folder DIR] [--postgres URL]
+                                           [--own-postgres]
 Needs `wrk` (Debian package). The databases are built by this script, straight into SQLite
 (bulk INSERT ... SELECT, not through the API), from rows that the engine itself wrote for
 a few template tokens, so every row is like a real one: of each 100 tokens, 10 are active
@@ -19,7 +20,9 @@ to its first /health answer is measured at each run's start. `--before CHECKOUT`
 same against the `stateous` package of another checkout (for example main's code), on
 the same databases, alternating with this one. `--postgres URL` copies the databases into
 new Postgres databases on that server (`stateous_scale_*`, analyzed as autovacuum would,
-dropped at the end) and serves those. Figures are medians of `--runs`.
+dropped at the end) and serves those; `--own-postgres` does the same on a server that
+the benchmark starts itself with tuned settings (`own_postgres.py`). The settings of the
+Postgres server are printed before the figures. Figures are medians of `--runs`.
 Targets with 1,000,000 tokens: rates within 20 % of those with 10,000, p99 < 30 ms, tick
 < 5 ms, serve start < 1 s.
 """
@@ -52,6 +55,7 @@ from bench_serve import (  # noqa: E402
     requests_done,
     wrk,
 )
+from own_postgres import TUNED, own_postgres  # noqa: E402
 
 from stateous import END, START, Workflow  # noqa: E402
 from stateous.compiler.compile import compile_workflow  # noqa: E402
@@ -396,9 +400,39 @@ def main() -> None:
         help="postgresql://USER@HOST:5432/DB: serve Postgres databases made on this server "
         "(stateous_scale_*) from the SQLite ones",
     )
+    parser.add_argument(
+        "--own-postgres",
+        action="store_true",
+        help="start a Postgres server of the benchmark's own, tuned (bench/own_postgres.py), "
+        "and serve its databases",
+    )
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is needed: apt-get install wrk")
+    if not args.own_postgres:
+        measure(args)
+        return
+    with own_postgres() as url:
+        args.postgres = url
+        measure(args)
+
+
+def stated(postgres: str) -> str:
+    """The settings of the Postgres server that the figures come from."""
+    import psycopg
+
+    with psycopg.connect(postgres, autocommit=True) as connection:
+        shown = [
+            (name, connection.execute(f"SHOW {name}").fetchone())
+            for name in ["server_version", *TUNED]
+        ]
+    return ", ".join(f"{name}={row[0] if row else '?'}" for name, row in shown)
+
+
+def measure(args: argparse.Namespace) -> None:
+    """Build the databases (once), measure each size with each code, print the table."""
+    if args.postgres:
+        print(f"Postgres: {stated(args.postgres)}", flush=True)
     folder = args.folder or Path(tempfile.mkdtemp(prefix="stateous-scale-"))
     folder.mkdir(parents=True, exist_ok=True)
     graph = folder / "scale.json"
