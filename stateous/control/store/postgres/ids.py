@@ -1,5 +1,4 @@
-"""Ids for new tasks and timers, numbered by the control plane from blocks of each table's
-sequence, so that an insert need not wait for the database to number its row."""
+"""The ids of new tasks and timers, which the control plane gives out itself (`Ids`)."""
 
 from __future__ import annotations
 
