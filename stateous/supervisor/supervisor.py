@@ -1,7 +1,7 @@
 """The supervisor's loops: claim tasks, run routines, beat the heart, send the outbox.
 
 Everything runs on one asyncio loop: `async def` routines on it, `def` routines
-in daemon threads, blocking HTTP calls in threads of their own. Every report,
+on its kept daemon threads (workers.py), blocking HTTP calls in threads of their own. Every report,
 note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
 tasks and waits; a second one (or a loop that died) cancels the routines, gives
@@ -60,6 +60,7 @@ from stateous.supervisor.refusals import (
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
 from stateous.supervisor.versions import Watch, unkept
+from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -84,6 +85,8 @@ class Supervisor:
         self.settings = settings
         self.routines = routines
         self.outbox = outbox
+        #: The kept threads of the `def` routines.
+        self.workers = Workers()
         self.urls = Urls(settings.urls)  # shared: the connections move together
         self.running: dict[int, Running] = {}
         self.stopping = False
@@ -439,7 +442,7 @@ class Supervisor:
             sink=Sink(running, self.keep),
         )
         try:
-            return report_of(state, await run_routine(routine, ctx), ctx)
+            return report_of(state, await run_routine(routine, ctx, self.workers), ctx)
         except asyncio.CancelledError:
             return None
         except TaskGone as ex:
@@ -568,6 +571,7 @@ class Supervisor:
             await asyncio.gather(sender, heart, watch, return_exceptions=True)
             return 1 if self.forced or self.broken else 0
         finally:
+            self.workers.close()
             self.outbox.close()
 
     def _say_kept(self) -> None:

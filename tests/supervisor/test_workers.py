@@ -1,0 +1,148 @@
+"""The supervisor's kept threads (`supervisor/workers.py`): routines and blocking requests run
+on threads that outlive them, and never wait behind one another.
+
+Real threads and a real event loop; a routine that blocks waits on a `threading.Event`.
+One test runs `stateous supervise` and reads what its routines saw of their thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from stateous.supervisor.workers import Workers
+from tests.control.serving import Launcher
+from tests.supervisor.support import Supervisors, wait_until, write_folder, write_graph
+
+
+def test_calls_in_a_row_run_on_one_kept_daemon_thread() -> None:
+    async def main() -> list[threading.Thread]:
+        workers = Workers()
+        try:
+            return [await workers.run(threading.current_thread) for _ in range(3)]
+        finally:
+            workers.close()
+
+    first, second, third = asyncio.run(main())
+    assert first is second is third
+    assert first is not threading.main_thread() and first.daemon
+
+
+def test_a_call_never_waits_behind_one_that_blocks() -> None:
+    release = threading.Event()
+
+    async def main() -> tuple[str, bool]:
+        workers = Workers()
+        try:
+            stuck = workers.run(release.wait, 10)
+            quick = await asyncio.wait_for(workers.run(str.upper, "done"), 5)
+            still = not stuck.done()
+            release.set()
+            await stuck
+            return quick, still
+        finally:
+            workers.close()
+
+    assert asyncio.run(main()) == ("DONE", True)
+
+
+def test_an_exception_raised_on_the_thread_is_raised_to_the_awaiting_task() -> None:
+    def fail(text: str) -> None:
+        raise ValueError(text)
+
+    async def main() -> None:
+        workers = Workers()
+        try:
+            await workers.run(fail, "no good")
+        finally:
+            workers.close()
+
+    with pytest.raises(ValueError, match="no good"):
+        asyncio.run(main())
+
+
+def test_a_cancelled_call_runs_on_and_its_late_result_is_dropped() -> None:
+    release, ended = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        release.wait(10)
+        ended.set()
+        return "late"
+
+    async def main() -> None:
+        workers = Workers()
+        try:
+            call = workers.run(slow)
+            call.cancel()
+            release.set()
+            assert await asyncio.to_thread(ended.wait, 5)
+            await asyncio.sleep(0.05)  # the late result reaches the loop, which drops it
+            assert await workers.run(str.lower, "X") == "x"
+        finally:
+            workers.close()
+
+    asyncio.run(main())
+
+
+def test_close_ends_the_idle_threads_and_a_busy_one_after_its_call() -> None:
+    release = threading.Event()
+
+    def named() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "stateous-worker"]
+
+    before = set(named())
+
+    async def main() -> None:
+        workers = Workers()
+        busy = workers.run(release.wait, 10)
+        await workers.run(time.sleep, 0)
+        assert len(set(named()) - before) == 2
+        workers.close()
+        release.set()
+        await busy
+
+    asyncio.run(main())
+    wait_until(lambda: set(named()) <= before, "the threads ended", timeout=5)
+
+
+def test_def_routines_of_a_real_supervisor_run_one_after_another_on_a_kept_thread(
+    launcher: Launcher, supervisors: Supervisors, tmp_path: Path
+) -> None:
+    graph = tmp_path / "orders.json"
+    write_graph(graph)
+    served = launcher.serve(graph, tmp_path / "orders.sqlite")
+    # Each routine counts the routines its thread ran before it, in a thread-local.
+    counting = """
+    import threading
+
+    ran = threading.local()
+
+
+    def count(ctx: ItemContext) -> None:
+        ran.count = getattr(ran, "count", 0) + 1
+        (HERE / f"{ctx.state}.count").write_text(str(ran.count))
+
+
+    @on_state(states.draft)
+    def draft(ctx: ItemContext) -> events.submitted:
+        count(ctx)
+        return events.submitted
+
+
+    @on_state(states.review)
+    def review(ctx: ItemContext) -> events.reviewed:
+        count(ctx)
+        return events.reviewed(Verdict(approved=True))
+    """
+    folder = write_folder(tmp_path / "box-1", served.url, graph, counting, tasks=1)
+    supervisors.serving(folder)
+    status, body = served.request("POST", "/tokens", {"token": "T-1", "context": {"title": "t"}})
+    assert status == 201, body
+    wait_until(lambda: served.ok("GET", "/tokens/T-1")["status"] == "completed", "T-1 completed")
+
+    assert (folder / "draft.count").read_text() == "1"
+    assert (folder / "review.count").read_text() == "2"
