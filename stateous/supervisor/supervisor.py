@@ -103,12 +103,7 @@ class Supervisor:
         self._drained = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self.heart = Heart(
-            settings.name,
-            self.running,
-            self._connect,
-            self._lose,
-            self.outbox.reporting,
-            self.workers,
+            settings.name, self.running, self._connect, self._lose, outbox.reporting, self.workers
         )
         self.watch = Watch(routines.by_state, routines.checksum, self._connect, self.workers)
         self._nudge = asyncio.Event()
