@@ -49,9 +49,12 @@ PARTS = [
     ),
     ("the routine", re.compile(r"bench-supervisor/routines\.py")),
     ("Stateous: engine", re.compile(r"stateous/control/")),
+    (
+        "threads",
+        re.compile(r"threading\.py|concurrent/futures|queue\.py|stateous/supervisor/workers\.py"),
+    ),
     ("Stateous: supervisor", re.compile(r"stateous/supervisor/|stateous/model/")),
     ("asyncio", re.compile(r"asyncio/|_asyncio")),
-    ("threads", re.compile(r"threading\.py|concurrent/futures|queue\.py")),
 ]
 #: A thread of `py-spy dump`: its id and its Python name.
 THREAD = re.compile(r'^Thread (\d+) \((?:idle|active)\): "(.*)"$', re.MULTILINE)
@@ -133,6 +136,7 @@ class Sampling:
 
     def __init__(self, processes: dict[str, int], folder: Path, label: str) -> None:
         self.processes = processes
+        folder.mkdir(parents=True, exist_ok=True)
         self.files = {role: folder / f"{label}-{role}.txt" for role in processes}
         self.before = {role: thread_cpu(pid) for role, pid in processes.items()}
         self.recorders = [record(processes[role], file) for role, file in self.files.items()]

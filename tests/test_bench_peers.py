@@ -82,6 +82,10 @@ def test_a_sample_goes_to_its_innermost_part_or_to_the_outbox() -> None:
     )
     assert profile.part_of(["_run_once (asyncio/base_events.py:1900)"]) == "asyncio"
     assert profile.part_of(["_bootstrap (threading.py:995)"]) == "threads"
+    assert profile.part_of(["_serve (stateous/supervisor/workers.py:60)"]) == "threads"
+    assert profile.part_of(["_claim (stateous/supervisor/supervisor.py:60)"]) == (
+        "Stateous: supervisor"
+    )
 
 
 def test_a_peer_that_cannot_be_installed_says_why(tmp_path: Path, monkeypatch: Any) -> None:

@@ -1,53 +1,27 @@
-"""One attempt of a routine: run it, on the event loop or in a thread, and read its result.
+"""One attempt of a routine: run it, on the event loop or on a kept thread, and read its result.
 
 An `async def` routine runs on the supervisor's loop, so a lost task can cancel it;
-a `def` routine runs in a daemon thread, so a forced stop never waits for it. What
-it returns becomes the body of its report: an event of its state, waiting, or a
-failed attempt that says what was wrong.
+a `def` routine runs on one of the supervisor's daemon threads (workers.py), so a
+forced stop never waits for it. What it returns becomes the body of its report: an
+event of its state, waiting, or a failed attempt that says what was wrong.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from stateous.model.vocabulary import ReportKind
 from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
+from stateous.supervisor.workers import Workers
 
 
-def in_thread(function: Callable[[Any], Any], argument: Any) -> asyncio.Future[Any]:
-    """Run a blocking routine in a daemon thread, so a forced stop never waits for it."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[Any] = loop.create_future()
-
-    def settle(result: Any = None, error: BaseException | None = None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result)
-
-    def run() -> None:
-        try:
-            result = function(argument)
-        except BaseException as ex:
-            loop.call_soon_threadsafe(settle, None, ex)
-        else:
-            loop.call_soon_threadsafe(settle, result)
-
-    threading.Thread(target=run, name="stateous-routine", daemon=True).start()
-    return future
-
-
-async def run_routine(routine: Callable[..., Any], ctx: Context[Any]) -> Any:
+async def run_routine(routine: Callable[..., Any], ctx: Context[Any], workers: Workers) -> Any:
     """Run a routine with its context and return what it returned."""
     if inspect.iscoroutinefunction(routine):
         return await routine(ctx)
-    return await in_thread(routine, ctx)
+    return await workers.run(routine, ctx)
 
 
 def report_of(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]:

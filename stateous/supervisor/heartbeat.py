@@ -25,6 +25,7 @@ from stateous.model.wire import Grant
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_lost
 from stateous.supervisor.held import TOOK_BACK, Running
 from stateous.supervisor.refusals import TRY_AGAIN, backoff
+from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -44,6 +45,7 @@ class Heart:
         connect: Callable[[], BoundedConnection],
         lose: Callable[[int, str, int], object],
         reporting: Callable[[], dict[int, int]],
+        workers: Workers,
     ) -> None:
         self.name = name
         self.running = running
@@ -53,6 +55,7 @@ class Heart:
         self.last_lease = float(LEASE)
         self.connect = connect
         self.lose = lose
+        self.workers = workers
         #: Set to ask for a heartbeat now (a new task runs, a report found its task not held).
         self.asked = asyncio.Event()
         #: Heartbeats that failed since the last one that got through.
@@ -109,7 +112,7 @@ class Heart:
             connection.close()
             connection.timeout = answer_within
         try:
-            lost = await asyncio.to_thread(
+            lost = await self.workers.run(
                 connection.ask, "POST", "/tasks/heartbeat", body, read_lost
             )
         except Unreachable as ex:

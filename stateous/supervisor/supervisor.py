@@ -1,7 +1,7 @@
 """The supervisor's loops: claim tasks, run routines, beat the heart, send the outbox.
 
-Everything runs on one asyncio loop: `async def` routines on it, `def` routines
-in daemon threads, blocking HTTP calls in threads of their own. Every report,
+Everything runs on one asyncio loop: `async def` routines on it; `def` routines and
+the blocking HTTP requests on its kept daemon threads (workers.py). Every report,
 note and memory write goes to the outbox first and is sent from there in order,
 so a network failure or a crash loses nothing. A first stop signal takes no new
 tasks and waits; a second one (or a loop that died) cancels the routines, gives
@@ -60,6 +60,7 @@ from stateous.supervisor.refusals import (
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
 from stateous.supervisor.versions import Watch, unkept
+from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -84,6 +85,8 @@ class Supervisor:
         self.settings = settings
         self.routines = routines
         self.outbox = outbox
+        #: The kept threads of the `def` routines and of every request to the control plane.
+        self.workers = Workers()
         self.urls = Urls(settings.urls)  # shared: the connections move together
         self.running: dict[int, Running] = {}
         self.stopping = False
@@ -100,9 +103,9 @@ class Supervisor:
         self._drained = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
         self.heart = Heart(
-            settings.name, self.running, self._connect, self._lose, self.outbox.reporting
+            settings.name, self.running, self._connect, self._lose, outbox.reporting, self.workers
         )
-        self.watch = Watch(routines.by_state, routines.checksum, self._connect)
+        self.watch = Watch(routines.by_state, routines.checksum, self._connect, self.workers)
         self._nudge = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.tasks)
         #: The connection of the claims, which a stop cuts while a claim waits.
@@ -140,8 +143,8 @@ class Supervisor:
         body: Any = None,
         read: Callable[[int, Any], Any] | None = None,
     ) -> Any:
-        """Send one request in a thread; return its answer as `read` makes it."""
-        return await asyncio.to_thread(connection.ask, method, path, body, read)
+        """Send one request on a kept thread; return its answer as `read` makes it."""
+        return await self.workers.run(connection.ask, method, path, body, read)
 
     async def _retry_later(self, ex: Exception, tries: int, most: float | None = None) -> int:
         """Log a control plane that is unreachable or answers badly, wait the back-off (no
@@ -439,7 +442,7 @@ class Supervisor:
             sink=Sink(running, self.keep),
         )
         try:
-            return report_of(state, await run_routine(routine, ctx), ctx)
+            return report_of(state, await run_routine(routine, ctx, self.workers), ctx)
         except asyncio.CancelledError:
             return None
         except TaskGone as ex:
@@ -568,6 +571,7 @@ class Supervisor:
             await asyncio.gather(sender, heart, watch, return_exceptions=True)
             return 1 if self.forced or self.broken else 0
         finally:
+            self.workers.close()
             self.outbox.close()
 
     def _say_kept(self) -> None:

@@ -28,6 +28,7 @@ from stateous.model.graph_file import GraphFile, checksum
 from stateous.model.invocation import invoked_as
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_graph, read_health
 from stateous.supervisor.folder import FolderError
+from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -56,19 +57,24 @@ class Watch:
     """The graph a supervisor was built for, and which of its states match the served one."""
 
     def __init__(
-        self, states: Iterable[str], contract: str, connect: Callable[[], BoundedConnection]
+        self,
+        states: Iterable[str],
+        contract: str,
+        connect: Callable[[], BoundedConnection],
+        workers: Workers,
     ) -> None:
         #: Every state whose routine is written, sorted: what the claims list.
         self.written = sorted(states)
         self.contract = contract
         self.connect = connect
+        self.workers = workers
         #: The graph of contract.py, as the control plane keeps it.
         self.built_for: GraphFile | None = None
         #: The checksum of the graph served when last read.
         self.seen = contract
 
     async def _ask(self, connection: BoundedConnection, path: str, read: Any) -> Any:
-        return await asyncio.to_thread(connection.ask, "GET", path, None, read)
+        return await self.workers.run(connection.ask, "GET", path, None, read)
 
     async def _own(self, connection: BoundedConnection) -> GraphFile | None:
         """The graph of contract.py as the control plane keeps it; None when it keeps none
