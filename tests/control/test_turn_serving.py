@@ -6,6 +6,7 @@ the sockets), and what a turn wrote is seen by the reads after it."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 import time
@@ -110,6 +111,27 @@ def test_a_write_with_a_large_body_waits_beside_the_loop_for_a_locked_file(
         status_small, token_small = waiting.result(30)
     assert status == 201 and token["token"] == "big"
     assert status_small == 201 and token_small["token"] == "small"
+
+
+def test_a_write_of_the_loop_put_off_when_serve_stops_is_kept_and_answered(
+    plane: Served, tmp_path: Path
+) -> None:
+    """Stopping `serve` while a small write waits for a long one of the process: the loop's
+    last turn waits for the database and keeps it, rather than refusing it as busy."""
+    small = {"token": "small", "context": {"title": "x"}}
+    with ThreadPoolExecutor(3) as pool:
+        with file_locked(tmp_path / "db.sqlite"):
+            started = pool.submit(plane.request, "POST", "/tokens", big_token_body("big"))
+            time.sleep(QUICKLY)
+            waiting = pool.submit(plane.request, "POST", "/tokens", small)
+            time.sleep(QUICKLY)
+            assert not waiting.done()
+            plane.process.send_signal(signal.SIGTERM)
+            time.sleep(QUICKLY)
+        assert started.result(30)[0] == 201
+        status, token = waiting.result(30)
+    assert plane.process.wait(60) == 0
+    assert (status, token["token"]) == (201, "small")
 
 
 def test_health_and_the_loops_writes_go_on_while_heavy_writes_hold_the_database(

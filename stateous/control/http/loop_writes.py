@@ -18,11 +18,12 @@ must such writes take every request thread from the reads. So does a write to a 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from stateous.control.errors import DatabaseBusy
-from stateous.control.store import Store
+from stateous.control.store import Store, Turn
 
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -30,6 +31,8 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOP_BODY = 2048
 #: The paths of the writes whose cost grows with the tokens they act on, not their body.
 BESIDE_LOOP = "/plans"
+#: How often the last turn looks again for the database, in seconds, should a wake be missed.
+AGAIN = 0.1
 
 log = logging.getLogger("stateous.control.edge")
 
@@ -52,6 +55,15 @@ def writes(request: Request) -> bool:
 def heavy(request: Request) -> bool:
     """Whether the cost of a write grows with its body or with the tokens it acts on."""
     return request.body_bytes_received > LOOP_BODY or request.path.startswith(BESIDE_LOOP)
+
+
+def waited(turn: Turn) -> bool:
+    """Begin `turn`, waiting for as long as other writes of this process hold the database."""
+    free = threading.Event()
+    while not turn.begin(free.set):
+        free.wait(AGAIN)
+        free.clear()
+    return True
 
 
 class LoopChannel(Protocol):
@@ -113,14 +125,15 @@ class LoopTurns:
         another write of this process holds the database (a heavy write, a checkpoint),
         put the turn off: the requests stay kept, and `wake` is called once the database
         is free; the loop meanwhile serves every other socket. The `last` turn, as the
-        loop stops, waits for the database instead (a short while)."""
+        loop stops, waits for the database instead: its requests were read, and are
+        answered."""
         if not self.writing:
             return
         awaiting: list[LoopChannel] = []
         committed = False
         try:
             with self.store.turn() as turn:
-                if not turn.begin(None if last else self.wake):
+                if not (waited(turn) if last else turn.begin(self.wake)):
                     return
                 while self.writing:
                     channel = self.writing.pop(0)
