@@ -1,107 +1,112 @@
 """The refusals of the control plane, each with its stable code and HTTP status.
 
 Programs read the code, people read the sentence. The engine raises these; the
-API turns each into `{"error", "code"}` with its status, through one table. The
+API turns each into `{"error", "code"}` with its code's status (`codes.STATUS`). The
 codes are the model's (`stateous.model.codes`), which the supervisor and the client
 read them by.
 """
 
 from __future__ import annotations
 
-from stateous.model.codes import RefusalCode
+from stateous.model.codes import STATUS, RefusalCode
 
 
 class EngineError(Exception):
-    """A request that the control plane refuses; the message is one sentence."""
+    """A request that the control plane refuses; the message is one sentence. Its status is
+    its code's, from the one table of statuses (`codes.STATUS`)."""
 
     code = RefusalCode.UNEXPECTED
-    status = 500
+    status = STATUS[code]
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls.status = STATUS[cls.code]
 
 
 class TokenNotFound(EngineError, LookupError):
-    code, status = RefusalCode.TOKEN_NOT_FOUND, 404
+    code = RefusalCode.TOKEN_NOT_FOUND
 
 
 class GraphNotFound(EngineError, LookupError):
-    code, status = RefusalCode.GRAPH_NOT_FOUND, 404
+    code = RefusalCode.GRAPH_NOT_FOUND
 
 
 class TaskNotFound(EngineError, LookupError):
-    code, status = RefusalCode.TASK_NOT_FOUND, 404
+    code = RefusalCode.TASK_NOT_FOUND
 
 
 class InvalidArgument(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_ARGUMENT, 422
+    code = RefusalCode.INVALID_ARGUMENT
 
 
 class InvalidContext(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_CONTEXT, 422
+    code = RefusalCode.INVALID_CONTEXT
 
 
 class InvalidPayload(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_PAYLOAD, 422
+    code = RefusalCode.INVALID_PAYLOAD
 
 
 class InvalidTokenId(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_TOKEN_ID, 422
+    code = RefusalCode.INVALID_TOKEN_ID
 
 
 class InvalidBody(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_BODY, 422
+    code = RefusalCode.INVALID_BODY
 
 
 class TooManyTimers(EngineError, ValueError):
     """A report sets more timers than one report may, or than its token may have pending."""
 
-    code, status = RefusalCode.TOO_MANY_TIMERS, 422
+    code = RefusalCode.TOO_MANY_TIMERS
 
 
 class EventNotAllowed(EngineError):
-    code, status = RefusalCode.EVENT_NOT_ALLOWED, 409
+    code = RefusalCode.EVENT_NOT_ALLOWED
 
 
 class TokenNotActive(EngineError):
-    code, status = RefusalCode.TOKEN_NOT_ACTIVE, 409
+    code = RefusalCode.TOKEN_NOT_ACTIVE
 
 
 class ChildToken(EngineError):
-    code, status = RefusalCode.CHILD_TOKEN, 409
+    code = RefusalCode.CHILD_TOKEN
 
 
 class TokenLive(EngineError):
     """A retry of a token that is active or paused: there is nothing to mend."""
 
-    code, status = RefusalCode.TOKEN_LIVE, 409
+    code = RefusalCode.TOKEN_LIVE
 
 
 class TokenCompleted(EngineError):
     """A retry of a token that completed: its work is done for good."""
 
-    code, status = RefusalCode.TOKEN_COMPLETED, 409
+    code = RefusalCode.TOKEN_COMPLETED
 
 
 class UnknownState(EngineError, ValueError):
     """A state that the token's workflow does not have."""
 
-    code, status = RefusalCode.UNKNOWN_STATE, 422
+    code = RefusalCode.UNKNOWN_STATE
 
 
 class StateNotVisited(EngineError):
     """A retry from a state of the workflow that the token never entered."""
 
-    code, status = RefusalCode.STATE_NOT_VISITED, 409
+    code = RefusalCode.STATE_NOT_VISITED
 
 
 class ParentMovedOn(EngineError):
     """A retry of a child whose parent has left the visit that started it."""
 
-    code, status = RefusalCode.PARENT_MOVED_ON, 409
+    code = RefusalCode.PARENT_MOVED_ON
 
 
 class StateGone(EngineError):
     """A migration of a token whose state (or a child's) the target graph lacks."""
 
-    code, status = RefusalCode.STATE_GONE, 409
+    code = RefusalCode.STATE_GONE
 
 
 class ContractChanged(EngineError):
@@ -109,67 +114,67 @@ class ContractChanged(EngineError):
     context model, events or payload models; for a parallel state, other child workflows,
     join or inputs."""
 
-    code, status = RefusalCode.CONTRACT_CHANGED, 409
+    code = RefusalCode.CONTRACT_CHANGED
 
 
 class PlanNotFound(EngineError, LookupError):
-    code, status = RefusalCode.PLAN_NOT_FOUND, 404
+    code = RefusalCode.PLAN_NOT_FOUND
 
 
 class PlanMismatch(EngineError):
     """An apply whose action or options are not those the plan was made with."""
 
-    code, status = RefusalCode.PLAN_MISMATCH, 409
+    code = RefusalCode.PLAN_MISMATCH
 
 
 class PlanTooLarge(EngineError, ValueError):
     """A filter that matches more tokens than one plan may hold."""
 
-    code, status = RefusalCode.PLAN_TOO_LARGE, 422
+    code = RefusalCode.PLAN_TOO_LARGE
 
 
 class ScheduleNotFound(EngineError, LookupError):
-    code, status = RefusalCode.SCHEDULE_NOT_FOUND, 404
+    code = RefusalCode.SCHEDULE_NOT_FOUND
 
 
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 
-    code, status = RefusalCode.INVALID_SCHEDULE, 422
+    code = RefusalCode.INVALID_SCHEDULE
 
 
 class ScheduleExists(EngineError):
     """A schedule of this name exists already (from the graph file, or added)."""
 
-    code, status = RefusalCode.SCHEDULE_EXISTS, 409
+    code = RefusalCode.SCHEDULE_EXISTS
 
 
 class ScheduleInFlow(EngineError):
     """The schedule comes from the graph file: only a new graph file removes it."""
 
-    code, status = RefusalCode.SCHEDULE_IN_FLOW, 409
+    code = RefusalCode.SCHEDULE_IN_FLOW
 
 
 class TaskNotHeld(EngineError):
-    code, status = RefusalCode.TASK_NOT_HELD, 409
+    code = RefusalCode.TASK_NOT_HELD
 
 
 class AttemptOver(EngineError):
-    code, status = RefusalCode.ATTEMPT_OVER, 409
+    code = RefusalCode.ATTEMPT_OVER
 
 
 class DatabaseBusy(EngineError):
-    code, status = RefusalCode.DATABASE_BUSY, 503
+    code = RefusalCode.DATABASE_BUSY
 
 
 class NotServing(EngineError):
-    code, status = RefusalCode.NOT_SERVING, 503
+    code = RefusalCode.NOT_SERVING
 
 
 class TooManyStreams(EngineError):
     """The control plane holds its most live streams (`serve --streams`)."""
 
-    code, status = RefusalCode.TOO_MANY_STREAMS, 503
+    code = RefusalCode.TOO_MANY_STREAMS
 
 
 class OutcomeUnknown(EngineError):

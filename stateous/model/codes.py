@@ -3,7 +3,9 @@
 Programs read the code, people read the sentence. The control plane answers with
 these, the supervisor and the client decide what to do by them, so each is spelled
 here once and every side names it as `RefusalCode.X` (a test finds any spelled
-elsewhere). docs/reference/http.md's table lists exactly these, with their statuses.
+elsewhere), with its HTTP status in `STATUS`, the one table of them: the control plane's
+refusals take theirs from it, and so do the route table's and `/openapi.json`'s.
+docs/reference/http.md's table lists exactly these, with their statuses.
 """
 
 from __future__ import annotations
@@ -52,3 +54,49 @@ class RefusalCode(StrEnum):
     TOO_MANY_STREAMS = "too_many_streams"
     NOT_SERVING = "not_serving"
     UNEXPECTED = "unexpected"
+
+
+#: The HTTP status of each code. `bad_request` is 400, or 413 for a body too large, 415
+#: without `Content-Type: application/json`, 431 for a head too large: `BAD_REQUEST_STATUSES`.
+STATUS: dict[RefusalCode, int] = {
+    RefusalCode.TOKEN_NOT_FOUND: 404,
+    RefusalCode.TASK_NOT_FOUND: 404,
+    RefusalCode.PLAN_NOT_FOUND: 404,
+    RefusalCode.SCHEDULE_NOT_FOUND: 404,
+    RefusalCode.GRAPH_NOT_FOUND: 404,
+    RefusalCode.NOT_FOUND: 404,
+    RefusalCode.METHOD_NOT_ALLOWED: 405,
+    RefusalCode.BAD_REQUEST: 400,
+    RefusalCode.UNAUTHORIZED: 401,
+    RefusalCode.FORBIDDEN: 403,
+    RefusalCode.INVALID_ARGUMENT: 422,
+    RefusalCode.INVALID_CONTEXT: 422,
+    RefusalCode.INVALID_PAYLOAD: 422,
+    RefusalCode.INVALID_TOKEN_ID: 422,
+    RefusalCode.TOO_MANY_TIMERS: 422,
+    RefusalCode.INVALID_DELIVERY: 422,
+    RefusalCode.INVALID_SCHEDULE: 422,
+    RefusalCode.INVALID_BODY: 422,
+    RefusalCode.EVENT_NOT_ALLOWED: 409,
+    RefusalCode.TOKEN_NOT_ACTIVE: 409,
+    RefusalCode.CHILD_TOKEN: 409,
+    RefusalCode.TOKEN_LIVE: 409,
+    RefusalCode.TOKEN_COMPLETED: 409,
+    RefusalCode.UNKNOWN_STATE: 422,
+    RefusalCode.STATE_NOT_VISITED: 409,
+    RefusalCode.PARENT_MOVED_ON: 409,
+    RefusalCode.STATE_GONE: 409,
+    RefusalCode.CONTRACT_CHANGED: 409,
+    RefusalCode.PLAN_MISMATCH: 409,
+    RefusalCode.PLAN_TOO_LARGE: 422,
+    RefusalCode.SCHEDULE_EXISTS: 409,
+    RefusalCode.SCHEDULE_IN_FLOW: 409,
+    RefusalCode.TASK_NOT_HELD: 409,
+    RefusalCode.ATTEMPT_OVER: 409,
+    RefusalCode.DATABASE_BUSY: 503,
+    RefusalCode.TOO_MANY_STREAMS: 503,
+    RefusalCode.NOT_SERVING: 503,
+    RefusalCode.UNEXPECTED: 500,
+}
+#: Every status that `bad_request` comes with.
+BAD_REQUEST_STATUSES = (400, 413, 415, 431)

@@ -1,6 +1,7 @@
-"""The OpenAPI document of the API: served at /openapi.json, equal to the routes, and a seeded
-fuzz run of the API from it on both databases, in which no answer is a 5xx or an
-undocumented code."""
+"""The OpenAPI document of the API: served at /openapi.json, equal to the routes, each
+refusal status with the codes its route declares, and a seeded fuzz run of the API from it
+on both databases, in which no answer is a 5xx, and every refusal is one of the codes that
+its route's entry in the route table declares, with its status."""
 
 from __future__ import annotations
 
@@ -12,19 +13,23 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from stateous.control.http import openapi
-from stateous.control.http.routes import RULES
+from stateous.control.http.routes import ALWAYS, ROUTES, RULES, Route
 from stateous.control.waiting_claims import LONGEST_WAIT
+from stateous.model.codes import BAD_REQUEST_STATUSES, STATUS, RefusalCode
 from tests.control.conftest import Served
 from tests.control.test_access import app_routes
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def documented_codes() -> set[str]:
-    """The codes of the refusal table of docs/reference/http.md."""
+def route_codes_documented() -> dict[tuple[str, str], list[str]]:
+    """The codes of each route in docs/reference/http.md's table of refusals by route."""
     text = (ROOT / "docs" / "reference" / "http.md").read_text(encoding="utf-8")
-    table = text.split("## Refusals", 1)[1]
-    return set(re.findall(r"^\| `([a-z_]+)` \|", table, re.MULTILINE))
+    table = text.split("### Refusals by route", 1)[1].split("\n## ", 1)[0]
+    found = {}
+    for method, path, codes in re.findall(r"^\| (\w+) \| `(\S+)` \| (.*) \|$", table, re.M):
+        found[(method, path)] = re.findall(r"`([a-z_]+)`", codes)
+    return found
 
 
 def test_the_document_names_every_route_and_no_other() -> None:
@@ -69,7 +74,44 @@ FUZZ = SchemathesisConfig.from_dict(
 )
 # The answer of a live stream stays open: tests/control/test_stream.py covers that route.
 schema = schemathesis.openapi.from_dict(openapi.document(), config=FUZZ).exclude(path="/stream")
-CODES = documented_codes() - {"unexpected"}
+#: Each route by method and path template.
+BY_KEY = {(route.method, route.path): route for route in ROUTES}
+
+
+def answered_as_declared(route: Route, status: int, code: str) -> bool:
+    """Whether a refusal is one of the codes `route` declares, with that code's status."""
+    if code not in route.operation.codes():
+        return False
+    return status in BAD_REQUEST_STATUSES if code == "bad_request" else status == STATUS[code]
+
+
+def test_every_code_has_its_status_and_the_documents_table_says_the_same() -> None:
+    text = (ROOT / "docs" / "reference" / "http.md").read_text(encoding="utf-8")
+    table = text.split("## Refusals", 1)[1]
+    documented = dict(re.findall(r"^\| `([a-z_]+)` \| (\d+)", table, re.MULTILINE))
+    assert set(STATUS) == set(RefusalCode)
+    assert documented == {str(code): str(status) for code, status in STATUS.items()}
+
+
+def test_the_documents_refusals_by_route_are_the_route_tables() -> None:
+    assert route_codes_documented() == {
+        (route.method, route.path): [str(code) for code in route.operation.refusals]
+        for route in ROUTES
+    }
+
+
+def test_each_refusal_status_lists_the_codes_its_route_declares() -> None:
+    paths = openapi.document()["paths"]
+    for route in ROUTES:
+        responses = paths[route.path][route.method.lower()]["responses"]
+        listed = {
+            code
+            for status, response in responses.items()
+            for code in response.get("x-codes", [])
+            if answered_as_declared(route, int(status), code)
+        }
+        every = {code for response in responses.values() for code in response.get("x-codes", [])}
+        assert listed == every == {str(code) for code in route.operation.codes()}, route.path
 
 
 @schema.parametrize()
@@ -85,4 +127,9 @@ def test_fuzzed_requests_get_documented_answers(case: schemathesis.Case, served:
     if status >= 400:
         body = response.json()
         assert set(body) == {"error", "code"}, body
-        assert body["code"] in CODES, body
+        route = BY_KEY.get((case.method.upper(), case.path))
+        if route is None:  # a method the path does not take
+            refused = (status, body["code"])
+            assert refused == (405, "method_not_allowed") or refused[1] in ALWAYS, refused
+        else:
+            assert answered_as_declared(route, status, body["code"]), (route.path, status, body)

@@ -1,10 +1,12 @@
 """The writes that `serve`'s loop serves on SQLite, in units of work of the store: a write
-that cannot get the database's file within a turn's short wait answers `503
-database_busy` and holds no other socket, a write with a large body is served beside the
-loop, and what a turn wrote is seen by the reads after it."""
+that cannot get the database's file from another process within a turn's short wait
+answers `503 database_busy` and holds no other socket, a write with a large body is served
+beside the loop, a write of the loop waits for such a write (neither refused nor holding
+the sockets), and what a turn wrote is seen by the reads after it."""
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 import time
@@ -88,20 +90,93 @@ def test_a_write_while_another_process_holds_the_file_answers_busy_quickly_and_h
 def test_a_write_with_a_large_body_waits_beside_the_loop_for_a_locked_file(
     plane: Served, tmp_path: Path
 ) -> None:
-    """Its cost grows with its body, so a request thread serves it, with SQLite's own busy
-    wait: it is kept once the file is free, while the loop answered others meanwhile."""
+    """Its cost grows with its body, so a thread beside the loop serves it, with SQLite's own
+    busy wait: it is kept once the file is free, while the loop answered others meanwhile. A
+    write of the loop that comes meanwhile waits for it, as every write of the process does,
+    without holding the loop: it is not refused, and is kept after it."""
     big = big_token_body("big")
     assert len(big["context"]["title"]) > LOOP_BODY
-    with ThreadPoolExecutor(1) as pool:
+    small = {"token": "small", "context": {"title": "x"}}
+    with ThreadPoolExecutor(2) as pool:
         with file_locked(tmp_path / "db.sqlite"):
             started = pool.submit(plane.request, "POST", "/tokens", big)
             time.sleep(QUICKLY)
             assert not started.done()
+            waiting = pool.submit(plane.request, "POST", "/tokens", small)
+            time.sleep(QUICKLY)
+            assert not waiting.done()
             assert plane.request("GET", "/health")[0] == 200
-            small = {"token": "small", "context": {"title": "x"}}
-            assert plane.request("POST", "/tokens", small)[0] == 503
+            assert plane.request("GET", "/tokens/small")[0] == 404
         status, token = started.result(30)
+        status_small, token_small = waiting.result(30)
     assert status == 201 and token["token"] == "big"
+    assert status_small == 201 and token_small["token"] == "small"
+
+
+def test_a_write_of_the_loop_put_off_when_serve_stops_is_kept_and_answered(
+    plane: Served, tmp_path: Path
+) -> None:
+    """Stopping `serve` while a small write waits for a long one of the process: the loop's
+    last turn waits for the database and keeps it, rather than refusing it as busy."""
+    small = {"token": "small", "context": {"title": "x"}}
+    with ThreadPoolExecutor(3) as pool:
+        with file_locked(tmp_path / "db.sqlite"):
+            started = pool.submit(plane.request, "POST", "/tokens", big_token_body("big"))
+            time.sleep(QUICKLY)
+            waiting = pool.submit(plane.request, "POST", "/tokens", small)
+            time.sleep(QUICKLY)
+            assert not waiting.done()
+            plane.process.send_signal(signal.SIGTERM)
+            time.sleep(QUICKLY)
+        assert started.result(30)[0] == 201
+        status, token = waiting.result(30)
+    assert plane.process.wait(60) == 0
+    assert (status, token["token"]) == (201, "small")
+
+
+def test_health_and_the_loops_writes_go_on_while_heavy_writes_hold_the_database(
+    plane: Served,
+) -> None:
+    """Clients that start tokens of 1 MB contexts in a loop keep the database busy, one
+    long write after another, beside the loop; meanwhile `/health` is answered every time,
+    and every small write is kept, none refused as busy."""
+    stop = threading.Event()
+
+    def heavy(index: int) -> int:
+        link, sent = plane.connect(timeout=60), 0
+        try:
+            while not stop.is_set():
+                status, _ = plane.request(
+                    "POST", "/tokens", big_token_body(f"big-{index}-{sent}"), connection=link
+                )
+                assert status == 201
+                sent += 1
+        finally:
+            link.close()
+        return sent
+
+    def small() -> list[int]:
+        link, statuses = plane.connect(), []
+        try:
+            while not stop.is_set():
+                body = {"token": f"small-{len(statuses)}", "context": {"title": "x"}}
+                statuses.append(plane.request("POST", "/tokens", body, connection=link)[0])
+        finally:
+            link.close()
+        return statuses
+
+    with ThreadPoolExecutor(6) as pool:
+        heavies = [pool.submit(heavy, index) for index in range(4)]
+        smalls = pool.submit(small)
+        health = pool.submit(timed_health, plane, stop)
+        time.sleep(3)
+        stop.set()
+        sent = sum(future.result(60) for future in heavies)
+        statuses = smalls.result(60)
+        times = health.result(60)
+    assert sent >= 4
+    assert statuses and set(statuses) == {201}
+    assert len(times) > 10 and max(times) < QUICKLY
 
 
 def test_a_plan_is_made_beside_the_loop(plane: Served, tmp_path: Path) -> None:

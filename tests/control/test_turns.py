@@ -216,6 +216,39 @@ def test_a_turn_waits_a_short_while_for_a_write_of_another_thread(store: SqliteS
     assert committed_names(store) == ["after"]
 
 
+def test_a_turn_begun_with_wake_waits_for_no_write_of_its_process_and_goes_next(
+    store: SqliteStore,
+) -> None:
+    """The server's loop must not wait for a long write of a thread beside it: `begin(wake)`
+    answers False at once, `wake` is called once that write passes the database on, and
+    the turn begins before a write that queued meanwhile."""
+    running, finish, woken = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(tx: object) -> None:
+        running.set()
+        finish.wait(PATIENCE)
+
+    with ThreadPoolExecutor(2) as pool:
+        held = pool.submit(store.write, slow)
+        assert running.wait(PATIENCE)
+        with store.turn() as turn:
+            began = time.monotonic()
+            assert turn.begin(woken.set) is False
+            assert time.monotonic() - began < TURN_BUSY_MILLISECONDS / 1000
+        queued = pool.submit(put, store, "queued", "h")
+        wait_queued(store, 1)
+        finish.set()
+        held.result(PATIENCE)
+        assert woken.wait(PATIENCE)
+        with store.turn() as turn:
+            assert turn.begin(woken.set) is True
+            put(store, "turn", "h")
+            assert not queued.done()  # it waits for the turn, which went first
+        queued.result(PATIENCE)
+    assert committed_names(store) == ["queued", "turn"]
+    put(store, "after", "h")  # nothing waits any more: a write runs at once
+
+
 def test_a_turn_opens_nothing_on_postgres(backend: Backend) -> None:
     if backend.name != "postgres":
         pytest.skip("Postgres only")

@@ -66,11 +66,11 @@ log = logging.getLogger("stateous.control.access")
 
 
 class Unauthorized(EngineError):
-    code, status = RefusalCode.UNAUTHORIZED, 401
+    code = RefusalCode.UNAUTHORIZED
 
 
 class Forbidden(EngineError):
-    code, status = RefusalCode.FORBIDDEN, 403
+    code = RefusalCode.FORBIDDEN
 
 
 @dataclass(frozen=True, slots=True)

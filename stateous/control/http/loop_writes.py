@@ -6,7 +6,9 @@ their writes share its transaction, one sync for them all and no hand-off to a r
 thread, and leaving the block commits them; their answers are held until then
 (`Channel.awaiting_commit`), and so is a read pipelined behind one of them, which goes to a request
 thread once the commit has made what it follows visible. When the commit fails, those
-connections are closed with no answer. A write whose body passes `LOOP_BODY` bytes goes
+connections are closed with no answer. The loop never waits for another write of its own
+process: while one holds the database, its turn is put off until that one has passed it on,
+and the sockets are served meanwhile. A write whose body passes `LOOP_BODY` bytes goes
 to a thread of its own beside the loop instead, where it has a transaction of its own: its
 cost grows with its body, and the loop must not hold every other socket meanwhile; nor
 must such writes take every request thread from the reads. So does a write to a plan
@@ -16,11 +18,12 @@ must such writes take every request thread from the reads. So does a write to a 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from stateous.control.errors import DatabaseBusy
-from stateous.control.store import Store
+from stateous.control.store import Store, Turn
 
 #: The methods that only read: their requests go to the request threads.
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -28,6 +31,8 @@ READS = frozenset({"GET", "HEAD", "OPTIONS"})
 LOOP_BODY = 2048
 #: The paths of the writes whose cost grows with the tokens they act on, not their body.
 BESIDE_LOOP = "/plans"
+#: How often the last turn looks again for the database, in seconds, should a wake be missed.
+AGAIN = 0.1
 
 log = logging.getLogger("stateous.control.edge")
 
@@ -52,6 +57,15 @@ def heavy(request: Request) -> bool:
     return request.body_bytes_received > LOOP_BODY or request.path.startswith(BESIDE_LOOP)
 
 
+def waited(turn: Turn) -> bool:
+    """Begin `turn`, waiting for as long as other writes of this process hold the database."""
+    free = threading.Event()
+    while not turn.begin(free.set):
+        free.wait(AGAIN)
+        free.clear()
+    return True
+
+
 class LoopChannel(Protocol):
     """A connection as the loop's turns see it (`server.Channel`)."""
 
@@ -72,11 +86,17 @@ class LoopTurns:
     to the request threads, `beside` to the thread of the heavy writes."""
 
     def __init__(
-        self, store: Store, hand_off: Callable[[Any], None], beside: Callable[[Any], None]
+        self,
+        store: Store,
+        hand_off: Callable[[Any], None],
+        beside: Callable[[Any], None],
+        wake: Callable[[], None],
     ) -> None:
         self.store = store
         self.hand_off = hand_off
         self.beside = beside
+        #: Wakes the loop from another thread: the database is free for a turn put off.
+        self.wake = wake
         #: The connections whose requests the loop serves at the end of this turn.
         self.writing: list[LoopChannel] = []
         #: Connections awaiting the commit whose next request reads: it goes to a request
@@ -99,15 +119,22 @@ class LoopTurns:
             return False
         return True
 
-    def serve(self) -> None:
+    def serve(self, *, last: bool = False) -> None:
         """Serve the requests kept (and those that follow them on their connections, which
-        serving keeps again) in one turn of the store, then let their answers go."""
+        serving keeps again) in one turn of the store, then let their answers go. While
+        another write of this process holds the database (a heavy write, a checkpoint),
+        put the turn off: the requests stay kept, and `wake` is called once the database
+        is free; the loop meanwhile serves every other socket. The `last` turn, as the
+        loop stops, waits for the database instead: its requests were read, and are
+        answered."""
         if not self.writing:
             return
         awaiting: list[LoopChannel] = []
         committed = False
         try:
-            with self.store.turn():
+            with self.store.turn() as turn:
+                if not (waited(turn) if last else turn.begin(self.wake)):
+                    return
                 while self.writing:
                     channel = self.writing.pop(0)
                     channel.awaiting_commit = True

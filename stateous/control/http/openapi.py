@@ -2,8 +2,8 @@
 
 It is made from the same things the API is made of: the route table (`routes.ROUTES`),
 whose operations name the `wire` Structs of every body and answer (their JSON Schemas
-through msgspec) and the statuses of their refusals. So a tool can read the API, and a
-fuzzer can be pointed at it.
+through msgspec) and the codes of their refusals: each refusal status lists its codes in
+`x-codes`. So a tool can read the API, and a fuzzer can be pointed at it.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import msgspec
 from stateous._version import __version__
 from stateous.control.http.routes import ROUTES
 from stateous.model import wire
+from stateous.model.codes import BAD_REQUEST_STATUSES, RefusalCode
 from stateous.model.vocabulary import LIVE_TASK, TokenStatus
 
 REF = "#/components/schemas/{name}"
@@ -82,9 +83,6 @@ HOOK: list[dict[str, Any]] = [
     {"name": "X-GitHub-Event", "in": "header", "schema": {"type": "string"}},
     DELIVERY[2],
 ]
-#: Every answer may also be one of these: an unreadable request, a body too large or not
-#: JSON, a database that cannot take the request now, a control plane that lost it.
-ALWAYS = (400, 413, 415, 503)
 #: What a refusal's status means, where "a refusal" says too little.
 MEANINGS = {
     403: "a credential that may not call this, a foreign Host or Origin, a change that "
@@ -115,6 +113,15 @@ def parameters(method: str, template: str) -> list[dict[str, Any]]:
     return found
 
 
+def refusals(statuses: dict[int, list[RefusalCode]]) -> dict[int, list[str]]:
+    """The codes of a route's refusals by status, `bad_request` under each of its statuses
+    (an unreadable request, a body too large, not JSON, a head too large)."""
+    found = {status: [str(code) for code in codes] for status, codes in statuses.items()}
+    for status in BAD_REQUEST_STATUSES[1:]:
+        found.setdefault(status, []).append(str(RefusalCode.BAD_REQUEST))
+    return dict(sorted(found.items()))
+
+
 @cache
 def document() -> dict[str, Any]:
     """The whole document, made once."""
@@ -142,9 +149,10 @@ def document() -> dict[str, Any]:
                 answer["content"] = {operation.media: {"schema": schema_of(shape)}}
             responses[str(status)] = answer
         refusal = {"application/json": {"schema": schema_of(wire.ErrorBody)}}
-        for status in (*operation.refusals, *ALWAYS):
+        for status, codes in refusals(operation.statuses()).items():
             meaning = MEANINGS.get(status, "a refusal")
-            responses.setdefault(str(status), {"description": meaning, "content": refusal})
+            described = {"description": meaning, "content": refusal, "x-codes": codes}
+            responses.setdefault(str(status), described)
         entry: dict[str, Any] = {
             "summary": operation.summary,
             "parameters": parameters(method, template),

@@ -3,8 +3,9 @@
 A route is a method and a path template; the resource and responder that serve it
 (`resources.py`: `on_<method>` with the route's suffix); who may call it (its `Rule`:
 the roles, and what a webhook may do there; None: every caller); and its `Operation`:
-what it is for, the shape of its body, its answers by status and the statuses of its
-refusals. The app routes each path to its resource from this table (`app.create_app`),
+what it is for, the shape of its body, its answers by status and the codes of its
+refusals (their statuses are the codes', `codes.STATUS`), besides those that any request
+may get (`ALWAYS`). The app routes each path to its resource from this table (`app.create_app`),
 the guard looks up each request's rule in it (`rule_of`), and `/openapi.json` describes
 each operation from it (`openapi.document`). A new route is one entry here and its
 responder. `HEAD` follows `GET`.
@@ -19,22 +20,35 @@ from stateous.control.http import resources
 from stateous.control.http.access import OPERATOR, WORK, Rule
 from stateous.control.http.graph_layout import Layout
 from stateous.model import wire
+from stateous.model.codes import STATUS, RefusalCode
 from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import Role
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One route's method: what it is for, its body, its answers by status."""
+    """One route's method: what it is for, its body, its answers by status, its refusals."""
 
     summary: str
     #: The body's shape: a `wire` Struct, `dict[str, Any]` for any object, None for none.
     body: Any = None
     #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
     answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
-    refusals: tuple[int, ...] = (401, 403, 404, 409, 422)
+    #: The codes of its own refusals; every route may also refuse with `ALWAYS`.
+    refusals: tuple[RefusalCode, ...] = ()
     #: The media type of the answers that have a body.
     media: str = "application/json"
+
+    def codes(self) -> tuple[RefusalCode, ...]:
+        """Every code this route may refuse with: its own, then `ALWAYS`."""
+        return (*self.refusals, *(code for code in ALWAYS if code not in self.refusals))
+
+    def statuses(self) -> dict[int, list[RefusalCode]]:
+        """Its refusal codes by status, in the order of `codes()`."""
+        found: dict[int, list[RefusalCode]] = {}
+        for code in self.codes():
+            found.setdefault(STATUS[code], []).append(code)
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,13 +67,37 @@ class Route:
 
 #: The media type of the Prometheus text format.
 PROMETHEUS = "text/plain; version=0.0.4"
-SCHEDULE = Operation(
-    "pause or resume a schedule", answers=((200, ScheduleView),), refusals=(401, 403, 404)
+#: The refusals that any request may get: one that cannot be read, a foreign `Host` or
+#: `Origin`, a database that cannot take it now, a control plane that lost the database.
+ALWAYS = (
+    RefusalCode.BAD_REQUEST,
+    RefusalCode.FORBIDDEN,
+    RefusalCode.DATABASE_BUSY,
+    RefusalCode.NOT_SERVING,
 )
-STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
+U = RefusalCode.UNAUTHORIZED
+#: The refusals of a request with a body, and of one that names a token.
+BODY = (U, RefusalCode.INVALID_BODY)
+TOKEN = (*BODY, RefusalCode.TOKEN_NOT_FOUND)
+SCHEDULE = Operation(
+    "pause or resume a schedule",
+    answers=((200, ScheduleView),),
+    refusals=(*BODY, RefusalCode.SCHEDULE_NOT_FOUND),
+)
+STEER = Operation(
+    "steer the token",
+    refusals=(*TOKEN, RefusalCode.TOKEN_NOT_ACTIVE, RefusalCode.CHILD_TOKEN),
+)
 #: The token as an answer shows it: whole, or without its context to a webhook.
 STARTED = (wire.TokenView, wire.TokenBrief)
-WORK_REFUSALS = (401, 403, 404, 409, 422)
+#: The refusals of a request about a task held by a supervisor.
+HELD = (
+    *BODY,
+    RefusalCode.INVALID_ARGUMENT,
+    RefusalCode.TASK_NOT_FOUND,
+    RefusalCode.TASK_NOT_HELD,
+    RefusalCode.ATTEMPT_OVER,
+)
 #: Every route of the API, in the order `/openapi.json` lists them. `GET /health` is open to
 #: all, so that load balancers can ask it, and so are the dashboard's files, which hold no
 #: data.
@@ -73,7 +111,6 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the served workflow and its checksum, and whether requests need a credential",
             answers=((200, wire.Health),),
-            refusals=(),
         ),
     ),
     Route(
@@ -85,7 +122,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the graph file served, or an older one kept (by `checksum`)",
             answers=((200, dict[str, Any]),),
-            refusals=(401, 403, 404),
+            refusals=(U, RefusalCode.GRAPH_NOT_FOUND),
         ),
     ),
     Route(
@@ -97,7 +134,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "every graph file kept, with its live tokens",
             answers=((200, list[wire.VersionView]),),
-            refusals=(401, 403),
+            refusals=(U,),
         ),
     ),
     Route(
@@ -109,7 +146,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "every workflow of the graph laid out for drawing",
             answers=((200, Layout),),
-            refusals=(401, 403),
+            refusals=(U,),
         ),
     ),
     Route(
@@ -118,7 +155,7 @@ ROUTES: tuple[Route, ...] = (
         resources.Dashboard,
         None,
         None,
-        Operation("the dashboard's page (HTML)", answers=((200, None),), refusals=()),
+        Operation("the dashboard's page (HTML)", answers=((200, None),)),
     ),
     Route(
         "GET",
@@ -129,7 +166,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "a file of the dashboard (its style sheet, script, icon)",
             answers=((200, None),),
-            refusals=(404,),
+            refusals=(RefusalCode.NOT_FOUND,),
         ),
     ),
     Route(
@@ -138,7 +175,7 @@ ROUTES: tuple[Route, ...] = (
         resources.OpenApi,
         None,
         WORK,
-        Operation("this document", answers=((200, dict[str, Any]),), refusals=(401, 403)),
+        Operation("this document", answers=((200, dict[str, Any]),), refusals=(U,)),
     ),
     Route(
         "GET",
@@ -149,7 +186,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the live tokens and tasks by state, the oldest queued tasks, the last hour",
             answers=((200, wire.Stats),),
-            refusals=(401, 403),
+            refusals=(U,),
         ),
     ),
     Route(
@@ -161,7 +198,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the metrics in the Prometheus text format",
             answers=((200, str),),
-            refusals=(401, 403),
+            refusals=(U,),
             media=PROMETHEUS,
         ),
     ),
@@ -174,7 +211,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "tokens, the most recently moved first",
             answers=((200, list[wire.TokenView]),),
-            refusals=(401, 403, 422),
+            refusals=(U, RefusalCode.INVALID_ARGUMENT),
         ),
     ),
     Route(
@@ -187,6 +224,7 @@ ROUTES: tuple[Route, ...] = (
             "start a token (a webhook is answered the token without its context)",
             wire.StartBody,
             ((201, STARTED), (200, STARTED)),
+            (*BODY, RefusalCode.INVALID_TOKEN_ID, RefusalCode.INVALID_CONTEXT),
         ),
     ),
     Route(
@@ -195,7 +233,7 @@ ROUTES: tuple[Route, ...] = (
         resources.Token,
         None,
         OPERATOR,
-        Operation("one token", refusals=(401, 403, 404)),
+        Operation("one token", refusals=(U, RefusalCode.TOKEN_NOT_FOUND)),
     ),
     Route(
         "GET",
@@ -206,7 +244,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the token's ledger entries",
             answers=((200, list[wire.HistoryEntry]),),
-            refusals=(401, 403, 404),
+            refusals=(U, RefusalCode.TOKEN_NOT_FOUND),
         ),
     ),
     Route(
@@ -218,7 +256,12 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "ledger entries as they commit, as server-sent events (text/event-stream)",
             answers=((200, None),),
-            refusals=(401, 403, 404, 422),
+            refusals=(
+                U,
+                RefusalCode.TOKEN_NOT_FOUND,
+                RefusalCode.INVALID_ARGUMENT,
+                RefusalCode.TOO_MANY_STREAMS,
+            ),
         ),
     ),
     Route(
@@ -231,6 +274,12 @@ ROUTES: tuple[Route, ...] = (
             "fire an event (a webhook is answered the token without its context)",
             wire.FireBody,
             ((200, (*STARTED, wire.Duplicate, wire.DuplicateBrief)),),
+            (
+                *TOKEN,
+                RefusalCode.INVALID_PAYLOAD,
+                RefusalCode.EVENT_NOT_ALLOWED,
+                RefusalCode.TOKEN_NOT_ACTIVE,
+            ),
         ),
     ),
     Route("POST", "/tokens/{token}/pause", resources.Token, "pause", OPERATOR, STEER),
@@ -242,7 +291,20 @@ ROUTES: tuple[Route, ...] = (
         resources.Token,
         "retry",
         OPERATOR,
-        Operation("bring a failed or cancelled token back to a state it visited", wire.RetryBody),
+        Operation(
+            "bring a failed or cancelled token back to a state it visited",
+            wire.RetryBody,
+            refusals=(
+                *TOKEN,
+                RefusalCode.INVALID_CONTEXT,
+                RefusalCode.TOKEN_NOT_ACTIVE,
+                RefusalCode.TOKEN_LIVE,
+                RefusalCode.TOKEN_COMPLETED,
+                RefusalCode.UNKNOWN_STATE,
+                RefusalCode.STATE_NOT_VISITED,
+                RefusalCode.PARENT_MOVED_ON,
+            ),
+        ),
     ),
     Route(
         "POST",
@@ -254,6 +316,14 @@ ROUTES: tuple[Route, ...] = (
             "move a live top token, with its children, to another graph file the database keeps",
             wire.MigrateBody,
             ((200, wire.MigrationView),),
+            (
+                *TOKEN,
+                RefusalCode.GRAPH_NOT_FOUND,
+                RefusalCode.CHILD_TOKEN,
+                RefusalCode.TOKEN_NOT_ACTIVE,
+                RefusalCode.STATE_GONE,
+                RefusalCode.CONTRACT_CHANGED,
+            ),
         ),
     ),
     Route(
@@ -267,7 +337,12 @@ ROUTES: tuple[Route, ...] = (
             "selects now",
             wire.PlanBody,
             ((201, wire.PlanView),),
-            (401, 403, 422),
+            (
+                *BODY,
+                RefusalCode.INVALID_ARGUMENT,
+                RefusalCode.GRAPH_NOT_FOUND,
+                RefusalCode.PLAN_TOO_LARGE,
+            ),
         ),
     ),
     Route(
@@ -279,7 +354,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "a plan: its action, filter and tokens, each with its outcome",
             answers=((200, wire.PlanView),),
-            refusals=(401, 403, 404),
+            refusals=(U, RefusalCode.PLAN_NOT_FOUND),
         ),
     ),
     Route(
@@ -292,7 +367,13 @@ ROUTES: tuple[Route, ...] = (
             "act on each token of a plan not acted on yet, once",
             wire.ApplyBody,
             ((200, wire.PlanView),),
-            (401, 403, 404, 409, 422),
+            (
+                *BODY,
+                RefusalCode.INVALID_ARGUMENT,
+                RefusalCode.PLAN_NOT_FOUND,
+                RefusalCode.PLAN_MISMATCH,
+                RefusalCode.GRAPH_NOT_FOUND,
+            ),
         ),
     ),
     Route(
@@ -304,7 +385,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "every schedule: its next and last occurrences, paused or not, its last skip",
             answers=((200, list[ScheduleView]),),
-            refusals=(401, 403),
+            refusals=(U,),
         ),
     ),
     Route(
@@ -314,7 +395,10 @@ ROUTES: tuple[Route, ...] = (
         None,
         OPERATOR,
         Operation(
-            "add a schedule at run time", ScheduleBody, ((201, ScheduleView),), (401, 403, 409, 422)
+            "add a schedule at run time",
+            ScheduleBody,
+            ((201, ScheduleView),),
+            (*BODY, RefusalCode.INVALID_SCHEDULE, RefusalCode.SCHEDULE_EXISTS),
         ),
     ),
     Route("POST", "/schedules/{name}/pause", resources.Schedules, "pause", OPERATOR, SCHEDULE),
@@ -328,7 +412,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "remove a schedule added at run time (one of the graph file is refused)",
             answers=((200, ScheduleView),),
-            refusals=(401, 403, 404, 409),
+            refusals=(*BODY, RefusalCode.SCHEDULE_NOT_FOUND, RefusalCode.SCHEDULE_IN_FLOW),
         ),
     ),
     Route(
@@ -340,7 +424,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "live tasks, the oldest queued first",
             answers=((200, list[wire.TaskView]),),
-            refusals=(401, 403, 422),
+            refusals=(U, RefusalCode.INVALID_ARGUMENT),
         ),
     ),
     Route(
@@ -352,7 +436,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "the supervisors seen in the last day, by name",
             answers=((200, list[wire.SupervisorView]),),
-            refusals=(401, 403, 422),
+            refusals=(U, RefusalCode.INVALID_ARGUMENT),
         ),
     ),
     Route(
@@ -365,7 +449,7 @@ ROUTES: tuple[Route, ...] = (
             "claim the oldest queued task",
             wire.ClaimBody,
             ((200, wire.Grant), (204, None)),
-            WORK_REFUSALS,
+            (*BODY, RefusalCode.INVALID_ARGUMENT, RefusalCode.GRAPH_NOT_FOUND),
         ),
     ),
     Route(
@@ -374,7 +458,12 @@ ROUTES: tuple[Route, ...] = (
         resources.Tasks,
         "heartbeat",
         WORK,
-        Operation("renew the leases", wire.HeartbeatBody, ((200, wire.Lost),), (401, 403, 422)),
+        Operation(
+            "renew the leases",
+            wire.HeartbeatBody,
+            ((200, wire.Lost),),
+            (*BODY, RefusalCode.INVALID_ARGUMENT),
+        ),
     ),
     Route(
         "POST",
@@ -382,7 +471,17 @@ ROUTES: tuple[Route, ...] = (
         resources.Tasks,
         "report",
         WORK,
-        Operation("the outcome of a task", wire.ReportBody, refusals=WORK_REFUSALS),
+        Operation(
+            "the outcome of a task",
+            wire.ReportBody,
+            refusals=(
+                *HELD,
+                RefusalCode.INVALID_CONTEXT,
+                RefusalCode.INVALID_PAYLOAD,
+                RefusalCode.TOO_MANY_TIMERS,
+                RefusalCode.EVENT_NOT_ALLOWED,
+            ),
+        ),
     ),
     Route(
         "POST",
@@ -390,7 +489,12 @@ ROUTES: tuple[Route, ...] = (
         resources.Tasks,
         "note",
         WORK,
-        Operation("a line of progress", wire.NoteBody, ((204, None),), WORK_REFUSALS),
+        Operation(
+            "a line of progress",
+            wire.NoteBody,
+            ((204, None),),
+            (*HELD, RefusalCode.INVALID_PAYLOAD),
+        ),
     ),
     Route(
         "PUT",
@@ -398,7 +502,12 @@ ROUTES: tuple[Route, ...] = (
         resources.Tasks,
         "memory",
         WORK,
-        Operation("save one key of the memory", wire.MemoryBody, ((204, None),), WORK_REFUSALS),
+        Operation(
+            "save one key of the memory",
+            wire.MemoryBody,
+            ((204, None),),
+            (*HELD, RefusalCode.INVALID_PAYLOAD),
+        ),
     ),
     Route(
         "POST",
@@ -411,6 +520,16 @@ ROUTES: tuple[Route, ...] = (
             "pong to a ping, ignore a kind the webhook does not take (202)",
             dict[str, Any],
             ((200, (wire.Delivered, wire.Pong)), (201, wire.Delivered), (202, wire.Ignored)),
+            (
+                *TOKEN,
+                RefusalCode.INVALID_DELIVERY,
+                RefusalCode.INVALID_TOKEN_ID,
+                RefusalCode.INVALID_CONTEXT,
+                RefusalCode.INVALID_PAYLOAD,
+                RefusalCode.EVENT_NOT_ALLOWED,
+                RefusalCode.TOKEN_NOT_ACTIVE,
+                RefusalCode.CHILD_TOKEN,
+            ),
         ),
     ),
 )

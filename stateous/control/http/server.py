@@ -29,7 +29,8 @@ leave open:
 - on SQLite, a request that may write, with a small body, is served by the loop itself,
   not handed to a request thread: the writes of one turn of the loop share a unit of work
   of the store, which commits before the loop's next look at the sockets, and their
-  answers await it (`loop_writes.LoopTurns`, `Channel.awaiting_commit`). Reads, and
+  answers await it (`loop_writes.LoopTurns`, `Channel.awaiting_commit`); while another
+  write of the process holds the database, the turn is put off, not waited for. Reads, and
   writes whose cost grows with a large body, stay on the request threads, so that they
   hold no other connection.
 
@@ -466,7 +467,9 @@ class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
         heavy ones on a thread of their own."""
         self.beside = Draining()
         self.beside.set_thread_count(1)
-        self.turns = LoopTurns(store, super().add_task, self.beside.add_task)
+        self.turns = LoopTurns(
+            store, super().add_task, self.beside.add_task, self.trigger.pull_trigger
+        )
 
     def drain(self) -> None:
         """Answer the heavy writes already read, then end their thread (once stopped)."""
@@ -483,6 +486,8 @@ class Server(TcpWSGIServer):  # type: ignore[misc]  # waitress ships no types
                 if self.turns is not None:
                     self.turns.serve()
         finally:
+            if self.turns is not None:
+                self.turns.serve(last=True)  # a turn put off is served before the loop ends
             self.loop_thread = None
 
     def stop(self) -> None:

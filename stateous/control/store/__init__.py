@@ -13,8 +13,10 @@ function of one `Tx`, and the store promises:
   them all, or raises `DatabaseBusy` with none kept, and only then runs what was
   given to `turn.after` (an answer, a waking). On SQLite a turn waits for the
   database a short while (`sqlite.TURN_BUSY_MILLISECONDS`), not the busy timeout,
-  then refuses its writes as busy; on Postgres, where each write commits on its own,
-  a turn opens nothing.
+  then refuses its writes as busy; `turn.begin(wake)` waits for no write of this
+  process at all: it answers False while one holds the database, and `wake` is called
+  once that one has passed it on (the turn goes next). On Postgres, where each write
+  commits on its own, a turn opens nothing.
 - **Run again, so pure.** An operation may run more than once: the Postgres store
   runs it once more when it met another transaction (a deadlock, a unique key
   taken at the same moment); SQLite runs it once. So an operation is a function

@@ -13,9 +13,11 @@ writes inside share its transaction, each in a savepoint, a read inside runs on 
 transaction, and leaving the block commits. A turn waits at most
 `TURN_BUSY_MILLISECONDS` for the database (another write of this process, or another
 process that holds the file's lock) and then refuses its writes as busy, so that
-its opener never waits for SQLite's busy timeout. Either way a caller is answered
-only after the commit is on disk. Reads run on a connection of the calling thread,
-beside the writes, thanks to WAL. Checkpoints run in a thread of their own
+its opener never waits for SQLite's busy timeout; a turn begun with a `wake` (the
+server's loop) waits for no write of this process: it is told to come back, and goes
+next, so that a long write (a large context, a checkpoint) holds no socket. Either way a
+caller is answered only after the commit is on disk. Reads run on a connection of the
+calling thread, beside the writes, thanks to WAL. Checkpoints run in a thread of their own
 (`checkpoints.py`), never in a write.
 """
 
@@ -102,15 +104,20 @@ class SqliteTurn(Turn):
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
-        #: The positions reserved from the turn's BEGIN to its end; None until its first write.
+        #: The positions reserved from the turn's BEGIN to its end; None until it begins.
         self.reservation: Reservation | None = None
-        #: Why the turn could not begin: its later writes are refused at once.
-        self.refused: DatabaseBusy | None = None
+        #: Why the turn could not begin: its writes are refused with it.
+        self.refused: BaseException | None = None
         self.writes = 0
         self.waiting: list[Callable[[], None]] = []
 
     def after(self, then: Callable[[], None]) -> None:
         self.waiting.append(then)
+
+    def begin(self, wake: Callable[[], None] | None) -> bool:
+        if self.reservation is not None or self.refused is not None:
+            return True
+        return self.store._begin_turn(self, wake)
 
 
 class SqliteStore:
@@ -156,6 +163,9 @@ class SqliteStore:
         #: The waits for the turn to write other than queued writes (the checkpointer's
         #: pause, a turn's BEGIN): they go next, and new writes queue meanwhile.
         self._waiting = 0
+        #: Called when the turn to write is passed on, for a turn that waits to begin
+        #: without blocking its thread (`SqliteTurn.begin`); counted in `_waiting`.
+        self._wake: Callable[[], None] | None = None
         self._jobs: list[_Job] = []
         self._fenced: Exception | None = None
         self.writer = WriterTimes()
@@ -279,8 +289,9 @@ class SqliteStore:
     def _write_in_turn(self, turn: SqliteTurn, operation: Callable[[Tx], Result]) -> Result:
         """Run a write in the transaction of its turn, beginning it first if need be; in a
         savepoint, so that one that fails rolls back alone."""
-        if turn.reservation is None:
-            self._begin_turn(turn)
+        turn.begin(None)
+        if turn.refused is not None:
+            raise turn.refused
         assert turn.reservation is not None
         result, error = self._in_savepoint(operation, turn.reservation)
         turn.writes += 1
@@ -288,13 +299,22 @@ class SqliteStore:
             raise error
         return result  # type: ignore[no-any-return]
 
-    def _begin_turn(self, turn: SqliteTurn) -> None:
-        """Take the turn to write, as a group's leader does, and begin the transaction; wait
-        for neither longer than `TURN_BUSY_MILLISECONDS`, after which the turn is refused."""
-        if turn.refused is not None:
-            raise turn.refused
+    def _begin_turn(self, turn: SqliteTurn, wake: Callable[[], None] | None) -> bool:
+        """Take the turn to write, as a group's leader does, and begin the transaction. While
+        another write of this process holds it: with `wake`, answer False at once and call
+        `wake` once it is passed on, this turn going next; without, wait for it at most
+        `TURN_BUSY_MILLISECONDS`. Another process that holds the file is waited for as long;
+        a turn that cannot begin then is refused (`turn.refused`)."""
         deadline = time.monotonic() + TURN_BUSY_MILLISECONDS / 1000
         with self._guard:
+            if wake is not None and self._writing:
+                if self._wake is None:
+                    self._waiting += 1
+                self._wake = wake
+                return False
+            if self._wake is not None:  # the turn that waited to begin does now
+                self._wake = None
+                self._waiting -= 1
             self._waiting += 1
             try:
                 while self._writing and self._guard.wait(deadline - time.monotonic()):
@@ -303,21 +323,20 @@ class SqliteStore:
                 self._waiting -= 1
             if self._writing:
                 turn.refused = DatabaseBusy("the database is busy; try again")
-                raise turn.refused
+                return True
             self._writing = True
         left = max(1, int((deadline - time.monotonic()) * 1000))
         self._writer.setbusytimeout(left)
         try:
             self._writer.execute("BEGIN IMMEDIATE")
-        except BaseException as ex:
+        except Exception as ex:
             self._pass_turn()
-            refused = failure(ex)
-            if isinstance(refused, DatabaseBusy):
-                turn.refused = refused
-            raise refused from None
+            turn.refused = failure(ex)
+            return True
         finally:
             self._writer.setbusytimeout(self.busy)
         turn.reservation = self.positions.reserve()
+        return True
 
     def _end_turn(self, turn: SqliteTurn, *, commit: bool) -> None:
         """Commit a turn's transaction, or roll it back, and pass the turn to write on;
@@ -356,10 +375,15 @@ class SqliteStore:
             if self._waiting or not self._jobs:
                 self._writing = False
                 self._guard.notify_all()
-                return
-            batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
-        batch[0].batch = batch
-        batch[0].woken.release()
+                wake = self._wake
+                batch = None
+            else:
+                batch, self._jobs = self._jobs[:BATCH], self._jobs[BATCH:]
+        if batch is not None:
+            batch[0].batch = batch
+            batch[0].woken.release()
+        elif wake is not None:
+            wake()
 
     def _run(self, batch: list[_Job]) -> None:
         """Commit a batch; keep the store alive when it breaks. One reservation of positions for

@@ -8,8 +8,10 @@ fails rolls back alone; a read inside sees what the turn wrote; leaving the bloc
 commits them all with one sync, and a turn opened inside another joins it. What must
 wait for that commit (a waiting claim to wake, a live stream to send, an answer's time)
 is given to `turn.after`; `joined()` answers the turn a write joined, or, outside any,
-one whose `after` runs at once, since such a write returned committed. On Postgres, where
-each write commits on its own, `turn()` opens nothing.
+one whose `after` runs at once, since such a write returned committed. A turn begins at its
+first write, or at `turn.begin`, which the server's loop calls so that it never waits for a
+write of its own process. On Postgres, where each write commits on its own, `turn()` opens
+nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ class Turn:
     def after(self, then: Callable[[], None]) -> None:
         """Call `then` once what this turn wrote is committed: here, at once."""
         then()
+
+    def begin(self, wake: Callable[[], None] | None) -> bool:
+        """Take the database for this turn's writes now. With `wake`, when another write of
+        this process holds it, answer False at once instead of waiting, nothing begun, and
+        call `wake` once it is passed on; the turn opened next goes first then. Here there
+        is nothing to take: True."""
+        return True
 
 
 #: The turn outside any block: every write has returned committed.
