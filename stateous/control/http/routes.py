@@ -382,7 +382,12 @@ ROUTES: tuple[Route, ...] = (
         resources.Tasks,
         "report",
         WORK,
-        Operation("the outcome of a task", wire.ReportBody, refusals=WORK_REFUSALS),
+        Operation(
+            "the outcome of a task; with `next`, the grant of the supervisor's next task",
+            wire.ReportBody,
+            ((200, (wire.TokenView, wire.Reported)),),
+            WORK_REFUSALS,
+        ),
     ),
     Route(
         "POST",
