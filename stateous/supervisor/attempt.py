@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from stateous.model.vocabulary import ReportKind
 from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
+
+log = logging.getLogger("stateous.supervisor")
 
 
 def in_thread(function: Callable[[Any], Any], argument: Any) -> asyncio.Future[Any]:
@@ -85,3 +88,13 @@ def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]
     if isinstance(raised, RetryLater):
         body["retry_after"] = raised.seconds
     return body
+
+
+def reported(label: str, body: dict[str, Any]) -> None:
+    """Say in the log what a report that landed said."""
+    if body["kind"] == ReportKind.EVENT:
+        log.info("%s: reported %s", label, body["event"])
+    elif body["kind"] == ReportKind.WAITING:
+        log.info("%s: waits for a report from outside", label)
+    else:
+        log.info("%s: reported a failed attempt: %s", label, body.get("error"))
