@@ -9,8 +9,8 @@ leaves its id to the next claim, which gets the grant the lost answer carried.
 
 A task that ends passes its slot to its report (`Slots.pass_on`): the report asks `next`
 only with that slot, and the task granted in its answer runs in it; with no grant, the
-slot is free again. A report the outbox kept from an earlier run holds no slot and asks
-nothing. A claim that waits on the control plane would hold the one ask for up to its
+slot is free again. A report the outbox kept from an earlier run carries no slot and asks
+nothing. A claim that waits on the control plane would keep the one ask for up to its
 wait, so the claim loop lets its claims wait only while no task runs here nor reports:
 while one does, the next ask is likely its report's.
 """
@@ -72,20 +72,20 @@ class Asking:
 
 
 class Slots:
-    """Which reports hold the slot of the task they report on, to ask `next` with it."""
+    """Which reports carry the slot of the task they report on, to ask `next` with it."""
 
     def __init__(self, on: bool) -> None:
         #: Whether the supervisor asks `next` at all (`eager:` in stateous.yaml).
         self.on = on
-        #: The tasks whose job ended with their report holding their slot.
+        #: The tasks whose job ended with their report carrying their slot.
         self._passed: set[int] = set()
-        #: The (task, attempt) of each report that holds a slot until its answer.
-        self._held: set[tuple[int, int]] = set()
+        #: The (task, attempt) of each report that carries a slot until its answer.
+        self._carried: set[tuple[int, int]] = set()
 
     def pass_on(self, grant: Grant) -> None:
         """Give the slot of a task that ends to its report, kept next."""
         self._passed.add(grant.task)
-        self._held.add((grant.task, grant.attempt))
+        self._carried.add((grant.task, grant.attempt))
 
     def ended(self, task: int) -> bool:
         """The job of `task` ended: whether its slot went to its report (else it is free)."""
@@ -98,20 +98,20 @@ class Slots:
         """The attempt was lost before its report was sent: the report is dropped, and
         the slot is freed when the job ends, as without a report."""
         self._passed.discard(task)
-        self._held.discard((task, attempt))
+        self._carried.discard((task, attempt))
 
     def carries(self, task: int, attempt: int) -> bool:
         """Whether the report of this attempt carries its task's slot."""
-        return (task, attempt) in self._held
+        return (task, attempt) in self._carried
 
     def take(self, task: int, attempt: int) -> None:
         """The report's answer came, or it will not be sent: its slot is its sender's now."""
-        self._held.discard((task, attempt))
+        self._carried.discard((task, attempt))
 
     @property
     def reporting(self) -> bool:
-        """Whether a report holds a slot: an ask is coming."""
-        return bool(self._held)
+        """Whether a report carries a slot: an ask is coming."""
+        return bool(self._carried)
 
 
 #: The request that claims, as a bad answer to it names it.

@@ -105,7 +105,7 @@ class Supervisor:
         self._slots = asyncio.Semaphore(settings.tasks)
         #: The connection of the claims, which a stop cuts while a claim waits.
         self._claiming: BoundedConnection | None = None
-        #: The one ask for a task at a time, and the slots that reports hold (granting.py).
+        #: The one ask for a task at a time, and the slots that reports carry (granting.py).
         self.asking = granting.Asking()
         self.eager = granting.Slots(settings.eager)
 
@@ -202,7 +202,7 @@ class Supervisor:
                 return
 
     async def _send_eager(self, connection: BoundedConnection, message: Message) -> None:
-        """Send a report that holds its task's slot, asking `next` with it; run the task it
+        """Send a report that carries its task's slot, asking `next` with it; run the task it
         is granted in that slot, else free the slot (granting.py)."""
         grant: Grant | None = None
         try:
@@ -386,7 +386,7 @@ class Supervisor:
             self._nudge.clear()
             began = time.monotonic()
             # While a task runs or reports here, its report is likely the next ask: the
-            # claim does not wait on the control plane, holding the one ask (granting.py).
+            # claim does not wait on the control plane, keeping the one ask (granting.py).
             busy = self.eager.on and (self.running or self.eager.reporting)
             async with self.asking.turn():
                 grant = await self._claim(connection, 0 if busy else CLAIM_WAIT)
@@ -405,7 +405,7 @@ class Supervisor:
         connection.close()
 
     def _start(self, grant: Grant) -> None:
-        """Run the routine of a task granted, in the slot its ask held."""
+        """Run the routine of a task granted, in the slot its ask took."""
         running = Running(grant)
         self.running[grant.task] = running
         log.info(
