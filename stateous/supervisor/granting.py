@@ -56,6 +56,11 @@ class Asking:
         #: The request id of the next ask: the same until an answer to it is read.
         self.request = new_request()
 
+    @property
+    def busy(self) -> bool:
+        """Whether an ask is in flight (or waits for its turn)."""
+        return self._lock.locked()
+
     @contextlib.asynccontextmanager
     async def turn(self) -> AsyncIterator[None]:
         """Wait for the asks before this one to end, then ask."""

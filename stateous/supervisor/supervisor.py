@@ -206,7 +206,7 @@ class Supervisor:
         is granted in that slot, else free the slot (granting.py)."""
         grant: Grant | None = None
         try:
-            if self.stopping:
+            if self.stopping or self.asking.busy:  # one ask at a time: this one goes plain
                 await self._send(connection, message)
                 return
             async with self.asking.turn():
@@ -383,13 +383,14 @@ class Supervisor:
             if self.stopping:
                 self._slots.release()
                 break
+            # While a task runs or reports here, its report is likely the next ask: claim
+            # after a pause or a freed slot, and do not wait on the control plane (granting.py).
+            if self._busy() and not self._nudge.is_set():
+                await granting.idle(self._stop, self._nudge, None)
             self._nudge.clear()
             began = time.monotonic()
-            # While a task runs or reports here, its report is likely the next ask: the
-            # claim does not wait on the control plane, keeping the one ask (granting.py).
-            busy = self.eager.on and (self.running or self.eager.reporting)
             async with self.asking.turn():
-                grant = await self._claim(connection, 0 if busy else CLAIM_WAIT)
+                grant = await self._claim(connection, 0 if self._busy() else CLAIM_WAIT)
             if grant is None:
                 self._slots.release()
                 # Answered before its wait: a control plane that holds its most waiting
@@ -403,6 +404,9 @@ class Supervisor:
                 break
             self._start(grant)
         connection.close()
+
+    def _busy(self) -> bool:
+        return self.eager.on and bool(self.running or self.eager.reporting)
 
     def _start(self, grant: Grant) -> None:
         """Run the routine of a task granted, in the slot its ask took."""
