@@ -10,9 +10,11 @@ leaves its id to the next claim, which gets the grant the lost answer carried.
 A task that ends passes its slot to its report (`Slots.pass_on`): the report asks `next`
 only with that slot, and the task granted in its answer runs in it; with no grant, the
 slot is free again. A report the outbox kept from an earlier run carries no slot and asks
-nothing. A claim that waits on the control plane would keep the one ask for up to its
-wait, so the claim loop lets its claims wait only while no task runs here nor reports:
-while one does, the next ask is likely its report's.
+nothing, and so does a report that finds another ask in flight: it does not wait, so
+reports go out in parallel. A claim that waits on the control plane would keep the one
+ask for up to its wait, so the claim loop lets its claims wait only while no task runs
+here nor reports; while one does, the next ask is likely its report's, and the claim
+loop claims after a pause, or when a report frees a slot.
 """
 
 from __future__ import annotations
