@@ -2,11 +2,12 @@
 
 Run: .venv/bin/python bench/bench_peers.py [--rounds 3] [--systems a,b] [--workloads a,b] [--quick]
 Systems: stateous-sqlite, stateous-postgres (real `stateous serve` and `stateous supervise`
-of 8 slots), restate-1 and restate-24 (`restate-server` from npm with 1 partition, and
-with 24, its default; the Python SDK on hypercorn), dbos-sqlite and dbos-postgres
-(DBOS Transact in one process, 8 executor threads). The peers are installed by the
-bench into `bench/.peers/` (peers_install.py); one that cannot be installed is skipped
-with a line. Postgres: a fresh database per system and round, made through
+of 8 slots; stateous-sqlite-claims and stateous-postgres-claims, not run unless named: the
+same with `eager: false`, every step claimed), restate-1 and restate-24 (`restate-server`
+from npm with 1 partition, and with 24, its default; the Python SDK on hypercorn),
+dbos-sqlite and dbos-postgres (DBOS Transact in one process, 8 executor threads). The
+peers are installed by the bench into `bench/.peers/` (peers_install.py); one that cannot
+be installed is skipped with a line. Postgres: a fresh database per system and round, made through
 `$PEERS_POSTGRES` (default postgresql://postgres@127.0.0.1:5432/test).
 Every run is 1 or 5 steps that return at once. Workloads:
   pickup      1-step runs started one at a time, 50-100 ms apart (the workers idle):
@@ -48,6 +49,9 @@ from peers_systems import Dbos, Restate, Stateous, System  # noqa: E402
 SYSTEMS: dict[str, Callable[[str], System]] = {
     "stateous-sqlite": lambda tag: Stateous("sqlite", tag),
     "stateous-postgres": lambda tag: Stateous("postgres", tag),
+    # The supervisor's reports do not ask for its next task (`eager: false`): as before.
+    "stateous-sqlite-claims": lambda tag: Stateous("sqlite", tag, eager=False),
+    "stateous-postgres-claims": lambda tag: Stateous("postgres", tag, eager=False),
     "restate-1": lambda tag: Restate(1, tag),
     "restate-24": lambda tag: Restate(24, tag),
     "dbos-sqlite": lambda tag: Dbos("sqlite", tag),
@@ -211,7 +215,8 @@ def machine() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=None, help="default 3, 1 with --quick")
-    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    shown = [key for key in SYSTEMS if not key.endswith("-claims")]
+    parser.add_argument("--systems", default=",".join(shown))
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--quick", action="store_true", help="a smoke run: few runs, one round")
     parser.add_argument(

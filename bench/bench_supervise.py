@@ -79,8 +79,11 @@ def stateous(*args: str) -> list[str]:
     return [sys.executable, "-m", "stateous", *args]
 
 
-def make_folder(work: Path, graph: Path, port: int, routines: str = ROUTINES) -> Path:
-    """A supervisor's folder for `graph` with `routines`, 8 slots, reaching serve on `port`."""
+def make_folder(
+    work: Path, graph: Path, port: int, routines: str = ROUTINES, *, eager: bool = True
+) -> Path:
+    """A supervisor's folder for `graph` with `routines`, 8 slots, reaching serve on `port`;
+    its reports ask for its next task unless `eager` is False."""
     folder = work / "bench-supervisor"
     subprocess.run(
         stateous("init", "supervisor", str(graph), str(folder)),
@@ -95,6 +98,7 @@ def make_folder(work: Path, graph: Path, port: int, routines: str = ROUTINES) ->
     (folder / "routines.py").write_text(routines)
     (folder / "stateous.yaml").write_text(
         f'url: "http://127.0.0.1:{port}"\ntasks: 8\nname: bench-box\n'
+        f"eager: {'true' if eager else 'false'}\n"
     )
     return folder
 

@@ -296,7 +296,9 @@ def stop(process: subprocess.Popen[bytes] | None) -> None:
         process.wait()
 
 
-def make_folder(work: Path, graph: Path, name: str, ports: list[int], work_seconds: float) -> Path:
+def make_folder(
+    work: Path, graph: Path, name: str, ports: list[int], work_seconds: float, eager: bool
+) -> Path:
     folder = work / name
     subprocess.run(
         stateous("init", "supervisor", str(graph), str(folder)),
@@ -310,7 +312,8 @@ def make_folder(work: Path, graph: Path, name: str, ports: list[int], work_secon
             stub.unlink()
     (folder / "routines.py").write_text(ROUTINES.format(work=work_seconds))
     urls = "".join(f'\n  - "http://127.0.0.1:{port}"' for port in ports)
-    (folder / "stateous.yaml").write_text(f"url:{urls}\ntasks: 4\nname: {name}\n")
+    eager_line = f"eager: {'true' if eager else 'false'}\n"
+    (folder / "stateous.yaml").write_text(f"url:{urls}\ntasks: 4\nname: {name}\n{eager_line}")
     return folder
 
 
@@ -481,7 +484,9 @@ class Run:
         for number in range(1, self.args.supervisors + 1):
             name = f"box-{number}"
             ports = self.listen(name)
-            folder = make_folder(self.work, self.graph, name, ports, self.args.work)
+            folder = make_folder(
+                self.work, self.graph, name, ports, self.args.work, not self.args.no_eager
+            )
             self.boxes.append(Box(name, folder, ports))
         for box in self.boxes:
             box.start()
@@ -734,7 +739,9 @@ def summary(run: Run, driver: Driver, found: Findings) -> list[str]:
     points = ", ".join(f"{proxy.cuts[point]} {point}" for point in CUT_POINTS)
     lines = [
         f"chaos run: seed {args.seed}, {args.db.split(':', 1)[0]}, lease {args.lease}, "
-        f"{args.supervisors} supervisors" + (", a standby" if args.standby else ""),
+        f"{args.supervisors} supervisors"
+        + (", a standby" if args.standby else "")
+        + (", eager grants off" if args.no_eager else ", eager grants on"),
         f"tokens: {args.tokens} ({statuses})",
         f"kills: {tally.supervisor_kills} of supervisors, {tally.control_kills} of the control "
         "plane",
@@ -782,6 +789,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "serving one, which starts again as the standby",
     )
     parser.add_argument("--no-faults", action="store_true", help="no cuts and no kills")
+    parser.add_argument(
+        "--no-eager",
+        action="store_true",
+        help="supervisors whose reports do not ask for their next task (eager: false)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the run's folder and logs")
     args = parser.parse_args(argv)
     if args.no_faults:

@@ -157,9 +157,11 @@ class Stateous:
     """`stateous serve` on SQLite or Postgres, one `stateous supervise` of 8 slots, and
     the starter in a process of its own."""
 
-    def __init__(self, backend: str, tag: str) -> None:
-        self.backend, self.tag = backend, tag
+    def __init__(self, backend: str, tag: str, eager: bool = True) -> None:
+        self.backend, self.tag, self.eager = backend, tag, eager
         self.label = f"Stateous, {'SQLite' if backend == 'sqlite' else 'Postgres'}"
+        if not eager:
+            self.label += ", no eager grants"
         self.database: str | None = None
         self.processes: dict[str, int] = {}
         self.started: list[subprocess.Popen[Any]] = []
@@ -175,7 +177,7 @@ class Stateous:
         serve, port = start_serve(folder, graph, self.db)
         self.started.append(serve)
         self.stamps_file = folder / "stamps"
-        supervisor = make_folder(folder, graph, port, ROUTINES)
+        supervisor = make_folder(folder, graph, port, ROUTINES, eager=self.eager)
         env = {"PEERS_STAMPS": str(self.stamps_file)}
         supervise = start_supervise(folder, supervisor, env)
         self.started.append(supervise)

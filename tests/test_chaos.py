@@ -55,6 +55,7 @@ def test_a_small_seeded_chaos_run_ends_every_token_and_passes_every_check(
         code = chaos.main([*SMALL, "--db", db])
     out = capsys.readouterr().out
     assert code == 0, out
+    assert ", eager grants on" in out, out
     assert "tokens: 30 (30 completed)" in out, out
     assert "kills: 2 of supervisors, 1 of the control plane" in out, out
     assert out.rstrip().endswith("all checks passed"), out

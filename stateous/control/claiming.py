@@ -1,6 +1,8 @@
 """The parts of a claim that the engine's `claim` puts together: the queues it takes from,
 whether it must write at all, the task it takes (or takes again, when sent again after a
-lost answer), and the grant it answers.
+lost answer), and the grant it answers. `decide` is what a supervisor is granted, by a
+claim or in the answer of a report that asks for its next task (`next`), which prefers the
+task that the report queued for its own token (docs/design.md, "Eager dispatch").
 
 A claim that names the graph its supervisor was built for (`checksum`) takes from the
 queues of its states' contracts in that graph, not from its states' queues: a task is
@@ -16,7 +18,7 @@ from stateous.control.store import ClaimRow, QueueBy, Queues, TaskRow, TokenRow,
 from stateous.control.versions import Graphs
 from stateous.control.waiting_claims import Waiter
 from stateous.model.names import STARTED
-from stateous.model.vocabulary import Kind, TaskStatus
+from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 from stateous.model.wire import EnteredBy, Grant
 
 #: How old a supervisor's claim row may grow before an empty claim writes it again, in
@@ -67,17 +69,38 @@ def claimed_again(tx: Tx, supervisor: str, request: str, last: ClaimRow | None) 
     return task if task.attempt == last.attempt else None
 
 
+def queued_for(tx: Tx, graphs: Graphs, token: TokenRow, queues: Queues) -> TaskRow | None:
+    """The task queued for `token` (as a report just left it), when a claim of `queues` may
+    take it: its state, or its state's contract in the token's graph, is one of them."""
+    if token.status != TokenStatus.ACTIVE:
+        return None
+    task = tx.live_task(token.token)
+    if task is None or task.status != TaskStatus.QUEUED:
+        return None
+    key = task.state
+    if queues.by == QueueBy.CONTRACT:
+        key = graphs.of(tx, token.checksum).contract(task.state) or ""
+    return task if key in queues.keys else None
+
+
 def take(
-    tx: Tx, supervisor: str, queues: Queues, request: str | None, lease: float
+    tx: Tx,
+    supervisor: str,
+    queues: Queues,
+    request: str | None,
+    lease: float,
+    prefer: TaskRow | None = None,
 ) -> TaskRow | None:
     """The task this claim takes, claimed: the one granted to its request already (its lease
-    renewed), else the oldest of its queues; None when none is queued."""
-    last, task = tx.claim_reads(supervisor, queues)
+    renewed), else `prefer` (queued, of its queues), else the oldest of its queues; None when
+    none is queued."""
+    last, task = tx.claim_reads(supervisor, Queues([], queues.by) if prefer else queues)
     again = None if request is None else claimed_again(tx, supervisor, request, last)
     if again is not None:
         again.lease_until = tx.now + lease
         tx.save_task(again)
         return again
+    task = prefer or task
     if task is None:
         return None
     task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
@@ -90,6 +113,27 @@ def take(
     )
     tx.put_claim(supervisor, request, task.id, task.attempt)
     return task
+
+
+def decide(
+    tx: Tx,
+    supervisor: str,
+    states: list[str],
+    queues: Queues,
+    request: str | None,
+    lease: float,
+    prefer: TaskRow | None = None,
+) -> Grant | None:
+    """What a supervisor that asks for a task of `states` is granted, in `tx`: the task that
+    `take` takes, else None, the claim row then kept as this supervisor's empty one."""
+    task = take(tx, supervisor, queues, request, lease, prefer)
+    if task is not None:
+        token = tx.token(task.token)
+        assert token is not None  # a task's token is deleted only with it
+        return grant(tx, task, token, lease)
+    if states:
+        tx.put_claim(supervisor, request, None, None)
+    return None
 
 
 def grant(tx: Tx, task: TaskRow, token: TokenRow, lease: float) -> Grant:

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from stateous.control import checks, claiming, mending
+from stateous.control import checks, claiming, eager, mending, outcomes
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -52,7 +52,15 @@ from stateous.model.vocabulary import (
     TaskStatus,
     TokenStatus,
 )
-from stateous.model.wire import Duplicate, Grant, Health, HistoryEntry, ReportBody, TokenView
+from stateous.model.wire import (
+    Duplicate,
+    Grant,
+    Health,
+    HistoryEntry,
+    ReportBody,
+    Reported,
+    TokenView,
+)
 
 
 class Engine:
@@ -421,12 +429,7 @@ class Engine:
         by: str | None,
     ) -> Grant | None:
         def operation(tx: Tx) -> Grant | None:
-            task = claiming.take(tx, supervisor, queues, request, self.lease)
-            if task is not None:
-                return claiming.grant(tx, task, self.token_row(tx, task.token), self.lease)
-            if states:
-                tx.put_claim(supervisor, request, None, None)
-            return None
+            return claiming.decide(tx, supervisor, states, queues, request, self.lease)
 
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once.
@@ -435,11 +438,15 @@ class Engine:
         ):
             return None
         grant = self._write(operation, by)
+        self._seen_idle(supervisor, grant)
+        return grant
+
+    def _seen_idle(self, supervisor: str, grant: Grant | None) -> None:
+        """Note whether the supervisor's last ask for a task found nothing (`self.idle`)."""
         if grant is None:
             self.idle.add(supervisor)
         else:
             self.idle.discard(supervisor)
-        return grant
 
     def heartbeat(self, supervisor: str, tasks: list[int]) -> list[int]:
         """Renew the leases of the tasks a supervisor still holds; name the others lost."""
@@ -553,45 +560,26 @@ class Engine:
 
         self._write(operation, by)
 
-    def report(self, task: int, body: ReportBody, *, by: str | None = None) -> TokenView:
-        """Take the outcome of a task: an event, waiting, or a failed attempt."""
+    def report(self, task: int, body: ReportBody, *, by: str | None = None) -> TokenView | Reported:
+        """Take the outcome of a task: an event, waiting, or a failed attempt; with `next`,
+        grant its supervisor its next task in the same transaction (`eager.py`)."""
         if body.supervisor is not None:
             checks.supervisor_name(body.supervisor)
         checks.attempt(body.attempt)
         checks.retry_after(body.kind, body.retry_after)
+        wanted = eager.asked(self.graphs, body)
 
-        def operation(tx: Tx) -> TokenView:
+        def operation(tx: Tx) -> TokenView | Reported:
             row, token = self._held_task(
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
             tx.count(Counter.REPORTS, body.kind)
-            if body.kind == "failed":
-                error = body.error or "the routine failed"
-                self.moves.fail_attempt(tx, row, token, error, body.retry_after)
+            outcomes.apply(tx, self.moves, row, token, body)
+            if wanted is None:
                 return view(token)
-            flow = self.moves.flow(tx, token)
-            changes = body.context or {}
-            merged = checks.context(flow, {**token.context, **changes}) if changes else None
-            schedules = checks.schedules(flow, body.schedules)
-            if body.kind == "waiting":
-                self.moves.keep_outcome(tx, token, changes, merged, schedules)
-                row.status, row.lease_until = TaskStatus.WAITING, None
-                tx.save_task(row)
-                tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
-                return view(token)
-            event = body.event
-            assert event  # `ReportBody` refuses a report of an event without one
-            if not flow.emits(token.state, event):
-                self.moves.refuse(tx, token, event, f"{token.state!r} cannot emit {event!r}")
-            arrival = Arrival(
-                event,
-                checks.payload(flow, event, body.payload),
-                task=row,
-                changes=changes,
-                context=merged,
-                schedules=schedules,
-            )
-            self.moves.route(tx, token, arrival, Unrouted.REFUSE)
-            return view(token)
+            return eager.answer(tx, self.graphs, wanted, token, self.lease)
 
-        return self._write(operation, by)
+        answer = self._write(operation, by)
+        if wanted is not None:
+            self._seen_idle(wanted.supervisor, getattr(answer, "grant", None))
+        return answer

@@ -315,6 +315,15 @@ class Schedule(msgspec.Struct, kw_only=True):
     payload: dict[str, Any] | None = None
 
 
+class NextBody(msgspec.Struct, kw_only=True):
+    """What a report asks when its supervisor would take its next task in the answer: the
+    fields of a claim (`ClaimBody`) but the supervisor, which is the report's, and `wait`."""
+
+    states: list[str]
+    request: str | None = None
+    checksum: str | None = None
+
+
 class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The outcome of a task: an event, waiting, or a failed attempt."""
 
@@ -329,10 +338,22 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: With `failed`: the seconds to wait before the next attempt (a provider's
     #: `Retry-After`), instead of the state's backoff.
     retry_after: float | None = None
+    #: Ours: the supervisor's next task, granted in the answer (`Reported`) as a claim
+    #: with these fields would be; a report from outside cannot ask it.
+    next: NextBody | None = None
 
     def __post_init__(self) -> None:
         if self.kind == ReportKind.EVENT.value and not self.event:
             raise ValueError("a report of kind `event` names its event")
+        if self.next is not None and self.supervisor is None:
+            raise ValueError("a report that asks `next` names its `supervisor`")
+
+
+class Reported(TokenView, kw_only=True):
+    """The answer to a report that asked `next`: the token after the outcome, as to any
+    report, and beside it the grant of the supervisor's next task, or null for none."""
+
+    grant: Grant | None
 
 
 class NoteBody(msgspec.Struct, kw_only=True):

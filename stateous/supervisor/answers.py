@@ -234,6 +234,18 @@ def read_grant(status: int, answer: Any) -> Grant | None:
     return None if status == 204 else _typed(answer, Grant)
 
 
+class _Granted(msgspec.Struct):
+    """What the supervisor acts on in the answer of a report that asked `next`: its grant
+    (absent from the answer of a control plane that does not know `next`: none)."""
+
+    grant: Grant | None = None
+
+
+def read_next(status: int, answer: Any) -> Grant | None:
+    """The grant in the answer of a report that asked `next`; None for none."""
+    return _typed(answer, _Granted).grant
+
+
 def read_lost(status: int, answer: Any) -> list[int]:
     """A heartbeat's answer: the tasks that the supervisor no longer holds."""
     return _typed(answer, Lost).lost

@@ -9,12 +9,15 @@ event of its state, waiting, or a failed attempt that says what was wrong.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from stateous.model.vocabulary import ReportKind
 from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
 from stateous.supervisor.workers import Workers
+
+log = logging.getLogger("stateous.supervisor")
 
 
 async def run_routine(routine: Callable[..., Any], ctx: Context[Any], workers: Workers) -> Any:
@@ -59,3 +62,13 @@ def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]
     if isinstance(raised, RetryLater):
         body["retry_after"] = raised.seconds
     return body
+
+
+def reported(label: str, body: dict[str, Any]) -> None:
+    """Say in the log what a report that landed said."""
+    if body["kind"] == ReportKind.EVENT:
+        log.info("%s: reported %s", label, body["event"])
+    elif body["kind"] == ReportKind.WAITING:
+        log.info("%s: waits for a report from outside", label)
+    else:
+        log.info("%s: reported a failed attempt: %s", label, body.get("error"))

@@ -46,7 +46,7 @@ ERROR_LIMIT = 2000
 #: Folders of installed libraries: a frame in one is not the folder's own code.
 INSTALLED = frozenset({"site-packages", "dist-packages"})
 #: The keys of stateous.yaml, in the order that a refusal lists them.
-KEYS = ("url", "tasks", "name", "token_file", "ca_file")
+KEYS = ("url", "tasks", "name", "token_file", "ca_file", "eager")
 
 
 class FolderError(Failure):
@@ -61,6 +61,8 @@ class Settings:
     name: str
     #: The secret and the trusted CAs of every connection; their repr hides the secret.
     access: Access = field(default_factory=Access)
+    #: Whether a report asks for the supervisor's next task (`next`: granting.py).
+    eager: bool = True
 
 
 def read_settings(folder: Path) -> Settings:
@@ -81,8 +83,8 @@ def read_settings(folder: Path) -> Settings:
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
         raise FolderError(
-            f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file "
-            "and ca_file"
+            f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file, "
+            "ca_file and eager"
         )
     urls = read_urls(path, raw.get("url"))
     tasks = raw.get("tasks", 4)
@@ -94,7 +96,11 @@ def read_settings(folder: Path) -> Settings:
             f"{path}: name must have 1 to {SETTINGS_NAME_LIMIT} characters and no control "
             "characters"
         )
-    return Settings(urls=urls, tasks=tasks, name=name, access=read_access(folder, raw))
+    eager = raw.get("eager", True)
+    if not isinstance(eager, bool):
+        raise FolderError(f"{path}: eager must be true or false")
+    access = read_access(folder, raw)
+    return Settings(urls=urls, tasks=tasks, name=name, access=access, eager=eager)
 
 
 def read_urls(path: Path, value: Any) -> tuple[str, ...]:

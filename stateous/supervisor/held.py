@@ -76,3 +76,12 @@ class Sink:
                 running.label,
                 running.gone,
             )
+
+
+async def all_ended(running: dict[int, Running]) -> None:
+    """Wait until the routine of every task held has ended, of those held meanwhile too."""
+    while running:
+        jobs = [item.job for item in running.values() if item.job is not None]
+        if not jobs:
+            return
+        await asyncio.wait(jobs)

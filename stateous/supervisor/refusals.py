@@ -11,8 +11,16 @@ contract.py (a database restored from before it was served) is tried after the b
 
 from __future__ import annotations
 
+import logging
+import time
+
+from stateous.client.http import Refused
 from stateous.model.codes import RefusalCode
-from stateous.model.vocabulary import MessageKind
+from stateous.model.vocabulary import MessageKind, ReportKind
+from stateous.supervisor.attempt import failed_report
+from stateous.supervisor.outbox import Message, Outbox
+
+log = logging.getLogger("stateous.supervisor")
 
 #: Seconds to wait before trying an unreachable control plane again.
 BACKOFF = (1, 2, 4, 8, 16, 30)
@@ -63,3 +71,39 @@ KEPT_DENIED: dict[str, str] = {
 def backoff(tries: int) -> int:
     """The seconds to wait after `tries` failed tries: 1, 2, 4, 8, 16, then 30."""
     return BACKOFF[min(tries, len(BACKOFF) - 1)]
+
+
+class Denials:
+    """What the log says when the control plane refuses the supervisor's credential."""
+
+    def __init__(self) -> None:
+        #: When the log last said it (monotonic seconds).
+        self._said_at = -DENIED_EVERY
+
+    def say(self, ex: Refused, then: str) -> None:
+        """Say, once a minute at most, that the control plane refuses the credential, and why."""
+        now = time.monotonic()
+        if now - self._said_at < DENIED_EVERY:
+            return
+        self._said_at = now
+        log.warning(
+            "the control plane refuses this supervisor's credential (%s: %s); %s until it is "
+            "given a good one (token_file: in stateous.yaml, or STATEOUS_TOKEN)",
+            ex.code,
+            ex.message,
+            then,
+        )
+
+
+def refused_report(outbox: Outbox, message: Message, label: str, ex: Refused) -> bool:
+    """Say that a report was refused; turn one that cannot fit into a failed attempt in its
+    place (True: it goes again), else drop it."""
+    log.warning("%s: the control plane refused the report: %s", label, ex.message)
+    if ex.code in REPORT_FAILS and message.body.get("kind") != ReportKind.FAILED:
+        failed = failed_report(f"the control plane refused the report: {ex.message}")
+        outbox.replace(message.id, MessageKind.REPORT, failed)
+        message.body.clear()
+        message.body.update(failed)
+        return True
+    outbox.remove(message.id)
+    return False

@@ -18,10 +18,8 @@ import asyncio
 import contextlib
 import functools
 import logging
-import random
 import signal
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -30,10 +28,11 @@ from typing import Any
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
 from stateous.model.codes import RefusalCode
-from stateous.model.vocabulary import MessageKind, ReportKind
+from stateous.model.vocabulary import MessageKind
 from stateous.model.wire import Grant
+from stateous.supervisor import answers, granting
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
-from stateous.supervisor.attempt import failed_report, report_of, run_routine
+from stateous.supervisor.attempt import failed_report, report_of, reported, run_routine
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -44,7 +43,7 @@ from stateous.supervisor.folder import (
     read_settings,
 )
 from stateous.supervisor.heartbeat import Heart
-from stateous.supervisor.held import TOOK_BACK, Running, Sink, given_back
+from stateous.supervisor.held import TOOK_BACK, Running, Sink, all_ended, given_back
 from stateous.supervisor.outbox import Message, Outbox
 from stateous.supervisor.refusals import (
     CLAIM_LATER,
@@ -54,9 +53,10 @@ from stateous.supervisor.refusals import (
     KEPT_AT_STOP,
     KEPT_DENIED,
     REFUSED,
-    REPORT_FAILS,
     TRY_AGAIN,
+    Denials,
     backoff,
+    refused_report,
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
 from stateous.supervisor.versions import Watch, unkept
@@ -66,8 +66,6 @@ log = logging.getLogger("stateous.supervisor")
 
 #: How many tasks' messages are sent at once; one task's messages always go in order.
 LANES = 4
-#: Seconds between claims when the last one found nothing at once (at most; jittered).
-IDLE = 1.0
 #: Seconds that a stop with the outbox waiting gives the sender to say what it keeps.
 KEPT_SAID_WITHIN = 2.0
 #: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
@@ -95,8 +93,7 @@ class Supervisor:
         self.unreachable = False
         #: The control plane refuses this supervisor's credential: messages wait.
         self.denied = False
-        #: When the log last said that the credential is refused (monotonic seconds).
-        self._denied_at = -DENIED_EVERY
+        self.denials = Denials()  # what the log says of a refused credential, once a minute
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -110,6 +107,9 @@ class Supervisor:
         self._slots = asyncio.Semaphore(settings.tasks)
         #: The connection of the claims, which a stop cuts while a claim waits.
         self._claiming: BoundedConnection | None = None
+        #: The one ask for a task at a time, and the slots that reports carry (granting.py).
+        self.asking = granting.Asking()
+        self.eager = granting.Slots(settings.eager)
 
     @classmethod
     def open(cls, folder: Path, url: str | None = None) -> Supervisor:
@@ -196,19 +196,62 @@ class Supervisor:
         for message in messages:
             if self.outbox.was_dropped(message):
                 continue
-            await self._send(connection, message)
+            if self.eager.carries(message.task, message.attempt):
+                await self._send_eager(connection, message)
+            else:
+                await self._send(connection, message)
             if self.outbox_waits and self.stopping:
                 return
 
-    async def _send(self, connection: BoundedConnection, message: Message) -> None:
+    async def _send_eager(self, connection: BoundedConnection, message: Message) -> None:
+        """Send a report that carries its task's slot, asking `next` with it; run the task it
+        is granted in that slot, else free the slot (granting.py)."""
+        grant: Grant | None = None
+        try:
+            if self.stopping or self.asking.busy:  # one ask at a time: this one goes plain
+                await self._send(connection, message)
+                return
+            async with self.asking.turn():
+                asked = self.asking.next(self.watch.written, self.routines.checksum)
+                landed, grant = await self._send(connection, message, asked)
+                if landed:
+                    self.asking.answered()
+        finally:
+            self.eager.take(message.task, message.attempt)
+            if grant is None or not self._run_granted(grant, message.task):
+                self._slots.release()
+                self._nudge.set()
+
+    def _usable(self, grant: Grant, request: str) -> Grant:
+        return granting.usable(grant, self.routines, self.running, self.settings.name, request)
+
+    def _run_granted(self, grant: Grant, task: int) -> bool:
+        """Run a task granted in a report's answer; False when it cannot run here."""
+        try:
+            self._usable(grant, granting.reporting(task))
+        except BadAnswer as ex:
+            log.warning("%s", ex)
+            return False
+        (self._give_back if self.forced else self._start)(grant)
+        return not self.forced
+
+    async def _send(
+        self, connection: BoundedConnection, message: Message, asked: dict[str, Any] | None = None
+    ) -> tuple[bool, Grant | None]:
+        """Send a message until it lands or is refused; return whether it landed, and the
+        grant in the answer of a report that `asked` its next task."""
         label = f"task {message.task} of {message.token}"
         tries = 0
         while True:
             # Each message names this supervisor: a credential bound to it may send only so.
             body = {**message.body, "attempt": message.attempt, "supervisor": self.settings.name}
+            grant = None
             try:
                 if message.kind == MessageKind.REPORT:
-                    await self._call(connection, "POST", f"/tasks/{message.task}/report", body)
+                    if asked is not None:
+                        body["next"] = asked
+                    path = f"/tasks/{message.task}/report"
+                    grant = await self._call(connection, "POST", path, body, answers.read_next)
                 elif message.kind == MessageKind.NOTE:
                     await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
                 else:
@@ -217,16 +260,16 @@ class Supervisor:
                 self.unreachable = True
                 if self.stopping:
                     log.warning(KEPT_AT_STOP[message.kind], label)
-                    return
+                    return False, None
                 tries = await self._retry_later(ex, tries)
                 continue
             except Refused as ex:
                 if ex.code in DENIED:
                     self.denied = True
-                    self._denied(ex, "its messages stay in the outbox")
+                    self.denials.say(ex, "its messages stay in the outbox")
                     if self.stopping:
                         log.warning(KEPT_DENIED[message.kind], label)
-                        return
+                        return False, None
                     await self._pause(DENIED_EVERY)
                     continue
                 self.denied = False
@@ -245,35 +288,14 @@ class Supervisor:
                 self.unreachable = False
                 if self._refused(message, label, ex):
                     continue
-                return
+                return False, None
             self.unreachable = False
             self.outbox.remove(message.id)
             if message.kind == MessageKind.REPORT:
-                self._reported(label, message.body)
-                self._nudge.set()
-            return
-
-    def _denied(self, ex: Refused, then: str) -> None:
-        """Say, once a minute at most, that the control plane refuses the credential, and why."""
-        now = time.monotonic()
-        if now - self._denied_at < DENIED_EVERY:
-            return
-        self._denied_at = now
-        log.warning(
-            "the control plane refuses this supervisor's credential (%s: %s); %s until it is "
-            "given a good one (token_file: in stateous.yaml, or STATEOUS_TOKEN)",
-            ex.code,
-            ex.message,
-            then,
-        )
-
-    def _reported(self, label: str, body: dict[str, Any]) -> None:
-        if body["kind"] == ReportKind.EVENT:
-            log.info("%s: reported %s", label, body["event"])
-        elif body["kind"] == ReportKind.WAITING:
-            log.info("%s: waits for a report from outside", label)
-        else:
-            log.info("%s: reported a failed attempt: %s", label, body.get("error"))
+                reported(label, message.body)
+                if asked is None:
+                    self._nudge.set()
+            return True, grant
 
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
@@ -282,17 +304,9 @@ class Supervisor:
             if ex.code not in GONE or not self._lose(message.task, TOOK_BACK, message.attempt):
                 log.warning(REFUSED[message.kind], label, ex.message)
             return False
-        log.warning("%s: the control plane refused the report: %s", label, ex.message)
-        if ex.code in REPORT_FAILS and message.body.get("kind") != ReportKind.FAILED:
-            failed = failed_report(f"the control plane refused the report: {ex.message}")
-            self.outbox.replace(message.id, MessageKind.REPORT, failed)
-            message.body.clear()
-            message.body.update(failed)
-            return True
         if ex.code == RefusalCode.TASK_NOT_HELD:
             self.heart.asked.set()
-        self.outbox.remove(message.id)
-        return False
+        return refused_report(self.outbox, message, label, ex)
 
     # starting
 
@@ -320,8 +334,9 @@ class Supervisor:
 
     # claiming and running
 
-    async def _claim(self, connection: BoundedConnection) -> Grant | None:
-        """Claim a task, sending the same request id again after a lost answer.
+    async def _claim(self, connection: BoundedConnection, wait: float) -> Grant | None:
+        """Claim a task, sending the same request id again after a lost answer (the id of
+        the last ask, a report's `next` too, until an answer is read: granting.py).
 
         After a bad answer the next claim is a new one, with a new request id: the
         same one would get the same answer again.
@@ -330,56 +345,35 @@ class Supervisor:
             "supervisor": self.settings.name,
             "states": self.watch.written,
             "checksum": self.routines.checksum,
-            "request": uuid.uuid4().hex,
-            "wait": CLAIM_WAIT,
+            "request": self.asking.request,
+            "wait": wait,
         }
         tries = 0
         while not self.stopping and body["states"]:
             try:
                 grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
-                return None if grant is None else self._usable(grant)
+                self.asking.answered()
+                if grant is None:
+                    return None
+                return self._usable(grant, granting.CLAIM)
             except Unreachable as ex:
                 if self.stopping:  # the stop cut the waiting claim
                     return None
                 # The claim may have been granted: ask again before its lease could end.
                 tries = await self._retry_later(ex, tries, self.heart.last_lease / 8)
             except BadAnswer as ex:
-                body["request"] = uuid.uuid4().hex
+                self.asking.answered()
+                body["request"] = self.asking.request
                 tries = await self._retry_later(ex, tries)
             except Refused as ex:
                 if ex.code in DENIED:
-                    self._denied(ex, "it claims no task")
+                    self.denials.say(ex, "it claims no task")
                     await self._pause(DENIED_EVERY)
                     continue
                 log.warning("the control plane refused a claim: %s", ex.message)
-                await self._pause(IDLE if ex.code not in CLAIM_LATER else backoff(tries))
+                await self._pause(granting.IDLE if ex.code not in CLAIM_LATER else backoff(tries))
                 tries += 1
         return None
-
-    def _usable(self, grant: Grant) -> Grant:
-        """The grant, if it is for a state served here and a task that does not run here."""
-        if grant.state not in self.routines.by_state:
-            raise BadAnswer(
-                f"it grants task {grant.task} of {grant.state!r}, a state that "
-                f"{self.settings.name} does not serve",
-                "POST /tasks/claim",
-            )
-        if grant.task in self.running:
-            raise BadAnswer(
-                f"it grants task {grant.task}, which runs here already", "POST /tasks/claim"
-            )
-        return grant
-
-    async def _idle(self, most: float | None) -> None:
-        """Wait up to `most` seconds (a second when None) before the next claim, jittered, so
-        that supervisors turned away together do not come back together; less when a
-        report may have queued work."""
-        waits = [asyncio.create_task(self._stop.wait()), asyncio.create_task(self._nudge.wait())]
-        most = IDLE if most is None else most
-        pause = random.uniform(most / 2, most)
-        await asyncio.wait(waits, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-        for waiting in waits:
-            waiting.cancel()
 
     async def _claim_loop(self) -> None:
         connection = self._claiming = self._connect()
@@ -388,39 +382,53 @@ class Supervisor:
             if self.stopping:
                 self._slots.release()
                 break
+            # While a task runs or reports here, its report is likely the next ask: claim
+            # after a pause or a freed slot, and do not wait on the control plane (granting.py).
+            if self._busy() and not self._nudge.is_set():
+                await granting.idle(self._stop, self._nudge, None)
             self._nudge.clear()
             began = time.monotonic()
-            grant = await self._claim(connection)
+            async with self.asking.turn():
+                grant = await self._claim(connection, 0 if self._busy() else CLAIM_WAIT)
             if grant is None:
                 self._slots.release()
                 # Answered before its wait: a control plane that holds its most waiting
                 # claims, or one that does not wait; else its wait ended: claim again.
                 if time.monotonic() - began < CLAIM_WAIT / 2:
-                    await self._idle(connection.retry_after)
+                    await granting.idle(self._stop, self._nudge, connection.retry_after)
                 continue
             if self.forced:  # granted while the supervisor was stopped at once
                 self._give_back(grant)
                 self._slots.release()
                 break
-            running = Running(grant)
-            self.running[grant.task] = running
-            log.info(
-                "task %d: %s of %s, attempt %d",
-                grant.task,
-                grant.state,
-                grant.token,
-                grant.attempt,
-            )
-            running.job = asyncio.create_task(self._work(running))
-            # The slot is free again whatever happens, even to a job cancelled unstarted.
-            running.job.add_done_callback(functools.partial(self._finish, running))
-            self.heart.holds(grant)
+            self._start(grant)
         connection.close()
+
+    def _busy(self) -> bool:
+        return self.eager.on and bool(self.running or self.eager.reporting)
+
+    def _start(self, grant: Grant) -> None:
+        """Run the routine of a task granted, in the slot its ask took."""
+        running = Running(grant)
+        self.running[grant.task] = running
+        log.info(
+            "task %d: %s of %s, attempt %d",
+            grant.task,
+            grant.state,
+            grant.token,
+            grant.attempt,
+        )
+        running.job = asyncio.create_task(self._work(running))
+        # The slot is free again whatever happens, even to a job cancelled unstarted.
+        running.job.add_done_callback(functools.partial(self._finish, running))
+        self.heart.holds(grant)
 
     async def _work(self, running: Running) -> None:
         """Run a task's routine and keep its report, unless the task is gone."""
         outcome = await self._attempt(running)
         if outcome is not None and running.gone is None:
+            if self.eager.on and not self.stopping:
+                self.eager.pass_on(running.grant)
             self.keep(running.grant, MessageKind.REPORT, outcome)
 
     async def _attempt(self, running: Running) -> dict[str, Any] | None:
@@ -456,7 +464,8 @@ class Supervisor:
 
     def _finish(self, running: Running, job: object = None) -> None:
         self.running.pop(running.grant.task, None)
-        self._slots.release()
+        if not self.eager.ended(running.grant.task):
+            self._slots.release()
 
     def _lose(self, task: int, why: str, attempt: int | None = None) -> bool:
         """Cancel the routine of a task that is gone and drop its messages; return whether
@@ -469,6 +478,7 @@ class Supervisor:
         running.gone = why
         log.info("%s: %s; cancelling its routine", running.label, why)
         self.outbox.drop_attempt(task, running.grant.attempt)
+        self.eager.forget(task, running.grant.attempt)
         if running.job is not None:
             running.job.cancel()
         return True
@@ -558,7 +568,7 @@ class Supervisor:
             heart = self._watched(self.heart.loop(), "heartbeat")
             watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
-            await self._wait_for_routines()
+            await all_ended(self.running)
             if not self.outbox_waits:
                 self._wake.set()
                 await self._drained_or_stopped(final=True)
@@ -588,10 +598,3 @@ class Supervisor:
             if self.outbox_waits and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
-
-    async def _wait_for_routines(self) -> None:
-        while self.running:
-            jobs = [item.job for item in self.running.values() if item.job is not None]
-            if not jobs:
-                return
-            await asyncio.wait(jobs)

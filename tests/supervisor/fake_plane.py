@@ -270,8 +270,13 @@ class FakePlane:
         return self.next(queue, None) or default
 
     def reported(self, task: int) -> list[dict[str, Any]]:
-        """The bodies of the reports of `task` so far."""
-        return [body for number, body in self.seen.reports if number == task]
+        """The outcomes of the reports of `task` so far: their bodies, without the `next`
+        by which a report asks for the supervisor's next task."""
+        return [
+            {key: value for key, value in body.items() if key != "next"}
+            for number, body in self.seen.reports
+            if number == task
+        ]
 
     def close(self) -> None:
         self.closing.set()

@@ -318,17 +318,36 @@ def _read_message(stream: Any, first: bytes) -> tuple[bytes, dict[str, str], byt
     return b"".join(raw), headers, body
 
 
+def _asks(first: bytes) -> str | None:
+    """What a request line asks that may be granted a task: "claim", "report", or None."""
+    if first.startswith(b"POST /tasks/claim "):
+        return "claim"
+    if first.startswith(b"POST /tasks/") and b"/report " in first:
+        return "report"
+    return None
+
+
+def _grant_in(asks: str | None, status_line: bytes, answer: bytes) -> dict[str, Any] | None:
+    """The grant an answer carries: a claim's (status 200), or a report's `grant`."""
+    if asks is None or b" 200 " not in status_line:
+        return None
+    decoded = msgspec.json.decode(answer)
+    return dict(decoded) if asks == "claim" else decoded.get("grant")
+
+
 class ClaimDropper:
     """A TCP proxy to a control plane that loses the first answer that grants a task.
 
     It forwards each request of a client on a connection of its own to the control
-    plane. The first answer to `POST /tasks/claim` with a task (status 200) is not
-    forwarded: the proxy closes the client's connection instead. It keeps the body of
-    every claim it saw and every grant it forwarded, in order.
+    plane. The first answer that grants a task to a `losing` request (a "claim", or a
+    "report" that asked `next`) is not forwarded:
+    the proxy closes the client's connection instead. It keeps the body of every claim it
+    saw, and every grant it forwarded, in order.
     """
 
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, losing: str = "claim") -> None:
         self.upstream_port = upstream_port
+        self.losing = losing
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
@@ -359,17 +378,16 @@ class ClaimDropper:
                 upstream.sendall(head + body)
                 status_line = answers.readline()
                 answer_head, _, answer = _read_message(answers, status_line)
-                if first.startswith(b"POST /tasks/claim "):
-                    claim = msgspec.json.decode(body)
-                    with self._lock:
-                        self.claims.append(claim)
-                        if b" 200 " in status_line and not self.dropped:
-                            self.dropped.append(
-                                {"claim": claim, "grant": msgspec.json.decode(answer)}
-                            )
-                            return
-                        if b" 200 " in status_line:
-                            self.granted.append(msgspec.json.decode(answer))
+                asks = _asks(first)
+                grant = _grant_in(asks, status_line, answer)
+                with self._lock:
+                    if asks == "claim":
+                        self.claims.append(msgspec.json.decode(body))
+                    if grant is not None and asks == self.losing and not self.dropped:
+                        self.dropped.append({"ask": msgspec.json.decode(body), "grant": grant})
+                        return
+                    if grant is not None:
+                        self.granted.append(grant)
                 client.sendall(answer_head + answer)
         except OSError:
             return

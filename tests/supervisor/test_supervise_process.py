@@ -313,7 +313,7 @@ def test_a_claim_whose_answer_is_lost_is_sent_again_and_gets_the_same_task_and_a
         proxy.close()
 
     (dropped,) = proxy.dropped
-    request = dropped["claim"]["request"]
+    request = dropped["ask"]["request"]
     assert [claim["request"] for claim in proxy.claims].count(request) == 2
     again = proxy.granted[0]
     assert (again["task"], again["attempt"]) == (dropped["grant"]["task"], 1)
@@ -700,7 +700,7 @@ def two(ctx: ItemContext) -> None:
         (
             _settings('url: "http://127.0.0.1:1"\ntaks: 4\n'),
             "stateous.yaml: unknown key 'taks'; "
-            "the keys are url, tasks, name, token_file and ca_file",
+            "the keys are url, tasks, name, token_file, ca_file and eager",
         ),
         (
             _settings('url: "http://127.0.0.1:1"\nname: "box\\tone"\n'),

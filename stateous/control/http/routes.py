@@ -472,8 +472,9 @@ ROUTES: tuple[Route, ...] = (
         "report",
         WORK,
         Operation(
-            "the outcome of a task",
+            "the outcome of a task; with `next`, the grant of the supervisor's next task",
             wire.ReportBody,
+            ((200, (wire.TokenView, wire.Reported)),),
             refusals=(
                 *HELD,
                 RefusalCode.INVALID_CONTEXT,
