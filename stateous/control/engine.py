@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from stateous.control import checks, claiming, mending
+from stateous.control import checks, claiming, mending, resources
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -279,6 +279,7 @@ class Engine:
                 member.status = TokenStatus.PAUSED
                 tx.save_token(member)
                 tx.record(member.token, Kind.PAUSED, {})
+                self.moves.queued_uses(tx, member, resources.pause_token)
         return view(row)
 
     def resume(self, token: str, *, by: str | None = None) -> TokenView:
@@ -298,6 +299,7 @@ class Engine:
             member.status = TokenStatus.ACTIVE
             tx.save_token(member)
             tx.record(member.token, Kind.RESUMED, {})
+            self.moves.queued_uses(tx, member, resources.admit)
         for entry in sorted(deferred, key=lambda item: item.data["arrival"]):
             self._replay(tx, entry.token, entry.data)
         return view(self.token_row(tx, token))
@@ -576,6 +578,7 @@ class Engine:
                 self.moves.keep_outcome(tx, token, changes, merged, schedules)
                 row.status, row.lease_until = TaskStatus.WAITING, None
                 tx.save_task(row)
+                self.moves.release(tx, token, row)
                 tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
                 return view(token)
             event = body.event
