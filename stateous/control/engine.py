@@ -41,7 +41,7 @@ from stateous.control.store import (
     Tx,
 )
 from stateous.control.versions import Graphs
-from stateous.control.views import detail, history_entries, view
+from stateous.control.views import history_entries, live_detail, view
 from stateous.control.waiting_claims import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
@@ -107,7 +107,7 @@ class Engine:
         return row
 
     def get(self, token: str) -> TokenView:
-        return detail(self.store.read(lambda tx: self.token_row(tx, token)))
+        return self.store.read(lambda tx: live_detail(self.token_row(tx, token), tx, self.moves))
 
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:

@@ -132,6 +132,16 @@ class ScheduleNotFound(EngineError, LookupError):
     code, status = RefusalCode.SCHEDULE_NOT_FOUND, 404
 
 
+class ResourceNotFound(EngineError, LookupError):
+    code, status = RefusalCode.RESOURCE_NOT_FOUND, 404
+
+
+class InvalidSlots(EngineError, ValueError):
+    """A resource's slots must be a whole number, 1 or more."""
+
+    code, status = RefusalCode.INVALID_SLOTS, 422
+
+
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 

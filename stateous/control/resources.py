@@ -157,9 +157,11 @@ def _decide(tx: Tx, uses: list[UseRow], declared: dict[str, ResourceSpec]) -> Us
         key = tx.resource_key(use.resource, use.key) or KeyRow(
             use.resource, use.key, 0, None, None, None
         )
-        after = _take(tx.now, resource, key, use.count)
+        ahead = 0
+        if resource.rate is not None:
+            ahead = tx.unclaimed(use.resource, use.key, parse_rate(resource.rate)[0])
+        after, opens = _take(tx.now, resource, key, use.count, ahead)
         if after is None:
-            opens = _opens_at(tx.now, resource, key, use.count)
             if opens is not None and (key.closed_until is None or key.closed_until <= tx.now):
                 tx.put_key(replace(key, closed_until=opens))
             return use
@@ -187,26 +189,25 @@ def _bucket(now: float, resource: ResourceRow, key: KeyRow) -> float:
     return min(float(size), key.bucket + (now - key.filled_at) * size / seconds)
 
 
-def _take(now: float, resource: ResourceRow, key: KeyRow, count: int) -> KeyRow | None:
-    """The key once `count` slots (and tokens) are taken, or None when they cannot be."""
+def _take(
+    now: float, resource: ResourceRow, key: KeyRow, count: int, ahead: int
+) -> tuple[KeyRow | None, float | None]:
+    """The key once `count` slots (and tokens) are taken, or None when they cannot be, with
+    the time it may let them in then (None: when a slot is given back, or the resource
+    resumed). A rate lets a task in while its bucket holds a token and fewer than the
+    bucket's size were let in `ahead` of their claims, so that a backlog let in while no
+    supervisor claimed is not claimed faster than the rate allows."""
     if resource.paused or key.in_use + count > resource.slots:
-        return None
+        return None, None
     if key.closed_until is not None and key.closed_until > now:
-        return None
+        return None, key.closed_until
     if resource.rate is None:
-        return replace(key, in_use=key.in_use + count, closed_until=None)
+        return replace(key, in_use=key.in_use + count, closed_until=None), None
+    size, seconds = parse_rate(resource.rate)
     tokens = _bucket(now, resource, key)
-    if tokens < count:
-        return None
-    return replace(
+    if tokens < count or ahead >= size:
+        return None, now + max(1.0, count - tokens) * seconds / size
+    taken = replace(
         key, in_use=key.in_use + count, bucket=tokens - count, filled_at=now, closed_until=None
     )
-
-
-def _opens_at(now: float, resource: ResourceRow, key: KeyRow, count: int) -> float | None:
-    """When a key that refused `count` may let it in: when its bucket holds enough tokens
-    (None: when a slot is released, or the resource resumed)."""
-    if resource.paused or key.in_use + count > resource.slots or resource.rate is None:
-        return None
-    size, seconds = parse_rate(resource.rate)
-    return now + max(0.0, count - _bucket(now, resource, key)) * seconds / size
+    return taken, None

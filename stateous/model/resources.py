@@ -111,3 +111,42 @@ def waits_shown(waits_for: str) -> str:
     """A `waits_for` as a person reads it: `repo=acme/api`, `llm`, or a sentence."""
     resource, equals, key = waits_for.partition("=")
     return shown(resource, key) if equals else waits_for
+
+
+class Taker(msgspec.Struct, kw_only=True):
+    """A task that has taken slots of a key: let in (queued) or claimed."""
+
+    task: int
+    token: str
+    status: str
+    count: int
+
+
+class KeyView(msgspec.Struct, kw_only=True):
+    """A key of a resource: its slots in use and by whom, how many tasks wait for it, and
+    until when a rate's empty bucket closes it (UTC, or null)."""
+
+    key: str
+    in_use: int
+    takers: list[Taker]
+    waiting: int
+    closed_until: str | None
+
+
+class ResourceView(msgspec.Struct, kw_only=True):
+    """A resource as `GET /resources` lists it: slots per key, its rate, paused or not, and
+    each key that has slots in use or tasks waiting."""
+
+    name: str
+    slots: int
+    rate: str | None
+    paused: bool
+    in_use: int
+    waiting: int
+    keys: list[KeyView]
+
+
+class SlotsBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`POST /resources/{name}/set`: the resource's slots per key from now on."""
+
+    slots: int

@@ -19,6 +19,7 @@ from stateous.control.http import resources
 from stateous.control.http.access import OPERATOR, WORK, Rule
 from stateous.control.http.graph_layout import Layout
 from stateous.model import wire
+from stateous.model.resources import ResourceView, SlotsBody
 from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import Role
 
@@ -55,6 +56,9 @@ class Route:
 PROMETHEUS = "text/plain; version=0.0.4"
 SCHEDULE = Operation(
     "pause or resume a schedule", answers=((200, ScheduleView),), refusals=(401, 403, 404)
+)
+RESOURCE = Operation(
+    "pause or resume a resource", answers=((200, ResourceView),), refusals=(401, 403, 404)
 )
 STEER = Operation("steer the token", refusals=(401, 403, 404, 409))
 #: The token as an answer shows it: whole, or without its context to a webhook.
@@ -315,6 +319,34 @@ ROUTES: tuple[Route, ...] = (
         OPERATOR,
         Operation(
             "add a schedule at run time", ScheduleBody, ((201, ScheduleView),), (401, 403, 409, 422)
+        ),
+    ),
+    Route(
+        "GET",
+        "/resources",
+        resources.Limits,
+        None,
+        OPERATOR,
+        Operation(
+            "every resource: its slots per key, its rate, paused or not, and each key's slots"
+            " in use, the tasks that took them and how many wait",
+            answers=((200, list[ResourceView]),),
+            refusals=(401, 403),
+        ),
+    ),
+    Route("POST", "/resources/{name}/pause", resources.Limits, "pause", OPERATOR, RESOURCE),
+    Route("POST", "/resources/{name}/resume", resources.Limits, "resume", OPERATOR, RESOURCE),
+    Route(
+        "POST",
+        "/resources/{name}/set",
+        resources.Limits,
+        "set",
+        OPERATOR,
+        Operation(
+            "give a resource other slots per key (until a graph file declares other slots)",
+            SlotsBody,
+            ((200, ResourceView),),
+            (401, 403, 404, 422),
         ),
     ),
     Route("POST", "/schedules/{name}/pause", resources.Schedules, "pause", OPERATOR, SCHEDULE),

@@ -195,6 +195,17 @@ class ResourceSql(Statements):
         (None)."""
         self.change("UPDATE tasks SET waits_for = ? WHERE id = ?", (waits_for, task))
 
+    def waits_for(self, tasks: list[int]) -> dict[int, str]:
+        """What each of these tasks waits for, for those that wait."""
+        if not tasks:
+            return {}
+        marks = ", ".join("?" for _ in tasks)
+        rows = self.execute(
+            f"SELECT id, waits_for FROM tasks WHERE id IN ({marks}) AND waits_for IS NOT NULL",
+            tuple(tasks),
+        )
+        return {task: text for task, text in rows}
+
     def still_queued(self, task: int) -> bool:
         """Whether a task is queued, its row locked to the end of a write (a waiter let in by
         another token's change must not be moved by its own token meanwhile)."""
@@ -250,6 +261,16 @@ class ResourceSql(Statements):
             (resource,),
         )
         return [row[0] for row in rows]
+
+    def unclaimed(self, resource: str, key: str, limit: int) -> int:
+        """How many tasks were let in to a key and are not claimed yet, counted up to `limit`."""
+        row = self.one(
+            "SELECT count(*) FROM (SELECT 1 FROM task_resources u JOIN tasks t ON t.id = u.task "
+            f"WHERE u.resource = ? AND u.key = ? AND u.taken = 1 "
+            f"AND t.status = {word(TaskStatus.QUEUED)} LIMIT ?) n",
+            (resource, key, limit),
+        )
+        return 0 if row is None else int(row[0])
 
     def opened_keys(self, limit: int) -> list[tuple[str, str]]:
         """The keys closed until a time that has come, in that order (by their index)."""
