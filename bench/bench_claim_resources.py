@@ -80,6 +80,7 @@ def copies(
     with_status = "status" if status is None else f"'{status}'"
 
     def build(tx: Any) -> None:
+        unbounded(tx)
         tx.execute(
             f"{NUMBERS}INSERT INTO tokens (token, state, status, visit, context, entered_at, "
             "parent, workflow, moved_at, visits, result, checksum) "
@@ -115,6 +116,13 @@ def copies(
         )
 
     store.write(build)
+
+
+def unbounded(tx: Any) -> None:
+    """Let a bulk statement run as long as it takes (Postgres ends a write's statement after
+    a while)."""
+    if type(tx).__name__ == "PostgresTx":
+        tx.execute("SET LOCAL statement_timeout = 0")
 
 
 def timed(operation: Callable[[int], None], count: int) -> tuple[float, float]:
@@ -157,7 +165,7 @@ def main() -> None:
     copies(store, "tpl-plain", "P", half, None, 0)
     copies(store, "tpl-busy", "B", half, None, 10**8)
     copies(store, "tpl-plain", "E", args.tokens - 2 * half, "completed", 2 * 10**8)
-    store.write(lambda tx: tx.execute("ANALYZE"))
+    store.write(lambda tx: (unbounded(tx), tx.execute("ANALYZE")))
     print(f"built {args.tokens} tokens, {2 * half} queued, in {time.monotonic() - began:.0f} s")
 
     figures: dict[str, list[tuple[float, float]]] = {}

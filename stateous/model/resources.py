@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from stateous.model.guards import CtxRef, GuardSyntaxError, Literal, Truth, parse
+from stateous.model.guards import CtxRef, GuardSyntaxError, Truth, parse
 from stateous.model.names import name_problem
 
 #: The seconds of each unit a rate may name.
@@ -60,8 +60,9 @@ def key_path(expression: str) -> tuple[str, ...]:
     if isinstance(root, Truth):
         root = root.operand
     if not isinstance(root, CtxRef) or not root.path:
-        shown = "a constant" if isinstance(root, Literal) else "not a value of the context"
-        raise ValueError(f"{expression!r} is {shown}; a key reads the context, as ctx['repo']")
+        raise ValueError(
+            f"{expression!r} is not a value of the context; a key reads one, as ctx['repo']"
+        )
     return root.path
 
 

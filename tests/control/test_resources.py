@@ -152,3 +152,25 @@ def test_a_rate_lets_in_as_many_as_its_bucket_has_then_one_as_each_token_comes_b
         assert claimed(plane) == ["A3"]
     finally:
         plane.store.close()
+
+
+def test_a_serve_with_the_same_file_keeps_an_operators_slots_and_a_new_declaration_wins(
+    plane: Plane,
+) -> None:
+    from stateous.control import resource_steering
+    from stateous.model.graph_file import ResourceSpec
+
+    plane.engine.start("A1", {"repo": "acme/api"})
+    plane.engine.start("A2", {"repo": "acme/api"})
+    [view] = [row for row in resource_steering.set_slots(plane.engine, "repo", 2).keys]
+    assert (view.key, view.in_use, view.waiting) == ("acme/api", 2, 0)  # A2 let in at once
+    declared = plane.engine.graph.document.resources
+    plane.store.write(lambda tx: resources.declare(tx, declared))
+    assert plane.store.read(lambda tx: tx.resource("repo")).slots == 2  # type: ignore[union-attr]
+    plane.store.write(lambda tx: resources.declare(tx, {"repo": ResourceSpec(slots=5)}))
+    assert plane.store.read(lambda tx: tx.resource("repo")).slots == 5  # type: ignore[union-attr]
+    [repo] = [row for row in resource_steering.views(plane.engine) if row.name == "repo"]
+    assert [(t.token, t.status) for t in repo.keys[0].takers] == [
+        ("A1", "queued"),
+        ("A2", "queued"),
+    ]

@@ -137,9 +137,9 @@ def test_a_rate_of_ten_a_second_holds_over_a_five_second_run(
     # A bucket of 10 lets 10 in at once, then 10 a second, and at most 10 wait let in
     # ahead of their claims: at most 10 + 10 + 50 claims in 5 s.
     assert 35 <= len(run) <= 70, len(run)
-    for second in range(5):
+    for second in range(5):  # in any one second: the bucket, those ahead, the rate
         within = [at for at in moments if moments[0] + second <= at < moments[0] + second + 1]
-        assert len(within) <= 20, (second, len(within))
+        assert len(within) <= 30, (second, len(within))
 
 
 def claimed_at(backend: Backend) -> list[float]:
