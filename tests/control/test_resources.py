@@ -174,3 +174,34 @@ def test_a_serve_with_the_same_file_keeps_an_operators_slots_and_a_new_declarati
         ("A1", "queued"),
         ("A2", "queued"),
     ]
+
+
+def test_a_token_whose_state_uses_other_resources_in_the_new_graph_is_not_migrated(
+    backend: Backend,
+) -> None:
+    from stateous.control.errors import ContractChanged
+    from stateous.control.migration import Migrations
+    from stateous.control.serve import record_graph
+
+    old = plane_of(coding(), backend)
+    record_graph(old.store, old.engine.graphs)
+    old.engine.start("A1", {"repo": "acme/api"})
+    old.store.close()
+    plane = plane_of(coding(slots=2), backend)  # `code` uses the same: slots are not uses
+    other = Workflow("coding", context=Job)
+    other.resource("repo", slots=1)
+    code = other.state("code", uses={"repo": "ctx['repo']"})
+    other.transition(START, code)
+    other.transition(code, END, on=other.event("done"))
+    try:
+        record_graph(plane.store, plane.engine.graphs)
+        assert Migrations(plane.engine).migrate("A1").moved[0].token == "A1"
+    finally:
+        plane.store.close()
+    newer = plane_of(other, backend)
+    try:
+        record_graph(newer.store, newer.engine.graphs)
+        with pytest.raises(ContractChanged, match="which uses other resources in the graph"):
+            Migrations(newer.engine).migrate("A1")
+    finally:
+        newer.store.close()
