@@ -8,6 +8,7 @@ as the tasks that took them end: nobody is stopped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -55,12 +56,15 @@ def _view(tx: Tx, row: ResourceRow) -> ResourceView:
     )
 
 
-def _change(engine: Engine, name: str, by: str | None, change: object) -> ResourceView:
+def _change(
+    engine: Engine, name: str, by: str | None, change: Callable[[Tx, ResourceRow], None]
+) -> ResourceView:
+    """Apply `change` to a resource in one transaction and answer its view after it."""
+
     def operation(tx: Tx) -> ResourceView:
         row = tx.resource(name)
         if row is None:
             raise ResourceNotFound(f"no resource is named {name!r}")
-        assert callable(change)
         change(tx, replace(row, changed_at=tx.now, changed_by=by))
         new = tx.resource(name)
         assert new is not None
