@@ -253,10 +253,11 @@ def test_the_rule_on_hold_reads_words_not_letters() -> None:
 #: engine (the command line reaches the server's limits through it).
 HTTP_DOOR = "stateous.control.serve"
 #: The engine's wing as the HTTP wing reaches it: the engine and its public operations
-#: (plans, migrations, schedules, credentials), the errors it refuses with, the views and
-#: figures it answers, the waiters of claims, the defaults and histograms; and the store's
-#: package face (`Store`, `Tx`, rows, `joined`: a stream reads the ledger, the loop opens
-#: turns), never a module inside the store, nor `moves`, `checks`, `claiming`, `graph`.
+#: (plans, migrations, schedules, resources' steering, credentials), the errors it refuses
+#: with, the views and figures it answers, the waiters of claims, the defaults and
+#: histograms; and the store's package face (`Store`, `Tx`, rows, `joined`: a stream reads
+#: the ledger, the loop opens turns), never a module inside the store, nor `moves`,
+#: `checks`, `claiming`, `graph`.
 ENGINE_DOORS = {
     f"stateous.control.{name}"
     for name in (
@@ -265,6 +266,7 @@ ENGINE_DOORS = {
         "plans",
         "migration",
         "schedules",
+        "resource_steering",
         "credentials",
         "webhooks",
         "views",

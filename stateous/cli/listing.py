@@ -78,7 +78,8 @@ def task_cells(task: Row) -> list[str]:
         str(task["attempt"]),
         task["supervisor"] or "",
         age(task["age"]),
-        "" if task["lease_until"] is None else utc(task["lease_until"]),
+        # A queued task has no lease: the column says what it waits for, if anything.
+        task.get("waits_for") or "" if task["lease_until"] is None else utc(task["lease_until"]),
     ]
 
 

@@ -112,6 +112,12 @@ def add_schedule(commands: Commands) -> None:
     schedules.add_commands(commands, tokens.url_options())
 
 
+def add_resource(commands: Commands) -> None:
+    from stateous.cli import resources, tokens
+
+    resources.add_commands(commands, tokens.url_options())
+
+
 def add_tasks(commands: Commands) -> None:
     from stateous.cli import listing, tokens
 
@@ -155,6 +161,10 @@ COMMANDS: dict[str, tuple[str, Callable[[Commands], None]]] = {
     "schedule": (
         "add, list, pause, resume and remove the schedules that start tokens",
         add_schedule,
+    ),
+    "resource": (
+        "list, pause, resume and set the slots of the resources that tasks share",
+        add_resource,
     ),
     "tasks": ("list the live tasks, the oldest queued first", add_tasks),
     "workflow": ("list the graph files kept, or print one", add_workflow),

@@ -334,5 +334,15 @@ class Client:
         """Pause, resume or remove a schedule."""
         return self._call("POST", f"/schedules/{segment(name)}/{action}")
 
+    # resources
+
+    def resources(self) -> list[dict[str, Any]]:
+        """Every resource: its slots, rate, paused or not, and its keys in use."""
+        return self._rows("/resources")
+
+    def resource_action(self, name: str, action: str, **body: Any) -> dict[str, Any]:
+        """Pause or resume a resource, or `set` its `slots`."""
+        return self._call("POST", f"/resources/{segment(name)}/{action}", body or None)
+
     #: Another name of `tokens`.
     list = tokens

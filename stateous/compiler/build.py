@@ -6,6 +6,7 @@ same flow always gives the same bytes.
 
 from __future__ import annotations
 
+from stateous.compiler.resource_rules import resource_specs
 from stateous.compiler.schedule_rules import schedule_specs
 from stateous.compiler.schemas import Models
 from stateous.model.graph_file import (
@@ -39,6 +40,7 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         retry_delay=state.retry_delay,
         retry_delay_max=state.retry_delay_max,
         emits=emits(workflow, state),
+        uses=dict(state.uses) or None,
     )
 
 
@@ -77,4 +79,5 @@ def build_graph(tree: list[Workflow], models: Models) -> GraphFile:
         workflows={child.name: workflow_spec(child, models) for child in tree[1:]},
         schemas=dict(models.schemas),
         schedules=schedule_specs(tree[0]),
+        resources=resource_specs(tree),
     )

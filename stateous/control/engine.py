@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from stateous.control import checks, claiming, eager, mending, outcomes
+from stateous.control import checks, claiming, eager, mending, outcomes, resources
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -41,7 +41,7 @@ from stateous.control.store import (
     Tx,
 )
 from stateous.control.versions import Graphs
-from stateous.control.views import detail, history_entries, view
+from stateous.control.views import history_entries, live_detail, view
 from stateous.control.waiting_claims import DEFAULT_WAITS, Waiter, Waits, Waking
 from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
@@ -116,7 +116,7 @@ class Engine:
         return row
 
     def get(self, token: str) -> TokenView:
-        return detail(self.store.read(lambda tx: self.token_row(tx, token)))
+        return self.store.read(lambda tx: live_detail(self.token_row(tx, token), tx, self.moves))
 
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:
@@ -288,6 +288,7 @@ class Engine:
                 member.status = TokenStatus.PAUSED
                 tx.save_token(member)
                 tx.record(member.token, Kind.PAUSED, {})
+                self.moves.queued_uses(tx, member, resources.pause_token)
         return view(row)
 
     def resume(self, token: str, *, by: str | None = None) -> TokenView:
@@ -307,6 +308,7 @@ class Engine:
             member.status = TokenStatus.ACTIVE
             tx.save_token(member)
             tx.record(member.token, Kind.RESUMED, {})
+            self.moves.queued_uses(tx, member, resources.admit)
         for entry in sorted(deferred, key=lambda item: item.data["arrival"]):
             self._replay(tx, entry.token, entry.data)
         return view(self.token_row(tx, token))

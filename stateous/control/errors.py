@@ -137,6 +137,16 @@ class ScheduleNotFound(EngineError, LookupError):
     code = RefusalCode.SCHEDULE_NOT_FOUND
 
 
+class ResourceNotFound(EngineError, LookupError):
+    code = RefusalCode.RESOURCE_NOT_FOUND
+
+
+class InvalidSlots(EngineError, ValueError):
+    """A resource's slots must be a whole number, 1 or more."""
+
+    code = RefusalCode.INVALID_SLOTS
+
+
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 

@@ -17,6 +17,7 @@ from stateous.model.durations import parse_duration
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.resources import resource_problems, use_problem
 from stateous.model.schedule import problems as schedule_problems
 
 JOINS = ("all", "any")
@@ -37,6 +38,22 @@ def problems(document: GraphFile) -> Iterator[str]:
             name, schedule.cron, schedule.tz, schedule.overlap, schedule.catch_up
         ):
             yield f"schedules.{name}.{problem}"
+    yield from _resources(document)
+
+
+def _resources(document: GraphFile) -> Iterator[str]:
+    """The resources' declarations, and each state's uses of them."""
+    for name, resource in document.resources.items():
+        for found in resource_problems(name, resource.slots, resource.rate):
+            yield f"resources.{name}.{found}"
+    slots = {name: resource.slots for name, resource in document.resources.items()}
+    for name in (document.workflow, *document.workflows):
+        prefix = "" if name == document.workflow else f"workflows.{name}."
+        for state, spec in document.workflow_spec(name).states.items():
+            for used, use in (spec.uses or {}).items():
+                wrong = use_problem(used, use, slots)
+                if wrong is not None:
+                    yield f"{prefix}states.{state}.uses: {wrong}"
 
 
 def _workflow(document: GraphFile, name: str, spec: WorkflowSpec, prefix: str) -> Iterator[str]:

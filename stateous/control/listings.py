@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from stateous.control import checks
+from stateous.control import checks, resource_steering
 from stateous.control.errors import InvalidArgument
 from stateous.control.store import (
     Store,
@@ -244,7 +244,9 @@ class Listings:
         if state is not None and not checks.keepable(state):
             return Page([], None)
 
-        def read(tx: Tx) -> tuple[float, list[tuple[TaskRow, str, str | None]]]:
+        def read(
+            tx: Tx,
+        ) -> tuple[float, list[tuple[TaskRow, str, str | None]], dict[int, str]]:
             query = TaskQuery(
                 limit=count,
                 status=None if live is None else TaskStatus(live),
@@ -253,13 +255,21 @@ class Listings:
                 queued_by=None if age is None else to_column(tx.now - age),
                 after=key,
             )
-            return tx.now, tx.task_page(query)
+            rows = tx.task_page(query)
+            queued = [row.id for row, _, _ in rows if row.status == TaskStatus.QUEUED]
+            return tx.now, rows, resource_steering.waits_lines(tx, queued)
 
-        now, rows = self.store.read(read)
+        now, rows, waits = self.store.read(read)
         more = len(rows) == count
         rows = rows[: count - 1]
         cursor = encode_cursor([rows[-1][1], rows[-1][0].id]) if more else None
-        return Page([task_view(row, now, checksum) for row, _, checksum in rows], cursor)
+        return Page(
+            [
+                msgspec.structs.replace(task_view(row, now, checksum), waits_for=waits.get(row.id))
+                for row, _, checksum in rows
+            ],
+            cursor,
+        )
 
     def supervisors(
         self, *, limit: str | int | None = None, after: str | None = None

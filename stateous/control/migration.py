@@ -114,6 +114,13 @@ class Migrations:
         if there is None or member.state not in there.spec.states:
             raise StateGone(f"{said}, which the graph {target.checksum} does not have")
         fork = contracts.fork(source.document, name)
+        here = source.flows[member.workflow or source.name].state(member.state)
+        if here.uses != there.state(member.state).uses:
+            # Its task took (or waits for) the slots its state uses here: the same ones, or
+            # they would never be given back.
+            raise ContractChanged(
+                f"{said}, which uses other resources in the graph {target.checksum}"
+            )
         if fork is None:
             if not contracts.same(source.document, target.document, name):
                 raise ContractChanged(

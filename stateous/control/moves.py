@@ -12,11 +12,12 @@ transaction that the engine opened.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import checks
+from stateous.control import checks, resources
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -222,6 +223,7 @@ class Moves:
         if task is not None:
             task.status, task.lease_until = TaskStatus.WAITING, None
             tx.save_task(task)
+            self.release(tx, token, task)
             data.update(
                 state=token.state,
                 visit=token.visit,
@@ -290,16 +292,35 @@ class Moves:
             done = reported or (
                 task.status in WORKED_ON and self.flow(tx, token).emits(token.state, event)
             )
-            self.close_task(tx, task, TaskStatus.DONE if done else TaskStatus.CANCELLED)
+            self.close_task(tx, token, task, TaskStatus.DONE if done else TaskStatus.CANCELLED)
         tx.cancel_timers(token.token)
         self.stop_children(tx, token, f"the parent left {token.state!r} on {event!r}")
 
-    def close_task(self, tx: Tx, task: TaskRow, status: TaskStatus) -> None:
+    def close_task(self, tx: Tx, token: TokenRow, task: TaskRow, status: TaskStatus) -> None:
         """Close the task of a visit that ends: `done` or `cancelled`."""
         task.status = status
         task.lease_until = None
         tx.save_task(task)
+        self.release(tx, token, task)
         tx.record(task.token, CLOSING[status], {"task": task.id})
+
+    # resources
+
+    def uses(self, tx: Tx, token: TokenRow) -> dict[str, str | int] | None:
+        """The resources that the task of the token's state uses, if any."""
+        return self.flow(tx, token).state(token.state).uses
+
+    def release(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
+        """Give back what the task holds, when its state uses resources."""
+        if self.uses(tx, token):
+            resources.release(tx, task.id)
+
+    def queued_uses(self, tx: Tx, token: TokenRow, then: Callable[[Tx, int], object]) -> None:
+        """Apply `then` to the token's queued task when its state uses resources: a paused
+        token's task gives back its slots, a resumed one's is let in again."""
+        task = tx.live_task(token.token) if self.uses(tx, token) else None
+        if task is not None and task.status == TaskStatus.QUEUED:
+            then(tx, task.id)
 
     def enter(self, tx: Tx, token: TokenRow, state: str) -> None:
         """Enter `state`: a new visit, with its task (or children) and its timeout."""
@@ -317,6 +338,9 @@ class Moves:
             contract = self.graphs.of(tx, token.checksum).contract(name)
             task = tx.insert_task(token.token, name, visit, contract)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
+            if spec.uses:
+                declared = self.graphs.of(tx, token.checksum).document.resources
+                resources.queue(tx, task, token, spec.uses, declared)
         if spec.timeout is not None:
             self.set_timer(
                 tx, token, TIMEOUT_EVENT, None, parse_duration(spec.timeout), TimerKind.TIMEOUT
@@ -352,6 +376,8 @@ class Moves:
         tx.cancel_timers(token.token, TimerKind.TIMER)
         spec = self.flow(tx, token).state(token.state)
         task.claimed_by, task.lease_until = None, None
+        if spec.uses:
+            resources.release(tx, task.id)
         if task.attempt <= spec.retries:
             self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
             return
@@ -374,18 +400,21 @@ class Moves:
         """Bring a failed task to its next attempt: queued now, or waiting for a `retry`
         timer that queues it when it is due (kept in the database, so a restart keeps it)."""
         if wait <= 0:
-            self.requeue(tx, task)
+            self.requeue(tx, token, task)
             return
         task.status = TaskStatus.WAITING
         tx.save_task(task)
         detail = {"task": task.id, "attempt": task.attempt + 1}
         self.set_timer(tx, token, RETRY_EVENT, None, wait, TimerKind.RETRY, detail)
 
-    def requeue(self, tx: Tx, task: TaskRow) -> None:
-        """Queue a task for its next attempt, as a task queued anew."""
+    def requeue(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
+        """Queue a task for its next attempt, as a task queued anew (let in to its resources,
+        or waiting for them)."""
         task.status, task.queued_at = TaskStatus.QUEUED, tx.now
         tx.save_task(task)
         tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})
+        if self.uses(tx, token):
+            resources.admit(tx, task.id)
 
     def first_move(self, tx: Tx, token: TokenRow) -> None:
         """Move a new token out of START, by the guards on its context."""
@@ -423,7 +452,7 @@ class Moves:
         """Fail the token: its live task and timers stop, its children are cancelled."""
         task = tx.live_task(token.token)
         if task is not None:
-            self.close_task(tx, task, TaskStatus.CANCELLED)
+            self.close_task(tx, token, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, f"the parent failed: {reason}")
         self.end(tx, token, TokenStatus.FAILED, {"reason": reason})
 
@@ -433,7 +462,7 @@ class Moves:
             self.drop(tx, token, deferred.data["event"], "the token was cancelled")
         task = tx.live_task(token.token)
         if task is not None:
-            self.close_task(tx, task, TaskStatus.CANCELLED)
+            self.close_task(tx, token, task, TaskStatus.CANCELLED)
         self.stop_children(tx, token, "the parent was cancelled")
         self.end(tx, token, TokenStatus.CANCELLED, {} if reason is None else {"reason": reason})
 

@@ -25,6 +25,7 @@ def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody)
         moves.keep_outcome(tx, token, changes, merged, schedules)
         row.status, row.lease_until = TaskStatus.WAITING, None
         tx.save_task(row)
+        moves.release(tx, token, row)
         tx.record(token.token, Kind.TASK_WAITING, {"task": row.id})
         return
     event = body.event

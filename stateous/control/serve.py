@@ -26,7 +26,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from waitress import wasyncore
 
-from stateous.control import schedules
+from stateous.control import resources, schedules
 from stateous.control.clock import Clock, renew_leases
 from stateous.control.defaults import DEFAULT_DB, DEFAULT_LISTEN
 from stateous.control.engine import Engine
@@ -281,6 +281,7 @@ class ControlPlane:
             self._check_open_to_others()
             self.older = record_graph(self.store, self.engine.graphs)
             schedules.sync(self.engine, self.graph.document)
+            self.store.write(lambda tx: resources.declare(tx, self.graph.document.resources))
             self.tenure = Tenure(self.store, self.lock)
             self.tenure.take(self.graph.structure, self.graph.checksum)
         except BaseException:
@@ -295,9 +296,11 @@ class ControlPlane:
         self.retention = None if self.keep_ended is None else Retention(self.store, self.keep_ended)
 
     def _beat(self) -> None:
-        """At each beat, after the tick: the access, then the schedules' due occurrences."""
+        """At each beat, after the tick: the access, the schedules' due occurrences, then the
+        resources' keys whose rate bucket holds tokens again."""
         self._recheck()
         schedules.fire_due(self.engine)
+        resources.open_due(self.engine.store)
 
     def _recheck(self) -> None:
         """At each beat: read the credentials again, and end the streams they no longer let

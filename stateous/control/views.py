@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import msgspec
 
-from stateous.control.store import Entry, TokenRow, to_iso
+from stateous.control import resource_steering
+from stateous.control.store import Entry, TokenRow, Tx, to_iso
 from stateous.model.sentences import Narrator
+from stateous.model.vocabulary import LIVE_TOKEN, TaskStatus
 from stateous.model.wire import (
     Delivered,
     Duplicate,
@@ -16,6 +19,9 @@ from stateous.model.wire import (
     TokenBrief,
     TokenView,
 )
+
+if TYPE_CHECKING:
+    from stateous.control.moves import Moves
 
 
 def view(token: TokenRow) -> TokenView:
@@ -31,9 +37,21 @@ def view(token: TokenRow) -> TokenView:
     )
 
 
-def detail(token: TokenRow) -> TokenView:
-    """Show one token asked for by its id: its view, with the graph it moves by."""
-    return msgspec.structs.replace(view(token), checksum=token.checksum)
+def detail(token: TokenRow, waits_for: str | None = None) -> TokenView:
+    """Show one token asked for by its id: its view, with the graph it moves by and what its
+    task waits for, if anything."""
+    return msgspec.structs.replace(view(token), checksum=token.checksum, waits_for=waits_for)
+
+
+def live_detail(token: TokenRow, tx: Tx, moves: Moves) -> TokenView:
+    """`detail` of a token read in `tx`: what its queued task waits for is read only where
+    its state uses a resource."""
+    waits = None
+    live = token.status in LIVE_TOKEN and moves.uses(tx, token)
+    task = tx.live_task(token.token) if live else None
+    if task is not None and task.status == TaskStatus.QUEUED:
+        waits = resource_steering.waits_lines(tx, [task.id]).get(task.id)
+    return detail(token, waits)
 
 
 def brief(token: TokenView) -> TokenBrief:

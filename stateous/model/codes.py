@@ -20,6 +20,7 @@ class RefusalCode(StrEnum):
     TASK_NOT_FOUND = "task_not_found"
     PLAN_NOT_FOUND = "plan_not_found"
     SCHEDULE_NOT_FOUND = "schedule_not_found"
+    RESOURCE_NOT_FOUND = "resource_not_found"
     GRAPH_NOT_FOUND = "graph_not_found"
     NOT_FOUND = "not_found"
     METHOD_NOT_ALLOWED = "method_not_allowed"
@@ -33,6 +34,7 @@ class RefusalCode(StrEnum):
     TOO_MANY_TIMERS = "too_many_timers"
     INVALID_DELIVERY = "invalid_delivery"
     INVALID_SCHEDULE = "invalid_schedule"
+    INVALID_SLOTS = "invalid_slots"
     INVALID_BODY = "invalid_body"
     EVENT_NOT_ALLOWED = "event_not_allowed"
     TOKEN_NOT_ACTIVE = "token_not_active"
@@ -63,6 +65,7 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.TASK_NOT_FOUND: 404,
     RefusalCode.PLAN_NOT_FOUND: 404,
     RefusalCode.SCHEDULE_NOT_FOUND: 404,
+    RefusalCode.RESOURCE_NOT_FOUND: 404,
     RefusalCode.GRAPH_NOT_FOUND: 404,
     RefusalCode.NOT_FOUND: 404,
     RefusalCode.METHOD_NOT_ALLOWED: 405,
@@ -76,6 +79,7 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.TOO_MANY_TIMERS: 422,
     RefusalCode.INVALID_DELIVERY: 422,
     RefusalCode.INVALID_SCHEDULE: 422,
+    RefusalCode.INVALID_SLOTS: 422,
     RefusalCode.INVALID_BODY: 422,
     RefusalCode.EVENT_NOT_ALLOWED: 409,
     RefusalCode.TOKEN_NOT_ACTIVE: 409,

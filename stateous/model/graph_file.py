@@ -15,7 +15,7 @@ import msgspec
 
 FORMAT = 1
 #: The keys of a state that tell only when its work runs: changing them keeps the structure.
-TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max")
+TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max", "uses")
 
 
 class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -30,6 +30,8 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     parallel: list[str] | None = None
     join: str | None = None
     inputs: list[str] | None = None
+    #: The resources its task holds: a key expression or a count each (`model.resources`).
+    uses: dict[str, str | int] | None = None
 
 
 class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -73,6 +75,13 @@ class ScheduleSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkn
     catch_up: str = "latest"
 
 
+class ResourceSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
+    """A resource of `flow.py`: `slots` per key, and maybe a `rate` (`N/second|minute|hour`)."""
+
+    slots: int = 1
+    rate: str | None = None
+
+
 class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
     """The whole graph file: the top workflow, its child workflows, and every model's schema."""
 
@@ -86,6 +95,8 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     schemas: dict[str, dict[str, Any]]
     #: Absent from a graph file without schedules, so its checksum stays what it was.
     schedules: dict[str, ScheduleSpec] = {}
+    #: The resources its states use; absent without any, as `schedules`.
+    resources: dict[str, ResourceSpec] = {}
 
     def workflow_spec(self, name: str) -> WorkflowSpec:
         """Return the top workflow or a child workflow in the same shape."""
@@ -144,13 +155,15 @@ def checksum(graph: GraphFile) -> str:
 
 def structure(graph: GraphFile) -> str:
     """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay` and
-    `retry_delay_max`) and without its schedules.
+    `retry_delay_max`), their `uses`, and without its schedules and resources.
 
     Changing only those keeps the structure, so a database with live tokens can take the
-    new file: a schedule says when tokens start, never how one moves.
+    new file: a schedule says when tokens start, a resource when a task may run, never
+    how a token moves.
     """
     document = msgspec.to_builtins(graph)
     document.pop("schedules", None)
+    document.pop("resources", None)
     for workflow in (document, *document.get("workflows", {}).values()):
         for state in workflow["states"].values():
             for key in TIMING:

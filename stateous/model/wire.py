@@ -44,6 +44,9 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     entered_at: str
     parent: str | None = None
     checksum: str | None = None
+    #: Where one token is asked for and its task waits for a resource: what for, and who
+    #: took it ("waits for repo=acme/api, held by task 17 of PR-12").
+    waits_for: str | None = None
 
 
 class VersionView(msgspec.Struct, kw_only=True):
@@ -388,6 +391,8 @@ class TaskView(msgspec.Struct, kw_only=True):
     queued_at: str
     age: float
     checksum: str | None = None
+    #: A queued task that waits for a resource: what for, and who took it.
+    waits_for: str | None = None
 
 
 class SupervisorView(msgspec.Struct, kw_only=True):

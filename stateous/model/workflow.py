@@ -17,6 +17,7 @@ from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.resources import key_path, resource_problems
 from stateous.model.schedule import problems
 
 JOINS = ("all", "any")
@@ -29,6 +30,7 @@ STATE_KEYWORDS = (
     "parallel",
     "join",
     "inputs",
+    "uses",
 )
 
 
@@ -60,6 +62,8 @@ class State:
     parallel: tuple[Workflow, ...] = ()
     join: str = "all"
     inputs: tuple[str, ...] = ()
+    #: The resources its task holds while queued or claimed: a key expression or a count each.
+    uses: dict[str, str | int] = field(default_factory=dict)
 
     @property
     def is_parallel(self) -> bool:
@@ -73,6 +77,15 @@ class Event:
     workflow: Workflow = field(repr=False)
     name: str
     payload: type | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A limit that tasks share, counted per key (`stateous.model.resources`)."""
+
+    name: str
+    slots: int
+    rate: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +161,7 @@ class Workflow:
         self.events: dict[str, Event] = {}
         self.transitions: list[Transition] = []
         self.schedules: dict[str, Schedule] = {}
+        self.resources: dict[str, Resource] = {}
 
     def __repr__(self) -> str:
         return f"Workflow({self.name!r})"
@@ -163,6 +177,7 @@ class Workflow:
         parallel: Sequence[Workflow] | None = None,
         join: str = "all",
         inputs: Sequence[str] | None = None,
+        uses: dict[str, str | int] | None = None,
         **unknown: Any,
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
@@ -182,6 +197,7 @@ class Workflow:
         problem = backoff_problem(retries, retry_delay, retry_delay_max)
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
+        self._check_uses(what, uses, children)
         state = State(
             self,
             name,
@@ -192,9 +208,45 @@ class Workflow:
             parallel=children,
             join=join,
             inputs=tuple(inputs or ()),
+            uses=dict(uses or {}),
         )
         self.states[name] = state
         return state
+
+    @staticmethod
+    def _check_uses(what: str, uses: object, children: tuple[Workflow, ...]) -> None:
+        """The shape of `uses=`: whether each resource is declared is the compiler's rule."""
+        if uses is None:
+            return
+        if not isinstance(uses, dict):
+            raise DefinitionError(f"{what}: uses= takes a dict of resource names")
+        if children:
+            raise DefinitionError(f"{what}: a parallel state has no task, so it cannot have uses=")
+        for resource, use in uses.items():
+            if isinstance(use, bool) or not isinstance(use, (int, str)):
+                raise DefinitionError(
+                    f"{what}: uses {resource!r}: {use!r} is neither a key expression nor a count"
+                )
+            if isinstance(use, str):
+                try:
+                    key_path(use)
+                except ValueError as ex:
+                    raise DefinitionError(f"{what}: uses {resource!r}: {ex}") from None
+
+    def resource(
+        self, name: str, *, slots: int = 1, rate: str | None = None, **unknown: Any
+    ) -> Resource:
+        """Declare a resource that states `uses`: `slots` per key, and maybe a `rate`."""
+        what = f"resource {name!r}"
+        _unknown_keywords(what, unknown, ("slots", "rate"))
+        found = resource_problems(name, slots, rate)
+        if name in self.resources:
+            found.append(f"it is declared twice in workflow {self.name!r}")
+        if found:
+            raise DefinitionError(f"{what}: {'; '.join(found)}")
+        resource = Resource(name, slots, rate)
+        self.resources[name] = resource
+        return resource
 
     def _children(
         self,

@@ -75,6 +75,17 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0019.
+UNDO_0019 = (
+    "DROP TABLE task_resources",
+    "DROP TABLE resource_keys",
+    "DROP TABLE resources",
+    "DROP INDEX tasks_queue",
+    "DROP INDEX tasks_contract_queue",
+    "ALTER TABLE tasks DROP COLUMN waits_for",
+    "CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'",
+    "CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id) WHERE status = 'queued'",
+)
 #: What takes a database of the latest version back to before 0018.
 UNDO_0018 = ("DROP TABLE schedule_history", "DROP TABLE schedules")
 #: What takes a database of the latest version back to before 0017.
@@ -83,6 +94,7 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0019,
     *UNDO_0018,
     *UNDO_0017,
     *UNDO_0016,
@@ -167,7 +179,8 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 OURS = (
     "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
-    "schedule_history, schedules, settings, tasks, timers, tokens"
+    "resource_keys, resources, schedule_history, schedules, settings, task_resources, tasks, "
+    "timers, tokens"
 )
 
 
@@ -294,8 +307,9 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         kept["credentials"] = [(*row, None, 0, None) for row in kept["credentials"]]
         for table, rows in kept.items():
             # `result`, of 0010; `checksum`, of 0015 (no graph was on record); a task's
-            # `contract`, of 0017 (named when a control plane next starts).
-            added = {"tokens": (None, None), "tasks": (None,)}.get(table, ())
+            # `contract`, of 0017 (named when a control plane next starts); its `waits_for`,
+            # of 0019 (it waits for no resource).
+            added = {"tokens": (None, None), "tasks": (None, None)}.get(table, ())
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -345,6 +359,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -373,6 +388,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -401,6 +417,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -433,6 +450,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,

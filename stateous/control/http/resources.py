@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import migration, plans, schedules, stats
+from stateous.control import migration, plans, resource_steering, schedules, stats
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import TaskNotFound
 from stateous.control.http import metrics, ui
@@ -34,6 +34,7 @@ from stateous.control.waiting_claims import COME_BACK
 from stateous.control.webhooks import PING
 from stateous.model import wire
 from stateous.model.limits import INTEGER_LIMIT
+from stateous.model.resources import SlotsBody
 from stateous.model.schedule import ScheduleBody
 from stateous.model.vocabulary import Role
 
@@ -466,3 +467,24 @@ class Schedules(Resource):
     def on_post_remove(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         read_body(req)
         answer(resp, schedules.remove(self.engine, name))
+
+
+class Limits(Resource):
+    """`/resources` and `/resources/{name}/pause|resume|set`: each responder makes one call of
+    `stateous.control.resource_steering` and answers with its view (named `Limits`: every
+    class here is a resource of the API)."""
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        answer(resp, resource_steering.views(self.engine))
+
+    def on_post_pause(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        read_body(req)
+        answer(resp, resource_steering.pause(self.engine, name, caller(req)))
+
+    def on_post_resume(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        read_body(req)
+        answer(resp, resource_steering.resume(self.engine, name, caller(req)))
+
+    def on_post_set(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        body = read_shape(req, SlotsBody)
+        answer(resp, resource_steering.set_slots(self.engine, name, body.slots, caller(req)))

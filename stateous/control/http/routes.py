@@ -2,79 +2,29 @@
 
 A route is a method and a path template; the resource and responder that serve it
 (`resources.py`: `on_<method>` with the route's suffix); who may call it (its `Rule`:
-the roles, and what a webhook may do there; None: every caller); and its `Operation`:
-what it is for, the shape of its body, its answers by status and the codes of its
-refusals (their statuses are the codes', `codes.STATUS`), besides those that any request
-may get (`ALWAYS`). The app routes each path to its resource from this table (`app.create_app`),
-the guard looks up each request's rule in it (`rule_of`), and `/openapi.json` describes
-each operation from it (`openapi.document`). A new route is one entry here and its
-responder. `HEAD` follows `GET`.
+the roles, and what a webhook may do there; None: every caller); and its `Operation`
+(`operations.py`): what it is for, the shape of its body, its answers by status and the
+codes of its refusals (their statuses are the codes', `codes.STATUS`), besides those that
+any request may get (`ALWAYS`). The app routes each path to its resource from this table
+(`app.create_app`), the guard looks up each request's rule in it (`rule_of`), and
+`/openapi.json` describes each operation from it (`openapi.document`). A new route is one
+entry here and its responder. `HEAD` follows `GET`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from stateous.control.http import resources
 from stateous.control.http.access import OPERATOR, WORK, Rule
 from stateous.control.http.graph_layout import Layout
+from stateous.control.http.operations import PROMETHEUS, Operation, Route
 from stateous.model import wire
-from stateous.model.codes import STATUS, RefusalCode
+from stateous.model.codes import RefusalCode
+from stateous.model.resources import ResourceView, SlotsBody
 from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import Role
 
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    """One route's method: what it is for, its body, its answers by status, its refusals."""
-
-    summary: str
-    #: The body's shape: a `wire` Struct, `dict[str, Any]` for any object, None for none.
-    body: Any = None
-    #: The answers by status; a tuple of shapes is one of them (`anyOf`), None no body.
-    answers: tuple[tuple[int, Any], ...] = ((200, wire.TokenView),)
-    #: The codes of its own refusals; every route may also refuse with `ALWAYS`.
-    refusals: tuple[RefusalCode, ...] = ()
-    #: The media type of the answers that have a body.
-    media: str = "application/json"
-
-    def codes(self) -> tuple[RefusalCode, ...]:
-        """Every code this route may refuse with: its own, then `ALWAYS`."""
-        return (*self.refusals, *(code for code in ALWAYS if code not in self.refusals))
-
-    def statuses(self) -> dict[int, list[RefusalCode]]:
-        """Its refusal codes by status, in the order of `codes()`."""
-        found: dict[int, list[RefusalCode]] = {}
-        for code in self.codes():
-            found.setdefault(STATUS[code], []).append(code)
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """One route of the API: served by `resource`'s responder of `suffix`, called by whom
-    `rule` lets, doing `operation`."""
-
-    method: str
-    path: str
-    resource: type[resources.Resource]
-    #: The responder's suffix: `on_get_history` for "history"; None for `on_get`.
-    suffix: str | None
-    rule: Rule | None
-    operation: Operation
-
-
-#: The media type of the Prometheus text format.
-PROMETHEUS = "text/plain; version=0.0.4"
-#: The refusals that any request may get: one that cannot be read, a foreign `Host` or
-#: `Origin`, a database that cannot take it now, a control plane that lost the database.
-ALWAYS = (
-    RefusalCode.BAD_REQUEST,
-    RefusalCode.FORBIDDEN,
-    RefusalCode.DATABASE_BUSY,
-    RefusalCode.NOT_SERVING,
-)
 U = RefusalCode.UNAUTHORIZED
 #: The refusals of a request with a body, and of one that names a token.
 BODY = (U, RefusalCode.INVALID_BODY)
@@ -87,6 +37,11 @@ SCHEDULE = Operation(
 STEER = Operation(
     "steer the token",
     refusals=(*TOKEN, RefusalCode.TOKEN_NOT_ACTIVE, RefusalCode.CHILD_TOKEN),
+)
+RESOURCE = Operation(
+    "pause or resume a resource",
+    answers=((200, ResourceView),),
+    refusals=(U, RefusalCode.RESOURCE_NOT_FOUND),
 )
 #: The token as an answer shows it: whole, or without its context to a webhook.
 STARTED = (wire.TokenView, wire.TokenBrief)
@@ -399,6 +354,34 @@ ROUTES: tuple[Route, ...] = (
             ScheduleBody,
             ((201, ScheduleView),),
             (*BODY, RefusalCode.INVALID_SCHEDULE, RefusalCode.SCHEDULE_EXISTS),
+        ),
+    ),
+    Route(
+        "GET",
+        "/resources",
+        resources.Limits,
+        None,
+        OPERATOR,
+        Operation(
+            "every resource: its slots per key, its rate, paused or not, and each key's slots"
+            " in use, the tasks that took them and how many wait",
+            answers=((200, list[ResourceView]),),
+            refusals=(U,),
+        ),
+    ),
+    Route("POST", "/resources/{name}/pause", resources.Limits, "pause", OPERATOR, RESOURCE),
+    Route("POST", "/resources/{name}/resume", resources.Limits, "resume", OPERATOR, RESOURCE),
+    Route(
+        "POST",
+        "/resources/{name}/set",
+        resources.Limits,
+        "set",
+        OPERATOR,
+        Operation(
+            "give a resource other slots per key (until a graph file declares other slots)",
+            SlotsBody,
+            ((200, ResourceView),),
+            (*BODY, RefusalCode.RESOURCE_NOT_FOUND, RefusalCode.INVALID_SLOTS),
         ),
     ),
     Route("POST", "/schedules/{name}/pause", resources.Schedules, "pause", OPERATOR, SCHEDULE),

@@ -55,6 +55,7 @@ from stateous.control.store.counts import Counter
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import Lock, TenureLost, TenureRefused
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
+from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, UseRow
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
     ClaimRow,
@@ -88,17 +89,20 @@ __all__ = [
     "GrantReads",
     "GraphVersion",
     "KeepAndRaise",
+    "KeyRow",
     "Lock",
     "PlanRow",
     "PlanTokenRow",
     "QueueBy",
     "Queues",
     "Removed",
+    "ResourceRow",
     "Result",
     "ScheduleRow",
     "Store",
     "StoreError",
     "SupervisorRow",
+    "TakerRow",
     "TaskQuery",
     "TaskRow",
     "TenureLost",
@@ -110,6 +114,7 @@ __all__ = [
     "Turn",
     "Tx",
     "UnknownUrl",
+    "UseRow",
     "from_column",
     "joined",
     "open_database",

@@ -197,15 +197,20 @@ class Queues:
     by: QueueBy = QueueBy.STATE
 
 
+#: A queued task that waits for no resource, as the queues' partial indexes say it: one
+#: term, so that Postgres estimates the queues' indexes as it did before resources (two
+#: terms make them look empty, and a scan of another index as cheap). A `waits_for` is never
+#: the word `queued` (`model.resources.waiting`).
+LET_IN = f"coalesce(queued.waits_for, queued.status) = {word(TaskStatus.QUEUED)}"
+
+
 def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE) -> str:
     """The `columns` of the queued tasks of the queue that `s.value` names (a state, or a
     contract: `by`), by that queue's index (`tasks_queue` or `tasks_contract_queue`:
-    `by, queued_at, id WHERE status = 'queued'`); with `active`, only those whose token is
-    active (each token read by its key)."""
-    sql = (
-        f"SELECT {columns} FROM tasks queued "
-        f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.{by} = s.value"
-    )
+    `by, queued_at, id WHERE coalesce(waits_for, status) = 'queued'`: a task that waits
+    for a resource is not in it); with `active`, only those whose token is active (each
+    token read by its key)."""
+    sql = f"SELECT {columns} FROM tasks queued WHERE {LET_IN} AND queued.{by} = s.value"
     if active:
         sql += (
             " AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
@@ -238,10 +243,10 @@ def any_queued_sql(listed: str, by: QueueBy = QueueBy.STATE) -> str:
     """Whether a task is queued for an active token in a queue of the list that the SQL
     `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
     into each queue until it finds one (a scalar subquery, which no planner turns into a
-    join over the whole queue, as Postgres does an EXISTS)."""
+    join over the whole queue, as Postgres does an EXISTS), by the queue's head: in the
+    order of the queue's index, which no other index gives."""
     return (
-        f"SELECT 1 FROM {listed} "
-        f"WHERE ({queued_in_state('queued.id', by=by)} LIMIT 1) IS NOT NULL LIMIT 1"
+        f"SELECT 1 FROM {listed} WHERE ({queue_head('queued.id', '1', by=by)}) IS NOT NULL LIMIT 1"
     )
 
 

@@ -54,6 +54,7 @@ from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Reservation
 from stateous.control.store.queued import Queued
+from stateous.control.store.resource_sql import ResourceSql
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimRow,
@@ -71,7 +72,16 @@ from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, CountSql):
+class SqlTx(
+    ListingSql,
+    PlanSql,
+    CredentialSql,
+    GraphsSql,
+    RetentionSql,
+    ScheduleSql,
+    ResourceSql,
+    CountSql,
+):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     The verbs that move tokens are here; those of each other concern are in a class
@@ -117,6 +127,11 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
     def queued_in(self) -> Counter[str] | None:
         """How many tasks this change queued in each state and in each contract (`queued.py`)."""
         return self._queued.queued_in
+
+    def let_in(self) -> None:
+        """A task that waited for a resource is in its queue now: wake every waiting claim
+        once this change commits (`queued.py`)."""
+        self._queued.queued_in = None
 
     def count(self, name: str, label: str = "", added: int = 1) -> None:
         """Count `added` more `name` (with `label`) when this change is kept (`counts.py`)."""

@@ -317,6 +317,8 @@ function stuckWork(tasks, activeTokens) {
     parts.push(stuckList(`Queued longer than ${limits.queuedMinutes} minutes`, taskRows(
       tasks.filter((task) => task.status === "queued" && task.age > limits.queuedMinutes * 60),
       (task) => `queued ${ago(task.queued_at, now)}`), heads));
+    parts.push(stuckList("Waiting for a resource", taskRows(
+      tasks.filter((task) => task.waits_for), (task) => task.waits_for), heads));
     parts.push(stuckList(`Leases that end within ${limits.leaseSeconds} seconds`, taskRows(
       tasks.filter((task) => task.status === "claimed" && task.lease_until
         && left(task) < limits.leaseSeconds),
@@ -632,6 +634,7 @@ function mountToken(main, id) {
     const flow = workflowOf(token, drawn.top);
     facts.replaceChildren(statusBadge(token.status), ` in ${stateName(token.state)}`,
       token.visit > 1 ? ` (visit ${token.visit})` : "", ` since ${utc(token.entered_at)} UTC`,
+      token.waits_for ? `; its task ${token.waits_for}` : "",
       token.parent ? [", a child of ", tokenLink(token.parent)] : "");
     facts.dataset.status = token.status;
     const live = token.status === "active" || token.status === "paused";

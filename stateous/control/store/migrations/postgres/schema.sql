@@ -65,10 +65,13 @@ CREATE TABLE tasks (
     claimed_by TEXT,
     lease_until TEXT COLLATE "C",
     queued_at TEXT COLLATE "C" NOT NULL,
-    contract TEXT COLLATE "C"
+    contract TEXT COLLATE "C",
+    waits_for TEXT
 );
-CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued';
-CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id) WHERE status = 'queued';
+CREATE INDEX tasks_queue ON tasks (state, queued_at, id)
+    WHERE coalesce(waits_for, status) = 'queued';
+CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id)
+    WHERE coalesce(waits_for, status) = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
     WHERE status IN ('queued', 'claimed', 'waiting');
@@ -217,3 +220,40 @@ CREATE TABLE schedule_history (
     recorded_at TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (schedule, at)
 );
+
+-- Resources (0019): each resource, its keys (slots in use, rate bucket, closed until)
+-- and each task's uses, held or waited for; a task that waits for one has `waits_for`
+-- and stays out of the queues' indexes.
+CREATE TABLE resources (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    slots INTEGER NOT NULL,
+    rate TEXT,
+    declared_slots INTEGER,
+    paused INTEGER NOT NULL,
+    changed_at TEXT COLLATE "C" NOT NULL,
+    changed_by TEXT
+);
+CREATE TABLE resource_keys (
+    resource TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    in_use INTEGER NOT NULL,
+    bucket DOUBLE PRECISION,
+    filled_at TEXT COLLATE "C",
+    closed_until TEXT COLLATE "C",
+    PRIMARY KEY (resource, key)
+);
+CREATE INDEX resource_keys_closed ON resource_keys (closed_until)
+    WHERE closed_until IS NOT NULL;
+CREATE TABLE task_resources (
+    task BIGINT NOT NULL,
+    resource TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    count INTEGER NOT NULL,
+    taken INTEGER NOT NULL,
+    waiting INTEGER NOT NULL,
+    PRIMARY KEY (task, resource)
+);
+CREATE INDEX task_resources_waiting ON task_resources (resource, key, task)
+    WHERE waiting = 1;
+CREATE INDEX task_resources_taken ON task_resources (resource, key, task)
+    WHERE taken = 1;

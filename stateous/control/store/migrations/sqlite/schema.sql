@@ -67,12 +67,13 @@ CREATE TABLE tasks (
     claimed_by TEXT,
     lease_until TEXT,
     queued_at TEXT NOT NULL,
-    contract TEXT
+    contract TEXT,
+    waits_for TEXT
 );
-CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token)
-    WHERE status = 'queued';
-CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id, token)
-    WHERE status = 'queued';
+CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token, status, waits_for)
+    WHERE coalesce(waits_for, status) = 'queued';
+CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id, token, status, waits_for)
+    WHERE coalesce(waits_for, status) = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
     WHERE (status = 'queued' OR status = 'claimed' OR status = 'waiting');
@@ -220,3 +221,40 @@ CREATE TABLE schedule_history (
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (schedule, at)
 );
+
+-- Resources (0019): each resource, its keys (slots in use, rate bucket, closed until)
+-- and each task's uses, held or waited for; a task that waits for one has `waits_for`
+-- and stays out of the queues' indexes.
+CREATE TABLE resources (
+    name TEXT PRIMARY KEY,
+    slots INTEGER NOT NULL,
+    rate TEXT,
+    declared_slots INTEGER,
+    paused INTEGER NOT NULL,
+    changed_at TEXT NOT NULL,
+    changed_by TEXT
+);
+CREATE TABLE resource_keys (
+    resource TEXT NOT NULL,
+    key TEXT NOT NULL,
+    in_use INTEGER NOT NULL,
+    bucket REAL,
+    filled_at TEXT,
+    closed_until TEXT,
+    PRIMARY KEY (resource, key)
+) WITHOUT ROWID;
+CREATE INDEX resource_keys_closed ON resource_keys (closed_until)
+    WHERE closed_until IS NOT NULL;
+CREATE TABLE task_resources (
+    task INTEGER NOT NULL,
+    resource TEXT NOT NULL,
+    key TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    taken INTEGER NOT NULL,
+    waiting INTEGER NOT NULL,
+    PRIMARY KEY (task, resource)
+) WITHOUT ROWID;
+CREATE INDEX task_resources_waiting ON task_resources (resource, key, task)
+    WHERE waiting = 1;
+CREATE INDEX task_resources_taken ON task_resources (resource, key, task)
+    WHERE taken = 1;

@@ -1,0 +1,41 @@
+"""The compiler's rules for resources: each resource a state uses is declared in the
+workflow tree, once (or alike in each workflow that declares it), each key expression
+reads the context, and each count fits the resource's slots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from stateous.model.graph_file import ResourceSpec
+from stateous.model.resources import use_problem
+from stateous.model.workflow import Workflow
+
+
+def resource_specs(tree: list[Workflow]) -> dict[str, ResourceSpec]:
+    """The resources of a workflow tree, in the order `flow.py` declared them (the first
+    declaration of a name; `check_resources` refuses unlike ones)."""
+    specs: dict[str, ResourceSpec] = {}
+    for workflow in tree:
+        for name, resource in workflow.resources.items():
+            specs.setdefault(name, ResourceSpec(slots=resource.slots, rate=resource.rate))
+    return specs
+
+
+def check_resources(tree: list[Workflow]) -> Iterator[str]:
+    """The problems of the resources of a workflow tree and of the states that use them."""
+    specs = resource_specs(tree)
+    for workflow in tree:
+        for name, resource in workflow.resources.items():
+            first = specs[name]
+            if (first.slots, first.rate) != (resource.slots, resource.rate):
+                yield (
+                    f"resource {name!r} is declared twice, unlike: slots={first.slots}, "
+                    f"rate={first.rate!r} and slots={resource.slots}, rate={resource.rate!r}"
+                )
+    slots = {name: spec.slots for name, spec in specs.items()}
+    for workflow in tree:
+        for state in workflow.states.values():
+            for used, use in state.uses.items():
+                problem = use_problem(used, use, slots)
+                if problem is not None:
+                    yield f"state {state.name!r} of workflow {workflow.name!r}: {problem}"
