@@ -40,7 +40,6 @@ from stateous.control.store.columns import (
     json_text,
     next_queued_sql,
     task_row,
-    time_or_none,
     timer_row,
     token_row,
     token_state_sql,
@@ -58,7 +57,6 @@ from stateous.control.store.resource_sql import ResourceSql
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimRow,
-    ControlRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -68,6 +66,7 @@ from stateous.control.store.rows import (
     to_column,
 )
 from stateous.control.store.schedule_sql import ScheduleSql
+from stateous.control.store.tenure_sql import TenureSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
@@ -80,6 +79,7 @@ class SqlTx(
     RetentionSql,
     ScheduleSql,
     ResourceSql,
+    TenureSql,
     CountSql,
 ):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
@@ -588,25 +588,4 @@ class SqlTx(
             "task_id = excluded.task_id, attempt = excluded.attempt, "
             "claimed_at = excluded.claimed_at",
             (supervisor, request, task, attempt, self.stamp),
-        )
-
-    # the control plane row
-
-    def control(self) -> ControlRow | None:
-        row = self.one("SELECT structure, checksum, serving, since FROM control_plane WHERE id = 1")
-        if row is None:
-            return None
-        return ControlRow(row[0], row[1], row[2], time_or_none(row[3]))
-
-    def put_control(self, row: ControlRow) -> None:
-        self.change(
-            "INSERT INTO control_plane (id, structure, checksum, serving, since) "
-            "VALUES (1, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET structure = excluded.structure,"
-            " checksum = excluded.checksum, serving = excluded.serving, since = excluded.since",
-            (
-                row.structure,
-                row.checksum,
-                row.serving,
-                None if row.since is None else to_column(row.since),
-            ),
         )
