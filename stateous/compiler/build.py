@@ -61,6 +61,7 @@ def workflow_spec(workflow: Workflow, models: Models) -> WorkflowSpec:
             )
             for transition in workflow.transitions
         ],
+        fairness=workflow.fairness,
     )
 
 
@@ -77,4 +78,5 @@ def build_graph(tree: list[Workflow], models: Models) -> GraphFile:
         workflows={child.name: workflow_spec(child, models) for child in tree[1:]},
         schemas=dict(models.schemas),
         schedules=schedule_specs(tree[0]),
+        fairness=top.fairness,
     )

@@ -15,6 +15,7 @@ from stateous.control.errors import (
     InvalidArgument,
     InvalidContext,
     InvalidPayload,
+    InvalidPriority,
     InvalidTokenId,
     TooManyTimers,
 )
@@ -32,6 +33,7 @@ from stateous.model.limits import (
     MEMORY_KEY_LIMIT,
     NOTE_LIMIT,
     PENDING_TIMERS,
+    PRIORITY_LIMIT,
     REQUEST_ID_LIMIT,
     SUPERVISOR_NAME_LIMIT,
     TIMERS_PER_REPORT,
@@ -53,6 +55,14 @@ def token_id(token: object) -> str:
             "digits, '.', '_' or '-'"
         )
     return token
+
+
+def priority(value: int) -> int:
+    if abs(value) > PRIORITY_LIMIT:
+        raise InvalidPriority(
+            f"{value} is no priority: a whole number from -{PRIORITY_LIMIT} to {PRIORITY_LIMIT}"
+        )
+    return value
 
 
 def keepable(text: str) -> bool:

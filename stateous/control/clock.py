@@ -87,7 +87,7 @@ def fire_timer(engine: Engine, tx: Tx, ident: int) -> bool:
     if timer.kind == TimerKind.RETRY:
         task = tx.live_task(token.token)
         if task is not None and task.status == TaskStatus.WAITING:
-            engine.moves.requeue(tx, task)
+            engine.moves.requeue(tx, token, task)
     elif timer.kind == TimerKind.TIMEOUT:
         engine.moves.route(tx, token, Arrival(TIMEOUT_EVENT), Unrouted.FAIL)
     else:

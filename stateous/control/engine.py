@@ -54,6 +54,9 @@ from stateous.model.vocabulary import (
 )
 from stateous.model.wire import Duplicate, Grant, Health, HistoryEntry, ReportBody, TokenView
 
+#: A token's context as a start gives it (None: empty).
+Context = dict[str, Any] | None
+
 
 class Engine:
     """The control plane's decisions, over one graph and one store."""
@@ -125,21 +128,22 @@ class Engine:
     # starting and firing
 
     def start(
-        self, token: str, context: dict[str, Any] | None = None, *, by: str | None = None
+        self, token: str, context: Context = None, *, by: str | None = None, priority: int = 0
     ) -> tuple[TokenView, bool]:
         """Start a token, or answer the one that exists with this id, whatever the context
-        (the context is checked only for a token that is new)."""
+        and the priority (both are checked only for a token that is new)."""
         checks.token_id(token)
-        return self._write(lambda tx: self.start_in(tx, token, context), by)
+        checks.priority(priority)
+        return self._write(lambda tx: self.start_in(tx, token, context, priority), by)
 
     def start_in(
-        self, tx: Tx, token: str, context: dict[str, Any] | None
+        self, tx: Tx, token: str, context: Context, priority: int = 0
     ) -> tuple[TokenView, bool]:
         """Start a token in `tx`, or answer the one of this id (a schedule's start)."""
         existing = self._existing(tx, token)
         if existing is not None:
             return view(existing), False
-        return self._start(tx, token, context), True
+        return self._start(tx, token, context, None, priority), True
 
     @staticmethod
     def _existing(tx: Tx, token: str) -> TokenRow | None:
@@ -152,7 +156,7 @@ class Engine:
         return existing
 
     def _start(
-        self, tx: Tx, token: str, context: dict[str, Any] | None, key: str | None = None
+        self, tx: Tx, token: str, context: Context, key: str | None = None, priority: int = 0
     ) -> TokenView:
         """Start a token that does not exist; its `started` entry keeps the idempotency key
         of the delivery that started it, so that a redelivery is a duplicate."""
@@ -165,9 +169,8 @@ class Engine:
             too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
             if too_long is not None:
                 raise InvalidTokenId(too_long)
-        row = TokenRow(
-            token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now, checksum=self.graph.checksum
-        )
+        row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
+        row.checksum, row.priority = self.graph.checksum, priority
         tx.insert_token(row)
         tx.record(token, Kind.STARTED, {"context": checked}, key)
         self.moves.first_move(tx, row)

@@ -46,6 +46,10 @@ class InvalidTokenId(EngineError, ValueError):
     code, status = RefusalCode.INVALID_TOKEN_ID, 422
 
 
+class InvalidPriority(EngineError, ValueError):
+    code, status = RefusalCode.INVALID_PRIORITY, 422
+
+
 class InvalidBody(EngineError, ValueError):
     code, status = RefusalCode.INVALID_BODY, 422
 

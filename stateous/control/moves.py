@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import checks
+from stateous.control import checks, turns
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -315,7 +315,8 @@ class Moves:
         else:
             name = flow.claim_name(state)
             contract = self.graphs.of(tx, token.checksum).contract(name)
-            task = tx.insert_task(token.token, name, visit, contract)
+            turn = turns.turn_at(tx, flow, token, name)
+            task = tx.insert_task(token.token, name, visit, contract, turn)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:
             self.set_timer(
@@ -374,17 +375,19 @@ class Moves:
         """Bring a failed task to its next attempt: queued now, or waiting for a `retry`
         timer that queues it when it is due (kept in the database, so a restart keeps it)."""
         if wait <= 0:
-            self.requeue(tx, task)
+            self.requeue(tx, token, task)
             return
         task.status = TaskStatus.WAITING
         tx.save_task(task)
         detail = {"task": task.id, "attempt": task.attempt + 1}
         self.set_timer(tx, token, RETRY_EVENT, None, wait, TimerKind.RETRY, detail)
 
-    def requeue(self, tx: Tx, task: TaskRow) -> None:
-        """Queue a task for its next attempt, as a task queued anew."""
+    def requeue(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
+        """Queue a task for its next attempt, as a task queued anew (with a turn anew)."""
+        turn = turns.turn_at(tx, self.flow(tx, token), token, task.state)
         task.status, task.queued_at = TaskStatus.QUEUED, tx.now
         tx.save_task(task)
+        tx.set_turn(task.id, turn)
         tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})
 
     def first_move(self, tx: Tx, token: TokenRow) -> None:
@@ -502,6 +505,7 @@ class Moves:
                 parent=token.token,
                 workflow=workflow,
                 checksum=token.checksum,
+                priority=token.priority,
             )
             tx.insert_token(child)
             tx.record(token.token, Kind.BRANCH_STARTED, {"workflow": workflow, "token": child_id})

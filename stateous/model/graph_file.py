@@ -61,6 +61,8 @@ class WorkflowSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkn
     states: dict[str, StateSpec]
     events: dict[str, EventSpec]
     transitions: list[TransitionSpec]
+    #: The key expression that names a task's fairness key (`stateous.model.keys`).
+    fairness: str | None = None
 
 
 class ScheduleSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -86,6 +88,8 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     schemas: dict[str, dict[str, Any]]
     #: Absent from a graph file without schedules, so its checksum stays what it was.
     schedules: dict[str, ScheduleSpec] = {}
+    #: The top workflow's fairness key expression; absent without one, as `schedules`.
+    fairness: str | None = None
 
     def workflow_spec(self, name: str) -> WorkflowSpec:
         """Return the top workflow or a child workflow in the same shape."""
@@ -95,6 +99,7 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
                 states=self.states,
                 events=self.events,
                 transitions=self.transitions,
+                fairness=self.fairness,
             )
         return self.workflows[name]
 
@@ -144,14 +149,16 @@ def checksum(graph: GraphFile) -> str:
 
 def structure(graph: GraphFile) -> str:
     """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay` and
-    `retry_delay_max`) and without its schedules.
+    `retry_delay_max`), without its schedules and without its fairness keys.
 
     Changing only those keeps the structure, so a database with live tokens can take the
-    new file: a schedule says when tokens start, never how one moves.
+    new file: a schedule says when tokens start, a fairness key in which order tasks are
+    claimed, never how a token moves.
     """
     document = msgspec.to_builtins(graph)
     document.pop("schedules", None)
     for workflow in (document, *document.get("workflows", {}).values()):
+        workflow.pop("fairness", None)
         for state in workflow["states"].values():
             for key in TIMING:
                 state.pop(key, None)

@@ -205,6 +205,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
 class StartBody(msgspec.Struct, kw_only=True):
     token: str
     context: dict[str, Any] | None = None
+    #: Higher first; inherited by the token's children (`PRIORITY_LIMIT` either way).
+    priority: int = 0
 
 
 class FireBody(msgspec.Struct, kw_only=True):

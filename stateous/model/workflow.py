@@ -15,6 +15,8 @@ from typing import Any
 from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
+from stateous.model.guards import GuardSyntaxError
+from stateous.model.keys import key_path
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
 from stateous.model.schedule import problems
@@ -129,6 +131,18 @@ def _check_name(what: str, name: object) -> str:
     return name  # type: ignore[return-value]
 
 
+def _check_key(what: str, text: object) -> str | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise DefinitionError(f"{what}: a key expression is a string, not {text!r}")
+    try:
+        key_path(text)
+    except GuardSyntaxError as ex:
+        raise DefinitionError(f"{what}: {text!r} is no key expression: {ex}") from None
+    return text
+
+
 def _check_model(what: str, model: object) -> type | None:
     if model is None or is_model(model):
         return model  # type: ignore[return-value]
@@ -140,10 +154,19 @@ def _check_model(what: str, model: object) -> type | None:
 class Workflow:
     """A graph of states, events and transitions, with an optional context model."""
 
-    def __init__(self, name: str, context: type | None = None, **unknown: Any) -> None:
-        _unknown_keywords(f"workflow {name!r}", unknown, ("context",))
+    def __init__(
+        self,
+        name: str,
+        context: type | None = None,
+        *,
+        fairness: str | None = None,
+        **unknown: Any,
+    ) -> None:
+        _unknown_keywords(f"workflow {name!r}", unknown, ("context", "fairness"))
         self.name = _check_name("workflow", name)
         self.context = _check_model(f"workflow {name!r}: context", context)
+        #: The key expression that names each task's fairness key (`stateous.model.keys`).
+        self.fairness = _check_key(f"workflow {name!r}: fairness", fairness)
         self.states: dict[str, State] = {}
         self.events: dict[str, Event] = {}
         self.transitions: list[Transition] = []

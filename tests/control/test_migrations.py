@@ -16,6 +16,7 @@ from stateous.control.http.access import Access, served_hosts
 from stateous.control.http.app import Guard
 from stateous.control.serve import record_graph
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
+from stateous.control.store.rows import from_column
 from stateous.model.vocabulary import Role
 from tests.control.conftest import serving, write_graph
 from tests.control.support import Backend, connected, orders, plane_for
@@ -75,6 +76,17 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0019 (its queues by
+#: `queued_at` again; the index spelled the same on both backends is enough here).
+UNDO_0019 = (
+    "DROP TABLE fair_clocks",
+    "DROP INDEX tasks_queue",
+    "DROP INDEX tasks_contract_queue",
+    "ALTER TABLE tasks DROP COLUMN turn_at",
+    "ALTER TABLE tokens DROP COLUMN priority",
+    "CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'",
+    "CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id) WHERE status = 'queued'",
+)
 #: What takes a database of the latest version back to before 0018.
 UNDO_0018 = ("DROP TABLE schedule_history", "DROP TABLE schedules")
 #: What takes a database of the latest version back to before 0017.
@@ -83,6 +95,7 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0019,
     *UNDO_0018,
     *UNDO_0017,
     *UNDO_0016,
@@ -166,8 +179,8 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
-    "schedule_history, schedules, settings, tasks, timers, tokens"
+    "claims, control_plane, counts, credentials, fair_clocks, graphs, ledger, memory, "
+    "plan_tokens, plans, schedule_history, schedules, settings, tasks, timers, tokens"
 )
 
 
@@ -294,8 +307,10 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         kept["credentials"] = [(*row, None, 0, None) for row in kept["credentials"]]
         for table, rows in kept.items():
             # `result`, of 0010; `checksum`, of 0015 (no graph was on record); a task's
-            # `contract`, of 0017 (named when a control plane next starts).
-            added = {"tokens": (None, None), "tasks": (None,)}.get(table, ())
+            # `contract`, of 0017 (named when a control plane next starts); a token's
+            # `priority` and a live task's `turn_at` (its `queued_at`), of 0019.
+            turn = pytest.approx(1767225600.0)
+            added = {"tokens": (None, None, 0), "tasks": (None, turn)}.get(table, ())
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -345,6 +360,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -373,6 +389,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -401,6 +418,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -433,6 +451,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
         *UNDO_0016,
@@ -451,5 +470,26 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
         ]
         granted = upgraded.engine.claim("s1", ["review"], checksum=graph.checksum)
         assert granted is not None and granted.token == "B"
+    finally:
+        upgraded.store.close()
+
+
+def test_the_live_tasks_of_a_database_of_version_0018_keep_their_order_by_queued_at(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    for token in ("A", "B", "C"):
+        old.engine.start(token, {"title": "x"})
+        old.clock.advance(1)
+    old.store.close()
+    run_sql(backend, *UNDO_0019, "UPDATE stateous_version SET version_num = '0018'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        queued = run_sql(backend, "SELECT queued_at, turn_at FROM tasks ORDER BY id")
+        assert [turn for _, turn in queued] == pytest.approx([from_column(at) for at, _ in queued])
+        upgraded.engine.start("D", {"title": "x"}, priority=1)
+        claims = [upgraded.engine.claim("s1", ["draft"]) for _ in range(4)]
+        assert [grant.token for grant in claims if grant] == ["D", "A", "B", "C"]
     finally:
         upgraded.store.close()

@@ -224,7 +224,9 @@ class Tokens(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
-        token, created = self.engine.start(body.token, body.context, by=caller(req))
+        token, created = self.engine.start(
+            body.token, body.context, by=caller(req), priority=body.priority
+        )
         answer(resp, for_caller(req, token), falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

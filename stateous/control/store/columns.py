@@ -57,7 +57,7 @@ def time_or_none(value: str | None) -> float | None:
 
 def token_row(row: tuple[Any, ...]) -> TokenRow:
     token, state, status, visit, context, entered_at, parent, workflow, visits, result = row[:10]
-    checksum = row[10]
+    checksum, priority = row[10:12]
     return TokenRow(
         token,
         state,
@@ -70,6 +70,7 @@ def token_row(row: tuple[Any, ...]) -> TokenRow:
         decode(visits),
         None if result is None else decode(result),
         checksum,
+        priority,
     )
 
 
@@ -111,7 +112,8 @@ def entry_row(row: tuple[Any, ...]) -> Entry:
 
 
 TOKEN_COLUMNS = (
-    "token, state, status, visit, context, entered_at, parent, workflow, visits, result, checksum"
+    "token, state, status, visit, context, entered_at, parent, workflow, visits, result, checksum, "
+    "priority"
 )
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
@@ -130,7 +132,7 @@ TIMER_BY_ID = (
     "FROM timers WHERE id = ?"
 )
 INSERT_TOKEN = (
-    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100
@@ -199,7 +201,7 @@ class Queues:
 def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE) -> str:
     """The `columns` of the queued tasks of the queue that `s.value` names (a state, or a
     contract: `by`), by that queue's index (`tasks_queue` or `tasks_contract_queue`:
-    `by, queued_at, id WHERE status = 'queued'`); with `active`, only those whose token is
+    `by, turn_at, id WHERE status = 'queued'`); with `active`, only those whose token is
     active (each token read by its key)."""
     sql = (
         f"SELECT {columns} FROM tasks queued "
@@ -216,14 +218,14 @@ def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.
 def queue_head(
     columns: str, count: str, *, active: bool = True, by: QueueBy = QueueBy.STATE
 ) -> str:
-    """The first `count` tasks of `queued_in_state`, oldest first (ties by id).
+    """The first `count` tasks of `queued_in_state`, in turn (`control.turns`; ties by id).
 
     It walks the queue's index of one state (or contract) in its order and stops at
     the first tasks that fit: the queue is never sorted.
     """
     return (
         f"{queued_in_state(columns, active=active, by=by)} "
-        f"ORDER BY queued.queued_at, queued.id LIMIT {count}"
+        f"ORDER BY queued.turn_at, queued.id LIMIT {count}"
     )
 
 
@@ -237,22 +239,22 @@ def any_queued_sql(listed: str, by: QueueBy = QueueBy.STATE) -> str:
     """Whether a task is queued for an active token in a queue of the list that the SQL
     `listed` reads: a read, locking nothing, that a claim makes before it writes. It looks
     into each queue until it finds one (a scalar subquery, which no planner turns into a
-    join over the whole queue, as Postgres does an EXISTS)."""
+    join over the whole queue, as Postgres does an EXISTS), in the queue's order, so that
+    the queue's own index is the one that fits best."""
     return (
-        f"SELECT 1 FROM {listed} "
-        f"WHERE ({queued_in_state('queued.id', by=by)} LIMIT 1) IS NOT NULL LIMIT 1"
+        f"SELECT 1 FROM {listed} WHERE ({queue_head('queued.id', '1', by=by)}) IS NOT NULL LIMIT 1"
     )
 
 
 @cache
 def next_queued_sql(by: QueueBy = QueueBy.STATE) -> str:
-    """The oldest queued task of the queues of a JSON list whose token is active, as a row
-    of `STATE_COLUMNS` (SQLite): the head of each queue, then the oldest of those heads.
+    """The first queued task in turn of the queues of a JSON list whose token is active, as
+    a row of `STATE_COLUMNS` (SQLite): the head of each queue, then the first of those heads.
     The task is its token's live task, so the row reads as `token_state_sql`'s does."""
     return (
         f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
         f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1', by=by)}) "
-        "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
+        "JOIN tokens k ON k.token = t.token ORDER BY t.turn_at, t.id LIMIT 1"
     )
 
 

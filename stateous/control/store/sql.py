@@ -64,11 +64,14 @@ from stateous.control.store.rows import (
     to_column,
 )
 from stateous.control.store.schedule_sql import ScheduleSql
+from stateous.control.store.turn_sql import TurnSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
 
-class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, CountSql):
+class SqlTx(
+    ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, ScheduleSql, TurnSql, CountSql
+):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
 
     The verbs that move tokens are here; those of each other concern are in a class
@@ -189,6 +192,7 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
             json_text(row.visits),
             None if row.result is None else json_text(row.result),
             row.checksum,
+            row.priority,
         )
 
     def insert_token(self, row: TokenRow) -> None:
@@ -211,7 +215,8 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
             watcher.token_written(before, values)
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, moved_at = ? "
+            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, "
+            "moved_at = ? "
             "WHERE token = ?",
             (*values[1:], self.stamp, row.token),
         )
@@ -329,14 +334,16 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         """Insert a row of a table whose rows have ids, and answer its id (each store
         knows the id its own way)."""
 
-    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
+    def insert_task(
+        self, token: str, state: str, visit: int, contract: str | None, turn_at: float
+    ) -> int:
         for watcher in self.watchers:
             watcher.task_queued(state, contract)
         self._live.pop(token, None)
         return self.insert_row(
             "tasks",
-            "token, state, visit, status, attempt, queued_at, contract",
-            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract),
+            "token, state, visit, status, attempt, queued_at, contract, turn_at",
+            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn_at),
         )
 
     def task(self, task: int) -> TaskRow | None:
@@ -384,8 +391,8 @@ class SqlTx(ListingSql, PlanSql, CredentialSql, GraphsSql, RetentionSql, Schedul
         return None if row is None else task_row(row)
 
     def next_queued(self, queues: Queues) -> TaskRow | None:
-        """The oldest queued task of these queues (of states, or of contracts) whose token
-        is active.
+        """The first queued task in turn of these queues (of states, or of contracts) whose
+        token is active.
 
         One writer runs at a time on SQLite, so the first such task is free to take.
         The keys go as one JSON list, so the statement is the same for any number.

@@ -57,6 +57,7 @@ VERSIONS = (
     "0016",
     "0017",
     "0018",
+    "0019",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

@@ -126,7 +126,7 @@ _LISTED = "json_array_elements_text(?::json) s(value)"
 
 def _heads(count: str, by: QueueBy) -> str:
     """The first `count` queued tasks of each queue (state or contract: `by`) of a JSON list
-    (`?`), all of them oldest first: the candidates of a claim.
+    (`?`), all of them in turn: the candidates of a claim.
 
     Their tokens are not read here: with the token's status in the condition, the
     planner, which cannot tell how many tasks it passes over, may prefer to read and
@@ -134,9 +134,9 @@ def _heads(count: str, by: QueueBy) -> str:
     over once locked, as one that another transaction holds.
     """
     return (
-        f"SELECT h.id, h.queued_at FROM {_LISTED} CROSS JOIN LATERAL "
-        f"({queue_head('queued.id, queued.queued_at', count, active=False, by=by)}) h "
-        "ORDER BY h.queued_at, h.id"
+        f"SELECT h.id, h.turn_at FROM {_LISTED} CROSS JOIN LATERAL "
+        f"({queue_head('queued.id, queued.turn_at', count, active=False, by=by)}) h "
+        "ORDER BY h.turn_at, h.id"
     )
 
 
@@ -162,7 +162,7 @@ def _claim_sql(count: str, by: QueueBy) -> str:
         "k.state AS of_state FROM tasks t JOIN tokens k ON k.token = t.token "
         "WHERE t.id = h.id LIMIT 1 FOR UPDATE OF t, k SKIP LOCKED) c "
         f"WHERE c.task_status = '{TaskStatus.QUEUED}' "
-        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.queued_at, h.id LIMIT 1"
+        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.turn_at, h.id LIMIT 1"
     )
     return (
         "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
@@ -452,6 +452,7 @@ class PostgresTx(SqlTx):
     """
 
     listed = _LISTED
+    greatest = "greatest"
 
     def __init__(
         self, pipeline: Pipeline, now: float, ids: Ids, reservation: Reservation | None

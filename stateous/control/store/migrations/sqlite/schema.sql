@@ -9,7 +9,7 @@
 
 -- `visits` counts the entries of the token into each state (0002), and `result` keeps the
 -- payload of the event that completed it (0010); they come last, as their migrations added
--- them.
+-- them. `priority` is the token's, inherited by its children (0019).
 CREATE TABLE tokens (
     token TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -23,7 +23,8 @@ CREATE TABLE tokens (
     moved_at TEXT NOT NULL,
     visits TEXT NOT NULL DEFAULT '{}',
     result TEXT,
-    checksum TEXT
+    checksum TEXT,
+    priority INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
@@ -54,7 +55,9 @@ CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
 -- `tasks_live` finds a token's task without reading its ended ones (0002). `contract` is
 -- the digest of the task's state's contract in its token's graph; `tasks_contract_queue`,
--- the queue of a claim that names the graph its supervisor was built for (0017).
+-- the queue of a claim that names the graph its supervisor was built for (0017). The
+-- queues are read in `turn_at` order: the moment the task is due its turn, in seconds,
+-- from its priority and its fairness key (0019; `stateous.control.turns`).
 CREATE TABLE tasks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     token TEXT NOT NULL,
@@ -67,11 +70,12 @@ CREATE TABLE tasks (
     claimed_by TEXT,
     lease_until TEXT,
     queued_at TEXT NOT NULL,
-    contract TEXT
+    contract TEXT,
+    turn_at REAL
 );
-CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token)
+CREATE INDEX tasks_queue ON tasks (state, turn_at, id, token)
     WHERE status = 'queued';
-CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id, token)
+CREATE INDEX tasks_contract_queue ON tasks (contract, turn_at, id, token)
     WHERE status = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
@@ -220,3 +224,11 @@ CREATE TABLE schedule_history (
     recorded_at TEXT NOT NULL,
     PRIMARY KEY (schedule, at)
 );
+
+-- Each fairness key's clock in each queue (0019): the start of the key's last task queued.
+CREATE TABLE fair_clocks (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    clock REAL NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
