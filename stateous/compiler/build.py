@@ -39,6 +39,7 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         retry_delay=state.retry_delay,
         retry_delay_max=state.retry_delay_max,
         emits=emits(workflow, state),
+        needs=state.needs or None,
     )
 
 

@@ -111,6 +111,14 @@ def request_id(request: str | None) -> None:
         )
 
 
+def claim(supervisor: str, states: list[str], request: str | None, wait: float) -> None:
+    """The parts of a claim, each checked on its own."""
+    supervisor_name(supervisor)
+    claimed_states(states)
+    request_id(request)
+    claim_wait(wait)
+
+
 def claim_wait(wait: float) -> None:
     if not 0 <= wait <= LONGEST_WAIT:
         raise InvalidArgument(f"a claim's wait is 0 to {LONGEST_WAIT:g} seconds")

@@ -9,7 +9,7 @@ calls it, the store keeps what it decides.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stateous.control import checks, claiming, mending
@@ -27,6 +27,7 @@ from stateous.control.errors import (
     TokenNotActive,
     TokenNotFound,
 )
+from stateous.control.fleet import Fleet, needs_of
 from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
@@ -72,8 +73,9 @@ class Engine:
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
         self.moves = Moves(self.graphs)
+        self.fleet = Fleet(store.clock)
         #: The pages of tokens, tasks and supervisors that the API lists.
-        self.listings = Listings(self.store)
+        self.listings = Listings(self.store, lambda state: self.fleet.unmet(needs_of(graph, state)))
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
         #: every claimed lease before it ends any (docs/concepts/reliability.md).
         self.leases_owed = False
@@ -376,9 +378,8 @@ class Engine:
         checksum: str | None = None,
         by: str | None = None,
     ) -> Grant | None:
-        """Give the oldest queued task of these states to a supervisor, or None; with the
-        `checksum` of the graph the supervisor was built for, only a task whose state has
-        the same contract there (`claiming.queues`)."""
+        """Give the first queued task in turn of these states to a supervisor, or None; with
+        the `checksum` of its graph, only of the same contract there (`claiming.queues`)."""
         return self.claim_or_wait(supervisor, states, request, checksum=checksum, by=by).grant
 
     def claim_or_wait(
@@ -391,16 +392,14 @@ class Engine:
         by: str | None = None,
         wait: float = 0.0,
         waiter: Waiter | None = None,
+        labels: Mapping[str, Any] | None = None,
     ) -> claiming.Claimed:
         """Claim as `claim` does; with `wait`, first enter the waits (unless the claim has a
         `waiter` already, from an earlier attempt), so that a task queued during the attempt
         wakes it. The caller parks the waiter or lets it leave."""
-        checks.supervisor_name(supervisor)
-        checks.claimed_states(states)
-        checks.request_id(request)
-        checks.claim_wait(wait)
-        queues = claiming.queues(self.graphs, states, checksum)
-        turned_away = False
+        checks.claim(supervisor, states, request, wait)
+        fitting = self.fleet.fitting(self.graph, supervisor, states, labels)  # `needs=`
+        queues, turned_away = claiming.queues(self.graphs, fitting, checksum), False
         if waiter is None and wait > 0 and queues.keys:
             waiter = self.waits.enter(queues.keys, wait)
             turned_away = waiter is None

@@ -30,6 +30,8 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     parallel: list[str] | None = None
     join: str | None = None
     inputs: list[str] | None = None
+    #: The labels a supervisor must have to claim the state's work.
+    needs: dict[str, str] | None = None
 
 
 class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):

@@ -46,6 +46,10 @@ MEMORY_KEY_LIMIT: Final = 128
 
 # Counts.
 
+#: A supervisor label's name or value, and a state's need's, in characters.
+LABEL_LIMIT: Final = 64
+#: The most labels of a supervisor, and needs of a state.
+LABELS_LIMIT: Final = 32
 #: The largest priority of a token either way: from -PRIORITY_LIMIT to PRIORITY_LIMIT.
 PRIORITY_LIMIT: Final = 100
 

@@ -302,6 +302,8 @@ class ClaimBody(msgspec.Struct, kw_only=True):
     #: The checksum of the graph file the supervisor was built for (its contract.py's): it
     #: is granted a task only when the task's state has the same contract there.
     checksum: str | None = None
+    #: The supervisor's labels: it is granted only tasks whose state's needs they meet.
+    labels: dict[str, Any] | None = None
 
 
 class HeartbeatBody(msgspec.Struct, kw_only=True):
@@ -369,6 +371,9 @@ class TaskView(msgspec.Struct, kw_only=True):
     queued_at: str
     age: float
     checksum: str | None = None
+    #: Of a queued task whose state needs labels that no supervisor seen in the last hour
+    #: has, that sentence ("no supervisor with os=macos seen in the last hour").
+    waits: str | None = None
 
 
 class SupervisorView(msgspec.Struct, kw_only=True):

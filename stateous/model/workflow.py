@@ -17,6 +17,7 @@ from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.guards import GuardSyntaxError
 from stateous.model.keys import key_path
+from stateous.model.labels import labels_problem
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
 from stateous.model.schedule import problems
@@ -31,6 +32,7 @@ STATE_KEYWORDS = (
     "parallel",
     "join",
     "inputs",
+    "needs",
 )
 
 
@@ -62,6 +64,8 @@ class State:
     parallel: tuple[Workflow, ...] = ()
     join: str = "all"
     inputs: tuple[str, ...] = ()
+    #: The labels a supervisor must have to claim the state's work (`stateous.model.labels`).
+    needs: dict[str, str] = field(default_factory=dict)
 
     @property
     def is_parallel(self) -> bool:
@@ -186,6 +190,7 @@ class Workflow:
         parallel: Sequence[Workflow] | None = None,
         join: str = "all",
         inputs: Sequence[str] | None = None,
+        needs: dict[str, str] | None = None,
         **unknown: Any,
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
@@ -202,6 +207,10 @@ class Workflow:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise DefinitionError(f"{what}: retries={retries!r} must be a whole number, 0 or more")
         children = self._children(what, parallel, join, inputs, retries)
+        if needs is not None and (problem := labels_problem(needs)) is not None:
+            raise DefinitionError(f"{what}: needs: {problem}; no supervisor could send it")
+        if needs and children:
+            raise DefinitionError(f"{what}: needs= goes with a task state, not parallel=")
         problem = backoff_problem(retries, retry_delay, retry_delay_max)
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
@@ -215,6 +224,7 @@ class Workflow:
             parallel=children,
             join=join,
             inputs=tuple(inputs or ()),
+            needs=dict(needs or {}),
         )
         self.states[name] = state
         return state

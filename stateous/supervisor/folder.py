@@ -28,6 +28,7 @@ from stateous.client.http import BadSetting
 from stateous.client.urls import is_http
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
+from stateous.model.labels import labels_problem
 from stateous.model.limits import SETTINGS_NAME_LIMIT, TASKS_LIMIT
 from stateous.model.names import plain_text
 from stateous.supervisor.routine import (
@@ -46,7 +47,7 @@ ERROR_LIMIT = 2000
 #: Folders of installed libraries: a frame in one is not the folder's own code.
 INSTALLED = frozenset({"site-packages", "dist-packages"})
 #: The keys of stateous.yaml, in the order that a refusal lists them.
-KEYS = ("url", "tasks", "name", "token_file", "ca_file")
+KEYS = ("url", "tasks", "name", "token_file", "ca_file", "labels")
 
 
 class FolderError(Failure):
@@ -61,6 +62,8 @@ class Settings:
     name: str
     #: The secret and the trusted CAs of every connection; their repr hides the secret.
     access: Access = field(default_factory=Access)
+    #: What the supervisor's box offers (`gpu: "true"`, `os: macos`), sent with each claim.
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def read_settings(folder: Path) -> Settings:
@@ -81,8 +84,8 @@ def read_settings(folder: Path) -> Settings:
     unknown = sorted(set(raw) - set(KEYS))
     if unknown:
         raise FolderError(
-            f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file "
-            "and ca_file"
+            f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file, "
+            "ca_file and labels"
         )
     urls = read_urls(path, raw.get("url"))
     tasks = raw.get("tasks", 4)
@@ -94,7 +97,12 @@ def read_settings(folder: Path) -> Settings:
             f"{path}: name must have 1 to {SETTINGS_NAME_LIMIT} characters and no control "
             "characters"
         )
-    return Settings(urls=urls, tasks=tasks, name=name, access=read_access(folder, raw))
+    labels = raw.get("labels") or {}
+    if (problem := labels_problem(labels)) is not None:
+        raise FolderError(f"{path}: labels: {problem}")
+    return Settings(
+        urls=urls, tasks=tasks, name=name, access=read_access(folder, raw), labels=labels
+    )
 
 
 def read_urls(path: Path, value: Any) -> tuple[str, ...]:

@@ -330,6 +330,8 @@ class Supervisor:
             "request": uuid.uuid4().hex,
             "wait": CLAIM_WAIT,
         }
+        if self.settings.labels:  # sent only when set, so an older control plane takes it
+            body["labels"] = self.settings.labels
         tries = 0
         while not self.stopping and body["states"]:
             try:

@@ -189,6 +189,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "queued_at": START,
             "age": 150.0,
             "checksum": plane.engine.graph.checksum,
+            "waits": None,
         },
         {
             "task": 4,
@@ -201,6 +202,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "queued_at": "2027-01-15T08:01:00Z",
             "age": 90.0,
             "checksum": plane.engine.graph.checksum,
+            "waits": None,
         },
         {
             "task": 5,
@@ -213,6 +215,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "queued_at": "2027-01-15T08:02:00Z",
             "age": 30.0,
             "checksum": plane.engine.graph.checksum,
+            "waits": None,
         },
     ]
     assert ids(api.request("GET", "/tasks?status=queued")[2]) == [4, 5]

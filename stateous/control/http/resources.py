@@ -361,6 +361,7 @@ class Tasks(Resource):
             by=caller(req),
             wait=body.wait,
             waiter=self.hooks.resumed(req.env),
+            labels=body.labels,
         )
         grant, waiter = claimed.grant, claimed.waiter
         # The server parks a claim that waits out of the request threads (`parked_claims.py`),

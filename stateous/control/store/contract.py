@@ -174,6 +174,8 @@ class Store(Protocol):
     #: The database takes one write at a time (SQLite): writes gain from sharing a turn, so
     #: the server's loop serves them itself, in turns.
     one_writer: bool
+    #: The time each transaction is given (a test moves it).
+    clock: Callable[[], float]
 
     def write(self, operation: Callable[[Tx], Result]) -> Result: ...
     def read(self, operation: Callable[[Tx], Result]) -> Result: ...
@@ -210,6 +212,7 @@ class PassingStore:
         self.writer = store.writer
         self.database = store.database
         self.one_writer = store.one_writer
+        self.clock = store.clock
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         return self.store.write(operation)
