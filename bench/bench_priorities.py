@@ -109,11 +109,12 @@ def make(db: str, fair: bool, tokens: int, queued: int) -> tuple[str, float]:
     else:
         url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "bench.db")
     raw = dump(compile_workflow(flow(fair)))
-    _, store = open_store(url, connections=2)
+    lock, store = open_store(url, connections=2)
     engine = Engine(Graph(load(raw), raw), store)
     record_graph(store, engine.graphs)
     checksum = engine.graph.checksum
     store.close()
+    lock.release()
     begun = time.perf_counter()
     statements = fill_sql(postgres, fair)
     if postgres:
@@ -146,7 +147,7 @@ def make(db: str, fair: bool, tokens: int, queued: int) -> tuple[str, float]:
 def claim_round(url: str, fair: bool, claims: int) -> tuple[float, float]:
     """Claim `claims` tasks; the median wall time and the CPU time of a claim, in µs."""
     raw = dump(compile_workflow(flow(fair)))
-    _, store = open_store(url, connections=2)
+    lock, store = open_store(url, connections=2)
     engine = Engine(Graph(load(raw), raw), store)
     times = []
     cpu = time.process_time()
@@ -157,6 +158,7 @@ def claim_round(url: str, fair: bool, claims: int) -> tuple[float, float]:
         assert grant is not None
     spent = (time.process_time() - cpu) / claims
     store.close()
+    lock.release()
     return statistics.median(times) * 1e6, spent * 1e6
 
 
