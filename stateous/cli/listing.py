@@ -79,11 +79,22 @@ def task_cells(task: Row) -> list[str]:
         task["supervisor"] or "",
         age(task["age"]),
         "" if task["lease_until"] is None else utc(task["lease_until"]),
+        task.get("waits") or "",  # a control plane before labels sends none
     ]
 
 
 TOKEN_HEADING = ("TOKEN", "STATE", "STATUS", "VISIT", "ENTERED (UTC)", "PARENT")
-TASK_HEADING = ("TASK", "TOKEN", "STATE", "STATUS", "ATTEMPT", "SUPERVISOR", "AGE", "LEASE (UTC)")
+TASK_HEADING = (
+    "TASK",
+    "TOKEN",
+    "STATE",
+    "STATUS",
+    "ATTEMPT",
+    "SUPERVISOR",
+    "AGE",
+    "LEASE (UTC)",
+    "WAITS",
+)
 
 
 def lister(
