@@ -40,6 +40,8 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         retry_delay_max=state.retry_delay_max,
         emits=emits(workflow, state),
         needs=state.needs or None,
+        prefers=state.prefers or None,
+        prefer_for=state.prefer_for,
     )
 
 

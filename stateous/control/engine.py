@@ -399,7 +399,8 @@ class Engine:
         wakes it. The caller parks the waiter or lets it leave."""
         checks.claim(supervisor, states, request, wait)
         fitting = self.fleet.fitting(self.graph, supervisor, states, labels)  # `needs=`
-        queues, turned_away = claiming.queues(self.graphs, fitting, checksum), False
+        prefer = self.fleet.preferring(self.graph, fitting, labels)  # `prefers=`
+        queues, turned_away = claiming.queues(self.graphs, fitting, checksum, prefer), False
         if waiter is None and wait > 0 and queues.keys:
             waiter = self.waits.enter(queues.keys, wait)
             turned_away = waiter is None

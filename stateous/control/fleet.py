@@ -17,6 +17,7 @@ from typing import Any
 
 from stateous.control.errors import InvalidArgument
 from stateous.control.graph import Graph
+from stateous.model.graph_file import StateSpec
 from stateous.model.labels import labels_problem, met, needs_text
 
 #: How long a supervisor counts as live after its last claim, in seconds.
@@ -49,6 +50,17 @@ class Fleet:
             self._seen[supervisor] = (offered, self.clock())
         return [state for state in states if met(needs_of(graph, state), offered)]
 
+    @staticmethod
+    def preferring(
+        graph: Graph, states: list[str], labels: Mapping[str, Any] | None
+    ) -> list[str] | None:
+        """The claim's labels as `name=value`, when a state of `states` `prefers` a label
+        (the claim then passes over the tasks preferred for another); None otherwise."""
+        specs = [spec_of(graph, state) for state in states]
+        if not any(spec.prefers for spec in specs if spec is not None):
+            return None
+        return [f"{name}={value}" for name, value in (labels or {}).items()]
+
     def unmet(self, needs: Mapping[str, str] | None) -> str | None:
         """The sentence for work with `needs` that no supervisor seen in the last hour could
         take, or None when one could (or when the control plane has served less long)."""
@@ -62,9 +74,14 @@ class Fleet:
         return f"no supervisor with {needs_text(needs)} seen in the last hour"
 
 
-def needs_of(graph: Graph, state: str) -> dict[str, str] | None:
-    """The needs of a state by its claim name (`state` or `workflow/state`) in `graph`."""
+def spec_of(graph: Graph, state: str) -> StateSpec | None:
+    """A state of `graph` by its claim name (`state` or `workflow/state`), if it has it."""
     workflow, _, name = state.rpartition("/")
     flow = graph.flows.get(workflow or graph.name)
-    spec = None if flow is None else flow.spec.states.get(name)
+    return None if flow is None else flow.spec.states.get(name)
+
+
+def needs_of(graph: Graph, state: str) -> dict[str, str] | None:
+    """The needs of a state by its claim name in `graph`."""
+    spec = spec_of(graph, state)
     return None if spec is None else spec.needs

@@ -315,7 +315,7 @@ class Moves:
         else:
             name = flow.claim_name(state)
             contract = self.graphs.of(tx, token.checksum).contract(name)
-            turn = turns.turn_at(tx, flow, token, name)
+            turn = turns.queued(tx, flow, spec, token, name)
             task = tx.insert_task(token.token, name, visit, contract, turn)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
         if spec.timeout is not None:

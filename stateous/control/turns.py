@@ -16,14 +16,41 @@ and fairness than without (docs/design.md, "Priorities and fairness").
 
 from __future__ import annotations
 
+from functools import cache
+
 from stateous.control.graph import Flow
 from stateous.control.store import TokenRow, Tx
-from stateous.model.keys import key_value
+from stateous.control.store.turn_sql import TaskTurn
+from stateous.model.durations import parse_duration
+from stateous.model.graph_file import StateSpec
+from stateous.model.keys import key_path, key_value
 
 #: How many seconds of waiting a level of priority is worth.
 AGE_PER_LEVEL = 60.0
 #: How far apart, in seconds, the starts of one fairness key's tasks in a queue are.
 FAIR_QUANTUM = 0.001
+#: How long a task of a state with `prefers` waits for a supervisor with that label when
+#: the state names no `prefer_for`.
+PREFER_FOR = "30s"
+
+
+def queued(tx: Tx, flow: Flow, spec: StateSpec, token: TokenRow, queue: str) -> TaskTurn:
+    """Where a task of `token` queued now in `queue` (a claim name, of state `spec`) stands:
+    its turn, and the label that its state `prefers` (`box=ws-3`, read from the token's
+    context) with until when only a supervisor with it may claim the task."""
+    turn = turn_at(tx, flow, token, queue)
+    if not spec.prefers:
+        return TaskTurn(turn)
+    [(label, text)] = spec.prefers.items()
+    value = key_value(_path(text), token.context)
+    return TaskTurn(
+        turn, f"{label}={value}", tx.now + parse_duration(spec.prefer_for or PREFER_FOR)
+    )
+
+
+@cache
+def _path(text: str) -> tuple[str, ...]:
+    return key_path(text)
 
 
 def turn_at(tx: Tx, flow: Flow, token: TokenRow, queue: str) -> float:

@@ -32,6 +32,10 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     inputs: list[str] | None = None
     #: The labels a supervisor must have to claim the state's work.
     needs: dict[str, str] | None = None
+    #: The one label a supervisor should have, by the key expression of its value, to be
+    #: offered the state's work first, for `prefer_for` (a duration; 30s by default).
+    prefers: dict[str, str] | None = None
+    prefer_for: str | None = None
 
 
 class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):

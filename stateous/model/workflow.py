@@ -33,6 +33,8 @@ STATE_KEYWORDS = (
     "join",
     "inputs",
     "needs",
+    "prefers",
+    "prefer_for",
 )
 
 
@@ -66,6 +68,10 @@ class State:
     inputs: tuple[str, ...] = ()
     #: The labels a supervisor must have to claim the state's work (`stateous.model.labels`).
     needs: dict[str, str] = field(default_factory=dict)
+    #: The one label whose value, read from the context by a key expression, a supervisor
+    #: should have to be offered the state's work first, and for how long (a duration).
+    prefers: dict[str, str] = field(default_factory=dict)
+    prefer_for: str | None = None
 
     @property
     def is_parallel(self) -> bool:
@@ -147,6 +153,26 @@ def _check_key(what: str, text: object) -> str | None:
     return text
 
 
+def _check_prefers(what: str, prefers: object, prefer_for: object) -> None:
+    """`prefers` names one label and the key expression of its value; `prefer_for` is a
+    duration, and goes with `prefers`."""
+    if prefers is None:
+        if prefer_for is not None:
+            raise DefinitionError(f"{what}: prefer_for= goes with prefers=")
+        return
+    if not isinstance(prefers, dict) or len(prefers) != 1:
+        raise DefinitionError(f"{what}: prefers= names one label: {{'box': \"ctx['box']\"}}")
+    [(name, text)] = prefers.items()
+    if labels_problem({name: "x"}) is not None:
+        raise DefinitionError(f"{what}: prefers: {labels_problem({name: 'x'})}")
+    _check_key(f"{what}: prefers: {name!r}", text)
+    if prefer_for is not None:
+        try:
+            parse_duration(str(prefer_for))
+        except ValueError as ex:
+            raise DefinitionError(f"{what}: prefer_for: {ex}") from None
+
+
 def _check_model(what: str, model: object) -> type | None:
     if model is None or is_model(model):
         return model  # type: ignore[return-value]
@@ -191,6 +217,8 @@ class Workflow:
         join: str = "all",
         inputs: Sequence[str] | None = None,
         needs: dict[str, str] | None = None,
+        prefers: dict[str, str] | None = None,
+        prefer_for: str | None = None,
         **unknown: Any,
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
@@ -209,8 +237,9 @@ class Workflow:
         children = self._children(what, parallel, join, inputs, retries)
         if needs is not None and (problem := labels_problem(needs)) is not None:
             raise DefinitionError(f"{what}: needs: {problem}; no supervisor could send it")
-        if needs and children:
+        if (needs or prefers) and children:
             raise DefinitionError(f"{what}: needs= goes with a task state, not parallel=")
+        _check_prefers(what, prefers, prefer_for)
         problem = backoff_problem(retries, retry_delay, retry_delay_max)
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
@@ -225,6 +254,8 @@ class Workflow:
             join=join,
             inputs=tuple(inputs or ()),
             needs=dict(needs or {}),
+            prefers=dict(prefers or {}),
+            prefer_for=prefer_for,
         )
         self.states[name] = state
         return state

@@ -123,3 +123,50 @@ def test_needs_are_in_the_graph_file_and_needs_no_supervisor_could_send_are_refu
         flow.state("x", needs={"gpu": True})  # type: ignore[dict-item]
     with pytest.raises(DefinitionError, match="labels are a mapping"):
         flow.state("y", needs=["os"])  # type: ignore[arg-type]
+
+
+def worktrees() -> Workflow:
+    """`work` prefers the box that holds the token's worktree, for 30 seconds."""
+    flow = Workflow("worktrees")
+    work = flow.state("work", prefers={"box": "ctx['box']"}, prefer_for="30s")
+    flow.transition(START, work)
+    flow.transition(work, END, on=flow.event("done"))
+    return flow
+
+
+def claim_work(served: Served, name: str, labels: dict[str, str]) -> Any:
+    body = {"supervisor": name, "states": ["work"], "labels": labels}
+    status, _, grant = served.request("POST", "/tasks/claim", body)
+    assert status in (200, 204), grant
+    return grant["token"] if status == 200 else None
+
+
+def test_a_preferred_box_gets_its_task_when_it_claims_within_prefer_for(backend: Backend) -> None:
+    plane = plane_for(worktrees(), backend)
+    with serving(plane.engine) as served:
+        for token, box in (("W-1", "ws-3"), ("W-2", "ws-3"), ("W-3", "ws-1")):
+            body = {"token": token, "context": {"box": box}}
+            assert served.request("POST", "/tokens", body)[0] == 201
+        # ws-1 passes over the two tasks that prefer ws-3, and takes its own.
+        assert claim_work(served, "b1", {"box": "ws-1"}) == "W-3"
+        assert claim_work(served, "b1", {"box": "ws-1"}) is None
+        assert claim_work(served, "b3", {"box": "ws-3", "os": "linux"}) == "W-1"
+        plane.clock.advance(29)
+        assert claim_work(served, "b1", {"box": "ws-1"}) is None
+        plane.clock.advance(1)  # prefer_for is over: the task goes to any box
+        assert claim_work(served, "b1", {"box": "ws-1"}) == "W-2"
+
+
+def test_prefers_names_one_label_and_a_key_expression() -> None:
+    graph = compile_workflow(worktrees())
+    assert (graph.states["work"].prefers, graph.states["work"].prefer_for) == (
+        {"box": "ctx['box']"},
+        "30s",
+    )
+    flow = Workflow("bad")
+    with pytest.raises(DefinitionError, match="names one label"):
+        flow.state("x", prefers={"a": "ctx['a']", "b": "ctx['b']"})
+    with pytest.raises(DefinitionError, match="is no key expression"):
+        flow.state("y", prefers={"box": "ctx["})
+    with pytest.raises(DefinitionError, match="prefer_for= goes with prefers="):
+        flow.state("z", prefer_for="10s")

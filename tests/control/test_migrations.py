@@ -83,6 +83,7 @@ UNDO_0019 = (
     "DROP INDEX tasks_queue",
     "DROP INDEX tasks_contract_queue",
     "ALTER TABLE tasks DROP COLUMN turn_at",
+    "DROP TABLE preferred",
     "ALTER TABLE tokens DROP COLUMN priority",
     "CREATE INDEX tasks_queue ON tasks (state, queued_at, id) WHERE status = 'queued'",
     "CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id) WHERE status = 'queued'",
@@ -180,7 +181,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 OURS = (
     "claims, control_plane, counts, credentials, fair_clocks, graphs, ledger, memory, "
-    "plan_tokens, plans, schedule_history, schedules, settings, tasks, timers, tokens"
+    "plan_tokens, plans, preferred, schedule_history, schedules, settings, tasks, timers, tokens"
 )
 
 

@@ -196,9 +196,23 @@ class Queues:
 
     keys: list[str]
     by: QueueBy = QueueBy.STATE
+    #: The claiming supervisor's labels as `name=value`, when a state of `keys` has
+    #: `prefers`: the claim then passes over a task preferred for another label until its
+    #: `prefer_until`. None for a claim of states without (its statement has no condition).
+    prefer: list[str] | None = None
 
 
-def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE) -> str:
+#: The condition on a queued task preferred for a label (`preferred`): none, its time is
+#: over (`?`, the claim's), or the claim's labels (a JSON list `?`) hold it.
+PREFERRED = (
+    "NOT EXISTS (SELECT 1 FROM preferred p WHERE p.task = queued.id AND p.until > ? "
+    "AND p.label NOT IN (SELECT value FROM {listed}))"
+)
+
+
+def queued_in_state(
+    columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE, prefer: str = ""
+) -> str:
     """The `columns` of the queued tasks of the queue that `s.value` names (a state, or a
     contract: `by`), by that queue's index (`tasks_queue` or `tasks_contract_queue`:
     `by, turn_at, id WHERE status = 'queued'`); with `active`, only those whose token is
@@ -207,6 +221,8 @@ def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.
         f"SELECT {columns} FROM tasks queued "
         f"WHERE queued.status = {word(TaskStatus.QUEUED)} AND queued.{by} = s.value"
     )
+    if prefer:
+        sql += f" AND {PREFERRED.format(listed=prefer)}"
     if active:
         sql += (
             " AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
@@ -216,7 +232,12 @@ def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.
 
 
 def queue_head(
-    columns: str, count: str, *, active: bool = True, by: QueueBy = QueueBy.STATE
+    columns: str,
+    count: str,
+    *,
+    active: bool = True,
+    by: QueueBy = QueueBy.STATE,
+    prefer: str = "",
 ) -> str:
     """The first `count` tasks of `queued_in_state`, in turn (`control.turns`; ties by id).
 
@@ -224,7 +245,7 @@ def queue_head(
     the first tasks that fit: the queue is never sorted.
     """
     return (
-        f"{queued_in_state(columns, active=active, by=by)} "
+        f"{queued_in_state(columns, active=active, by=by, prefer=prefer)} "
         f"ORDER BY queued.turn_at, queued.id LIMIT {count}"
     )
 
@@ -247,13 +268,14 @@ def any_queued_sql(listed: str, by: QueueBy = QueueBy.STATE) -> str:
 
 
 @cache
-def next_queued_sql(by: QueueBy = QueueBy.STATE) -> str:
+def next_queued_sql(by: QueueBy = QueueBy.STATE, prefer: bool = False) -> str:
     """The first queued task in turn of the queues of a JSON list whose token is active, as
     a row of `STATE_COLUMNS` (SQLite): the head of each queue, then the first of those heads.
     The task is its token's live task, so the row reads as `token_state_sql`'s does."""
     return (
         f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
-        f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1', by=by)}) "
+        f"JOIN tasks t ON t.id = "
+        f"({queue_head('queued.id', '1', by=by, prefer='json_each(?)' if prefer else '')}) "
         "JOIN tokens k ON k.token = t.token ORDER BY t.turn_at, t.id LIMIT 1"
     )
 

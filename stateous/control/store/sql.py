@@ -64,7 +64,7 @@ from stateous.control.store.rows import (
     to_column,
 )
 from stateous.control.store.schedule_sql import ScheduleSql
-from stateous.control.store.turn_sql import TurnSql
+from stateous.control.store.turn_sql import TaskTurn, TurnSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
@@ -335,16 +335,18 @@ class SqlTx(
         knows the id its own way)."""
 
     def insert_task(
-        self, token: str, state: str, visit: int, contract: str | None, turn_at: float
+        self, token: str, state: str, visit: int, contract: str | None, turn: TaskTurn
     ) -> int:
         for watcher in self.watchers:
             watcher.task_queued(state, contract)
         self._live.pop(token, None)
-        return self.insert_row(
+        task = self.insert_row(
             "tasks",
             "token, state, visit, status, attempt, queued_at, contract, turn_at",
-            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn_at),
+            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn.turn_at),
         )
+        self.prefer(task, turn)
+        return task
 
     def task(self, task: int) -> TaskRow | None:
         row = self.one(TASK_BY_ID, (task,))
@@ -397,7 +399,10 @@ class SqlTx(
         One writer runs at a time on SQLite, so the first such task is free to take.
         The keys go as one JSON list, so the statement is the same for any number.
         """
-        row = self.one(next_queued_sql(queues.by), (json_text(queues.keys),))
+        row = self.one(
+            next_queued_sql(queues.by, queues.prefer is not None),
+            (json_text(queues.keys), *self.preferring(queues)),
+        )
         if row is None:
             return None
         self.keep_state(row)

@@ -9,7 +9,9 @@ one key at once both move it.
 
 from __future__ import annotations
 
-from stateous.control.store.columns import word
+from typing import Any, NamedTuple
+
+from stateous.control.store.columns import Queues, json_text, word
 from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import TaskStatus
 
@@ -22,8 +24,19 @@ _HEAD = (
 )
 
 
+class TaskTurn(NamedTuple):
+    """Where a task queued now stands: its turn, and the label a claim must have to take it
+    (`name=value`) until `prefer_until`, if its state `prefers` one."""
+
+    turn_at: float
+    prefers: str | None = None
+    prefer_until: float | None = None
+
+
 class TurnSql(Statements):
     """The verbs of `Tx` that turns need."""
+
+    now: float
 
     #: How the larger of two numbers is spelled (`max` on SQLite, `greatest` on Postgres).
     greatest = "max"
@@ -45,6 +58,25 @@ class TurnSql(Statements):
         )
         assert row is not None  # an upsert's RETURNING always gives its row
         return float(row[0])
+
+    def prefer(self, task: int, turn: TaskTurn) -> None:
+        """Keep the label that a task queued now is preferred for, if any."""
+        if turn.prefers is not None:
+            self.change(
+                "INSERT INTO preferred (task, label, until) VALUES (?, ?, ?)",
+                (task, turn.prefers, turn.prefer_until),
+            )
+
+    def taken(self, task: int) -> None:
+        """Forget the preference of a task that a claim of preferring states took."""
+        self.change("DELETE FROM preferred WHERE task = ?", (task,))
+
+    def preferring(self, queues: Queues) -> tuple[Any, ...]:
+        """The bindings of a claim's condition on preferred tasks (`columns.PREFERRED`), the
+        claim's time and labels: none for a claim of states without `prefers`."""
+        if queues.prefer is None:
+            return ()
+        return (self.now, json_text(queues.prefer))
 
     def set_turn(self, task: int, turn_at: float) -> None:
         """Give a task queued again (a retry) its new turn."""

@@ -3,7 +3,9 @@
 -- the moment it was queued, less 60 seconds a level of priority, and, in a workflow with
 -- a fairness key, no earlier than its key's clock allows (`fair_clocks`). The queues are
 -- read in `turn_at` order instead of `queued_at`. The live tasks kept before take their
--- `queued_at` as their turn.
+-- `queued_at` as their turn. A queued task of a state with `prefers` has a row of
+-- `preferred`: the label its supervisor should have (`box=ws-3`), and until when, in
+-- seconds, only a supervisor with it may claim the task.
 
 ALTER TABLE tokens ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE tasks ADD COLUMN turn_at DOUBLE PRECISION;
@@ -18,4 +20,9 @@ CREATE TABLE fair_clocks (
     key TEXT COLLATE "C" NOT NULL,
     clock DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (queue, key)
+);
+CREATE TABLE preferred (
+    task BIGINT PRIMARY KEY,
+    label TEXT NOT NULL,
+    until DOUBLE PRECISION NOT NULL
 );

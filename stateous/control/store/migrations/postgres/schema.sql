@@ -229,3 +229,11 @@ CREATE TABLE fair_clocks (
     clock DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (queue, key)
 );
+
+-- The label that a queued task's state prefers (0019), and until when only a claim with it
+-- may take the task; the claim that takes it removes its row.
+CREATE TABLE preferred (
+    task BIGINT PRIMARY KEY,
+    label TEXT NOT NULL,
+    until DOUBLE PRECISION NOT NULL
+);

@@ -232,3 +232,11 @@ CREATE TABLE fair_clocks (
     clock REAL NOT NULL,
     PRIMARY KEY (queue, key)
 ) WITHOUT ROWID;
+
+-- The label that a queued task's state prefers (0019), and until when only a claim with it
+-- may take the task; the claim that takes it removes its row.
+CREATE TABLE preferred (
+    task INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    until REAL NOT NULL
+) WITHOUT ROWID;
