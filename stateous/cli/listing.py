@@ -78,13 +78,25 @@ def task_cells(task: Row) -> list[str]:
         str(task["attempt"]),
         task["supervisor"] or "",
         age(task["age"]),
-        # A queued task has no lease: the column says what it waits for, if anything.
-        task.get("waits_for") or "" if task["lease_until"] is None else utc(task["lease_until"]),
+        "" if task["lease_until"] is None else utc(task["lease_until"]),
+        # What a queued task waits for: a resource, or a supervisor that could take it (a
+        # control plane before resources or labels sends neither).
+        task.get("waits_for") or task.get("waits") or "",
     ]
 
 
 TOKEN_HEADING = ("TOKEN", "STATE", "STATUS", "VISIT", "ENTERED (UTC)", "PARENT")
-TASK_HEADING = ("TASK", "TOKEN", "STATE", "STATUS", "ATTEMPT", "SUPERVISOR", "AGE", "LEASE (UTC)")
+TASK_HEADING = (
+    "TASK",
+    "TOKEN",
+    "STATE",
+    "STATUS",
+    "ATTEMPT",
+    "SUPERVISOR",
+    "AGE",
+    "LEASE (UTC)",
+    "WAITS",
+)
 
 
 def lister(

@@ -90,7 +90,7 @@ def start(client: Client, args: argparse.Namespace) -> list[str]:
     """Start the token; one line on stderr when it existed, so a script can tell, while the
     exit code stays 0 as for a start that did happen."""
     context = json_object(args.context, "CONTEXT_JSON")
-    token, created = client.start_token(args.id, context)
+    token, created = client.start_token(args.id, context, args.priority)
     if not created:
         print(f"token {args.id!r} exists already; nothing was started", file=sys.stderr)
     return [token_line(token)]
@@ -196,6 +196,9 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
     started.add_argument("id", metavar="ID", help="the token's id, for example TICKET-1")
     started.add_argument(
         "context", metavar="CONTEXT_JSON", nargs="?", help="the context, a JSON object"
+    )
+    started.add_argument(
+        "--priority", type=int, default=0, help="higher first, -100 to 100; default 0"
     )
     started.set_defaults(run=with_client(start))
 

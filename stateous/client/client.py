@@ -131,13 +131,15 @@ class Client:
         return self.start_token(token, context)[0]
 
     def start_token(
-        self, token: str, context: dict[str, Any] | None = None
+        self, token: str, context: dict[str, Any] | None = None, priority: int = 0
     ) -> tuple[dict[str, Any], bool]:
         """Start a token, or find the one that has this id already; tell which (True when
-        this call started it: the control plane answered 201, not 200)."""
-        status, answer = self._exchange(
-            "POST", "/tokens", {"token": token, "context": context or {}}
-        )
+        this call started it: the control plane answered 201, not 200). `priority` is sent
+        only when it is not 0, so an older control plane takes the start as before."""
+        body: dict[str, Any] = {"token": token, "context": context or {}}
+        if priority:
+            body["priority"] = priority
+        status, answer = self._exchange("POST", "/tokens", body)
         return answer, status == 201
 
     def fire(

@@ -41,6 +41,9 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         retry_delay_max=state.retry_delay_max,
         emits=emits(workflow, state),
         uses=dict(state.uses) or None,
+        needs=state.needs or None,
+        prefers=state.prefers or None,
+        prefer_for=state.prefer_for,
     )
 
 
@@ -63,6 +66,7 @@ def workflow_spec(workflow: Workflow, models: Models) -> WorkflowSpec:
             )
             for transition in workflow.transitions
         ],
+        fairness=workflow.fairness,
     )
 
 
@@ -80,4 +84,5 @@ def build_graph(tree: list[Workflow], models: Models) -> GraphFile:
         schemas=dict(models.schemas),
         schedules=schedule_specs(tree[0]),
         resources=resource_specs(tree),
+        fairness=top.fairness,
     )

@@ -15,6 +15,7 @@ from stateous.control.errors import (
     InvalidArgument,
     InvalidContext,
     InvalidPayload,
+    InvalidPriority,
     InvalidTokenId,
     TooManyTimers,
 )
@@ -32,6 +33,7 @@ from stateous.model.limits import (
     MEMORY_KEY_LIMIT,
     NOTE_LIMIT,
     PENDING_TIMERS,
+    PRIORITY_LIMIT,
     REQUEST_ID_LIMIT,
     SUPERVISOR_NAME_LIMIT,
     TIMERS_PER_REPORT,
@@ -53,6 +55,14 @@ def token_id(token: object) -> str:
             "digits, '.', '_' or '-'"
         )
     return token
+
+
+def priority(value: int) -> int:
+    if abs(value) > PRIORITY_LIMIT:
+        raise InvalidPriority(
+            f"{value} is no priority: a whole number from -{PRIORITY_LIMIT} to {PRIORITY_LIMIT}"
+        )
+    return value
 
 
 def keepable(text: str) -> bool:
@@ -99,6 +109,14 @@ def request_id(request: str | None) -> None:
         raise InvalidArgument(
             f"a request id has 1 to {REQUEST_ID_LIMIT} letters, digits, '.', '_' or '-'"
         )
+
+
+def claim(supervisor: str, states: list[str], request: str | None, wait: float) -> None:
+    """The parts of a claim, each checked on its own."""
+    supervisor_name(supervisor)
+    claimed_states(states)
+    request_id(request)
+    claim_wait(wait)
 
 
 def claim_wait(wait: float) -> None:

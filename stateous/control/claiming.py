@@ -35,13 +35,16 @@ class Claimed(NamedTuple):
     turned_away: bool
 
 
-def queues(graphs: Graphs, states: list[str], checksum: str | None) -> Queues:
+def queues(
+    graphs: Graphs, states: list[str], checksum: str | None, prefer: list[str] | None = None
+) -> Queues:
     """The queues a claim of `states` takes from: their own, or, when it names the graph
     `checksum`, those of their contracts there (`GraphNotFound` when no graph of that
-    checksum is kept: no contract can be proved)."""
+    checksum is kept: no contract can be proved); `prefer`, the claim's labels when a
+    state prefers one (`Queues.prefer`)."""
     if checksum is None:
-        return Queues(states)
-    return Queues(graphs.contracts(checksum, states), QueueBy.CONTRACT)
+        return Queues(states, prefer=prefer)
+    return Queues(graphs.contracts(checksum, states), QueueBy.CONTRACT, prefer)
 
 
 def must_write(tx: Tx, supervisor: str, queues: Queues) -> bool:
@@ -103,6 +106,8 @@ def take(
     task = prefer or task
     if task is None:
         return None
+    if queues.prefer is not None:
+        tx.taken(task.id)
     task.status, task.attempt = TaskStatus.CLAIMED, task.attempt + 1
     task.claimed_by, task.lease_until = supervisor, tx.now + lease
     tx.save_task(task)

@@ -7,7 +7,8 @@ So a run of several steps neither waits in the queue nor pays a claim between it
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -28,17 +29,22 @@ class Asked(NamedTuple):
     request: str | None
 
 
-def asked(graphs: Graphs, body: ReportBody) -> Asked | None:
-    """The `next` of a report, checked as a claim's fields are; None when it asks none. A
-    checksum of no graph the database keeps takes from no queue: the report is taken, and
-    its answer grants nothing (a claim would be refused `graph_not_found`)."""
+#: The queues a claim of a supervisor's states takes from, by its checksum and labels.
+QueuesOf = Callable[[str, list[str], str | None, Mapping[str, Any] | None], Queues]
+
+
+def asked(queues_of: QueuesOf, body: ReportBody) -> Asked | None:
+    """The `next` of a report, checked as a claim's fields are, its queues found as a
+    claim's are (`queues_of`); None when it asks none. A checksum of no graph the database
+    keeps takes from no queue: the report is taken, and its answer grants nothing (a claim
+    would be refused `graph_not_found`)."""
     wanted = body.next
     if wanted is None or body.supervisor is None:
         return None
     checks.claimed_states(wanted.states)
     checks.request_id(wanted.request)
     try:
-        queues = claiming.queues(graphs, wanted.states, wanted.checksum)
+        queues = queues_of(body.supervisor, wanted.states, wanted.checksum, wanted.labels)
     except GraphNotFound:
         queues = Queues([])
     return Asked(body.supervisor, wanted.states, queues, wanted.request)

@@ -9,7 +9,7 @@ calls it, the store keeps what it decides.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stateous.control import checks, claiming, eager, mending, outcomes, resources
@@ -27,6 +27,7 @@ from stateous.control.errors import (
     TokenNotActive,
     TokenNotFound,
 )
+from stateous.control.fleet import Fleet, needs_of
 from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
@@ -62,6 +63,9 @@ from stateous.model.wire import (
     TokenView,
 )
 
+#: A token's context as a start gives it (None: empty).
+Context = dict[str, Any] | None
+
 
 class Engine:
     """The control plane's decisions, over one graph and one store."""
@@ -77,8 +81,9 @@ class Engine:
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
         self.moves = Moves(self.graphs)
+        self.fleet = Fleet(store.clock)
         #: The pages of tokens, tasks and supervisors that the API lists.
-        self.listings = Listings(self.store)
+        self.listings = Listings(self.store, lambda state: self.fleet.unmet(needs_of(graph, state)))
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
         #: every claimed lease before it ends any (docs/concepts/reliability.md).
         self.leases_owed = False
@@ -134,21 +139,22 @@ class Engine:
     # starting and firing
 
     def start(
-        self, token: str, context: dict[str, Any] | None = None, *, by: str | None = None
+        self, token: str, context: Context = None, *, by: str | None = None, priority: int = 0
     ) -> tuple[TokenView, bool]:
         """Start a token, or answer the one that exists with this id, whatever the context
-        (the context is checked only for a token that is new)."""
+        and the priority (both are checked only for a token that is new)."""
         checks.token_id(token)
-        return self._write(lambda tx: self.start_in(tx, token, context), by)
+        checks.priority(priority)
+        return self._write(lambda tx: self.start_in(tx, token, context, priority), by)
 
     def start_in(
-        self, tx: Tx, token: str, context: dict[str, Any] | None
+        self, tx: Tx, token: str, context: Context, priority: int = 0
     ) -> tuple[TokenView, bool]:
         """Start a token in `tx`, or answer the one of this id (a schedule's start)."""
         existing = self._existing(tx, token)
         if existing is not None:
             return view(existing), False
-        return self._start(tx, token, context), True
+        return self._start(tx, token, context, None, priority), True
 
     @staticmethod
     def _existing(tx: Tx, token: str) -> TokenRow | None:
@@ -161,7 +167,7 @@ class Engine:
         return existing
 
     def _start(
-        self, tx: Tx, token: str, context: dict[str, Any] | None, key: str | None = None
+        self, tx: Tx, token: str, context: Context, key: str | None = None, priority: int = 0
     ) -> TokenView:
         """Start a token that does not exist; its `started` entry keeps the idempotency key
         of the delivery that started it, so that a redelivery is a duplicate."""
@@ -174,9 +180,8 @@ class Engine:
             too_long = self.moves.child_id_problem(token, flow, choice.target, 1, checked)
             if too_long is not None:
                 raise InvalidTokenId(too_long)
-        row = TokenRow(
-            token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now, checksum=self.graph.checksum
-        )
+        row = TokenRow(token, START_NAME, TokenStatus.ACTIVE, 1, checked, tx.now)
+        row.checksum, row.priority = self.graph.checksum, priority
         tx.insert_token(row)
         tx.record(token, Kind.STARTED, {"context": checked}, key)
         self.moves.first_move(tx, row)
@@ -384,9 +389,8 @@ class Engine:
         checksum: str | None = None,
         by: str | None = None,
     ) -> Grant | None:
-        """Give the oldest queued task of these states to a supervisor, or None; with the
-        `checksum` of the graph the supervisor was built for, only a task whose state has
-        the same contract there (`claiming.queues`)."""
+        """Give the first queued task in turn of these states to a supervisor, or None; with
+        the `checksum` of its graph, only of the same contract there (`claiming.queues`)."""
         return self.claim_or_wait(supervisor, states, request, checksum=checksum, by=by).grant
 
     def claim_or_wait(
@@ -399,16 +403,13 @@ class Engine:
         by: str | None = None,
         wait: float = 0.0,
         waiter: Waiter | None = None,
+        labels: Mapping[str, Any] | None = None,
     ) -> claiming.Claimed:
         """Claim as `claim` does; with `wait`, first enter the waits (unless the claim has a
         `waiter` already, from an earlier attempt), so that a task queued during the attempt
         wakes it. The caller parks the waiter or lets it leave."""
-        checks.supervisor_name(supervisor)
-        checks.claimed_states(states)
-        checks.request_id(request)
-        checks.claim_wait(wait)
-        queues = claiming.queues(self.graphs, states, checksum)
-        turned_away = False
+        checks.claim(supervisor, states, request, wait)
+        queues, turned_away = self._queues(supervisor, states, checksum, labels), False
         if waiter is None and wait > 0 and queues.keys:
             waiter = self.waits.enter(queues.keys, wait)
             turned_away = waiter is None
@@ -421,6 +422,18 @@ class Engine:
                 waiter.leave()
             raise
         return claiming.Claimed(grant, waiter, turned_away)
+
+    def _queues(
+        self,
+        supervisor: str,
+        states: list[str],
+        checksum: str | None,
+        labels: Mapping[str, Any] | None,
+    ) -> Queues:
+        """The queues a claim or a report's `next` takes from (`needs=`, `prefers=`, checksum)."""
+        fitting = self.fleet.fitting(self.graph, supervisor, states, labels)
+        prefer = self.fleet.preferring(self.graph, fitting, labels)
+        return claiming.queues(self.graphs, fitting, checksum, prefer)
 
     def _claim_once(
         self,
@@ -569,7 +582,7 @@ class Engine:
             checks.supervisor_name(body.supervisor)
         checks.attempt(body.attempt)
         checks.retry_after(body.kind, body.retry_after)
-        wanted = eager.asked(self.graphs, body)
+        wanted = eager.asked(self._queues, body)
 
         def operation(tx: Tx) -> TokenView | Reported:
             row, token = self._held_task(

@@ -51,6 +51,10 @@ class InvalidTokenId(EngineError, ValueError):
     code = RefusalCode.INVALID_TOKEN_ID
 
 
+class InvalidPriority(EngineError, ValueError):
+    code, status = RefusalCode.INVALID_PRIORITY, 422
+
+
 class InvalidBody(EngineError, ValueError):
     code = RefusalCode.INVALID_BODY
 

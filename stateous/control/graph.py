@@ -21,6 +21,7 @@ from stateous.model.errors import Failure
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guard_eval import evaluate
 from stateous.model.guards import Guard, parse
+from stateous.model.keys import key_path
 from stateous.model.names import BUILTIN_EVENTS
 
 
@@ -71,6 +72,8 @@ class Flow:
     #: Every workflow of the same graph file by name, this one included: where the child
     #: workflows of its parallel states are found.
     family: dict[str, Flow] = field(default_factory=dict)
+    #: The path into the context of the workflow's fairness key, if it has one.
+    fairness: tuple[str, ...] | None = None
 
     def state(self, name: str) -> StateSpec:
         return self.spec.states[name]
@@ -170,6 +173,8 @@ class Graph:
         name: str, spec: WorkflowSpec, checks: dict[str, Validator], *, is_top: bool
     ) -> Flow:
         flow = Flow(name=name, spec=spec, is_top=is_top)
+        if spec.fairness is not None:
+            flow.fairness = key_path(spec.fairness)
         for transition in spec.transitions:
             guard = parse(transition.when) if transition.when is not None else None
             route = Route(

@@ -16,6 +16,7 @@ from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
+from stateous.model.keys import key_path
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
 from stateous.model.resources import resource_problems, use_problem
 from stateous.model.schedule import problems as schedule_problems
@@ -67,6 +68,11 @@ def _workflow(document: GraphFile, name: str, spec: WorkflowSpec, prefix: str) -
             yield f"{where}: {event!r} is an event of Stateous itself; it cannot be declared"
         if event_spec.payload is not None and event_spec.payload not in document.schemas:
             yield f"{where}.payload: the graph file has no schema {event_spec.payload!r}"
+    if spec.fairness is not None:
+        try:
+            key_path(spec.fairness)
+        except GuardSyntaxError as ex:
+            yield f"{prefix}fairness: {spec.fairness!r} is no key expression: {ex}"
     for state, state_spec in spec.states.items():
         yield from _state(document, name, spec, state, state_spec, f"{prefix}states.{state}")
     for index, transition in enumerate(spec.transitions):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -152,9 +153,14 @@ def matches_nothing(query: TokenQuery) -> bool:
     return not all(map(checks.keepable, filter(None, named)))
 
 
-def task_view(task: TaskRow, now: float, checksum: str | None) -> TaskView:
+#: Of a state (its claim name), the sentence that no live supervisor could take its work.
+Unmet = Callable[[str], str | None] | None
+
+
+def task_view(task: TaskRow, now: float, checksum: str | None, unmet: Unmet = None) -> TaskView:
     """Show a live task as `GET /tasks` does; only a claimed task has its supervisor.
-    `checksum` is its token's graph: the version whose supervisors it waits for."""
+    `checksum` is its token's graph: the version whose supervisors it waits for; `unmet`
+    says, of a queued task's state, what no live supervisor offers."""
     held = task.status == TaskStatus.CLAIMED
     return TaskView(
         task=task.id,
@@ -167,6 +173,7 @@ def task_view(task: TaskRow, now: float, checksum: str | None) -> TaskView:
         queued_at=to_iso(task.queued_at),
         age=round(max(now - task.queued_at, 0.0), 1),
         checksum=checksum,
+        waits=unmet(task.state) if unmet and task.status == TaskStatus.QUEUED else None,
     )
 
 
@@ -182,8 +189,10 @@ def supervisor_view(row: SupervisorRow) -> SupervisorView:
 class Listings:
     """The listings, read from one store; each page is one read transaction."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, unmet: Unmet = None) -> None:
         self.store = store
+        #: What no live supervisor offers that a state needs (`fleet.Fleet.unmet`).
+        self.unmet = unmet
 
     def tokens(
         self,
@@ -263,13 +272,13 @@ class Listings:
         more = len(rows) == count
         rows = rows[: count - 1]
         cursor = encode_cursor([rows[-1][1], rows[-1][0].id]) if more else None
-        return Page(
-            [
-                msgspec.structs.replace(task_view(row, now, checksum), waits_for=waits.get(row.id))
-                for row, _, checksum in rows
-            ],
-            cursor,
-        )
+        views = [
+            msgspec.structs.replace(
+                task_view(row, now, checksum, self.unmet), waits_for=waits.get(row.id)
+            )
+            for row, _, checksum in rows
+        ]
+        return Page(views, cursor)
 
     def supervisors(
         self, *, limit: str | int | None = None, after: str | None = None

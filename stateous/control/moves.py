@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import checks, resources
+from stateous.control import checks, resources, turns
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -336,7 +336,8 @@ class Moves:
         else:
             name = flow.claim_name(state)
             contract = self.graphs.of(tx, token.checksum).contract(name)
-            task = tx.insert_task(token.token, name, visit, contract)
+            turn = turns.queued(tx, flow, spec, token, name)
+            task = tx.insert_task(token.token, name, visit, contract, turn)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
             if spec.uses:
                 declared = self.graphs.of(tx, token.checksum).document.resources
@@ -408,10 +409,12 @@ class Moves:
         self.set_timer(tx, token, RETRY_EVENT, None, wait, TimerKind.RETRY, detail)
 
     def requeue(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
-        """Queue a task for its next attempt, as a task queued anew (let in to its resources,
-        or waiting for them)."""
+        """Queue a task for its next attempt, as a task queued anew (with a turn anew, let in
+        to its resources or waiting for them)."""
+        turn = turns.turn_at(tx, self.flow(tx, token), token, task.state)
         task.status, task.queued_at = TaskStatus.QUEUED, tx.now
         tx.save_task(task)
+        tx.set_turn(task.id, turn)
         tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})
         if self.uses(tx, token):
             resources.admit(tx, task.id)
@@ -531,6 +534,7 @@ class Moves:
                 parent=token.token,
                 workflow=workflow,
                 checksum=token.checksum,
+                priority=token.priority,
             )
             tx.insert_token(child)
             tx.record(token.token, Kind.BRANCH_STARTED, {"workflow": workflow, "token": child_id})

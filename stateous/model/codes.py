@@ -31,6 +31,7 @@ class RefusalCode(StrEnum):
     INVALID_CONTEXT = "invalid_context"
     INVALID_PAYLOAD = "invalid_payload"
     INVALID_TOKEN_ID = "invalid_token_id"
+    INVALID_PRIORITY = "invalid_priority"
     TOO_MANY_TIMERS = "too_many_timers"
     INVALID_DELIVERY = "invalid_delivery"
     INVALID_SCHEDULE = "invalid_schedule"

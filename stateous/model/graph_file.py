@@ -32,6 +32,12 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     inputs: list[str] | None = None
     #: The resources its task holds: a key expression or a count each (`model.resources`).
     uses: dict[str, str | int] | None = None
+    #: The labels a supervisor must have to claim the state's work.
+    needs: dict[str, str] | None = None
+    #: The one label a supervisor should have, by the key expression of its value, to be
+    #: offered the state's work first, for `prefer_for` (a duration; 30s by default).
+    prefers: dict[str, str] | None = None
+    prefer_for: str | None = None
 
 
 class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -63,6 +69,8 @@ class WorkflowSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkn
     states: dict[str, StateSpec]
     events: dict[str, EventSpec]
     transitions: list[TransitionSpec]
+    #: The key expression that names a task's fairness key (`stateous.model.keys`).
+    fairness: str | None = None
 
 
 class ScheduleSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -97,6 +105,8 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     schedules: dict[str, ScheduleSpec] = {}
     #: The resources its states use; absent without any, as `schedules`.
     resources: dict[str, ResourceSpec] = {}
+    #: The top workflow's fairness key expression; absent without one, as `schedules`.
+    fairness: str | None = None
 
     def workflow_spec(self, name: str) -> WorkflowSpec:
         """Return the top workflow or a child workflow in the same shape."""
@@ -106,6 +116,7 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
                 states=self.states,
                 events=self.events,
                 transitions=self.transitions,
+                fairness=self.fairness,
             )
         return self.workflows[name]
 
@@ -155,16 +166,17 @@ def checksum(graph: GraphFile) -> str:
 
 def structure(graph: GraphFile) -> str:
     """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay` and
-    `retry_delay_max`), their `uses`, and without its schedules and resources.
+    `retry_delay_max`), their `uses`, and without its schedules, resources and fairness keys.
 
     Changing only those keeps the structure, so a database with live tokens can take the
-    new file: a schedule says when tokens start, a resource when a task may run, never
-    how a token moves.
+    new file: a schedule says when tokens start, a resource when a task may run, a fairness
+    key in which order tasks are claimed, never how a token moves.
     """
     document = msgspec.to_builtins(graph)
     document.pop("schedules", None)
     document.pop("resources", None)
     for workflow in (document, *document.get("workflows", {}).values()):
+        workflow.pop("fairness", None)
         for state in workflow["states"].values():
             for key in TIMING:
                 state.pop(key, None)

@@ -46,6 +46,13 @@ MEMORY_KEY_LIMIT: Final = 128
 
 # Counts.
 
+#: A supervisor label's name or value, and a state's need's, in characters.
+LABEL_LIMIT: Final = 64
+#: The most labels of a supervisor, and needs of a state.
+LABELS_LIMIT: Final = 32
+#: The largest priority of a token either way: from -PRIORITY_LIMIT to PRIORITY_LIMIT.
+PRIORITY_LIMIT: Final = 100
+
 #: The largest whole number the database keeps (a signed 64-bit integer): the bound of
 #: task ids, attempts and visits.
 INTEGER_LIMIT: Final = 2**63 - 1

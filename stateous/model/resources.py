@@ -16,7 +16,8 @@ from typing import Any
 
 import msgspec
 
-from stateous.model.guards import CtxRef, GuardSyntaxError, Truth, parse
+from stateous.model.guards import GuardSyntaxError
+from stateous.model.keys import key_path, key_value
 from stateous.model.names import name_problem
 
 #: The seconds of each unit a rate may name.
@@ -50,22 +51,6 @@ def resource_problems(name: object, slots: object, rate: object) -> list[str]:
     return found
 
 
-def key_path(expression: str) -> tuple[str, ...]:
-    """The context path that a key expression reads (`ctx['repo']` reads `("repo",)`); a
-    key is a value of the context, never a condition."""
-    try:
-        root = parse(expression).root
-    except GuardSyntaxError as ex:
-        raise ValueError(f"{expression!r} does not parse: {ex}") from None
-    if isinstance(root, Truth):
-        root = root.operand
-    if not isinstance(root, CtxRef) or not root.path:
-        raise ValueError(
-            f"{expression!r} is not a value of the context; a key reads one, as ctx['repo']"
-        )
-    return root.path
-
-
 def use_problem(resource: str, use: object, declared: Mapping[str, Any]) -> str | None:
     """What is wrong with a state's use of `resource`, or None."""
     if resource not in declared:
@@ -79,21 +64,18 @@ def use_problem(resource: str, use: object, declared: Mapping[str, Any]) -> str 
         return None
     try:
         key_path(use)
-    except ValueError as ex:
-        return f"uses {resource!r}: {ex}"
+    except GuardSyntaxError as ex:
+        return f"uses {resource!r}: {use!r} is no key expression: {ex}"
     return None
 
 
 def key_of(use: str | int, context: Any) -> tuple[str, int]:
     """The key a use takes and how many slots: a key expression takes one slot of the key it
-    reads (a string as it is, any other value as its JSON text), a count that many of the
+    reads (`keys.key_value`), a count that many of the
     resource's one key."""
     if isinstance(use, int):
         return WHOLE, use
-    value: Any = context
-    for step in key_path(use):
-        value = value.get(step) if isinstance(value, Mapping) else None
-    return (value if isinstance(value, str) else msgspec.json.encode(value).decode()), 1
+    return key_value(key_path(use), context), 1
 
 
 def shown(resource: str, key: str) -> str:

@@ -208,6 +208,8 @@ class ErrorBody(msgspec.Struct, kw_only=True):
 class StartBody(msgspec.Struct, kw_only=True):
     token: str
     context: dict[str, Any] | None = None
+    #: Higher first; inherited by the token's children (`PRIORITY_LIMIT` either way).
+    priority: int = 0
 
 
 class FireBody(msgspec.Struct, kw_only=True):
@@ -303,6 +305,8 @@ class ClaimBody(msgspec.Struct, kw_only=True):
     #: The checksum of the graph file the supervisor was built for (its contract.py's): it
     #: is granted a task only when the task's state has the same contract there.
     checksum: str | None = None
+    #: The supervisor's labels: it is granted only tasks whose state's needs they meet.
+    labels: dict[str, Any] | None = None
 
 
 class HeartbeatBody(msgspec.Struct, kw_only=True):
@@ -325,6 +329,7 @@ class NextBody(msgspec.Struct, kw_only=True):
     states: list[str]
     request: str | None = None
     checksum: str | None = None
+    labels: dict[str, Any] | None = None
 
 
 class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -393,6 +398,9 @@ class TaskView(msgspec.Struct, kw_only=True):
     checksum: str | None = None
     #: A queued task that waits for a resource: what for, and who took it.
     waits_for: str | None = None
+    #: Of a queued task whose state needs labels that no supervisor seen in the last hour
+    #: has, that sentence ("no supervisor with os=macos seen in the last hour").
+    waits: str | None = None
 
 
 class SupervisorView(msgspec.Struct, kw_only=True):

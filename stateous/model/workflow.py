@@ -15,9 +15,12 @@ from typing import Any
 from stateous.model.backoff import backoff_problem
 from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
+from stateous.model.guards import GuardSyntaxError
+from stateous.model.keys import key_path
+from stateous.model.labels import labels_problem
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
-from stateous.model.resources import key_path, resource_problems
+from stateous.model.resources import resource_problems
 from stateous.model.schedule import problems
 
 JOINS = ("all", "any")
@@ -31,6 +34,9 @@ STATE_KEYWORDS = (
     "join",
     "inputs",
     "uses",
+    "needs",
+    "prefers",
+    "prefer_for",
 )
 
 
@@ -64,6 +70,12 @@ class State:
     inputs: tuple[str, ...] = ()
     #: The resources its task holds while queued or claimed: a key expression or a count each.
     uses: dict[str, str | int] = field(default_factory=dict)
+    #: The labels a supervisor must have to claim the state's work (`stateous.model.labels`).
+    needs: dict[str, str] = field(default_factory=dict)
+    #: The one label whose value, read from the context by a key expression, a supervisor
+    #: should have to be offered the state's work first, and for how long (a duration).
+    prefers: dict[str, str] = field(default_factory=dict)
+    prefer_for: str | None = None
 
     @property
     def is_parallel(self) -> bool:
@@ -142,6 +154,38 @@ def _check_name(what: str, name: object) -> str:
     return name  # type: ignore[return-value]
 
 
+def _check_key(what: str, text: object) -> str | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise DefinitionError(f"{what}: a key expression is a string, not {text!r}")
+    try:
+        key_path(text)
+    except GuardSyntaxError as ex:
+        raise DefinitionError(f"{what}: {text!r} is no key expression: {ex}") from None
+    return text
+
+
+def _check_prefers(what: str, prefers: object, prefer_for: object) -> None:
+    """`prefers` names one label and the key expression of its value; `prefer_for` is a
+    duration, and goes with `prefers`."""
+    if prefers is None:
+        if prefer_for is not None:
+            raise DefinitionError(f"{what}: prefer_for= goes with prefers=")
+        return
+    if not isinstance(prefers, dict) or len(prefers) != 1:
+        raise DefinitionError(f"{what}: prefers= names one label: {{'box': \"ctx['box']\"}}")
+    [(name, text)] = prefers.items()
+    if labels_problem({name: "x"}) is not None:
+        raise DefinitionError(f"{what}: prefers: {labels_problem({name: 'x'})}")
+    _check_key(f"{what}: prefers: {name!r}", text)
+    if prefer_for is not None:
+        try:
+            parse_duration(str(prefer_for))
+        except ValueError as ex:
+            raise DefinitionError(f"{what}: prefer_for: {ex}") from None
+
+
 def _check_model(what: str, model: object) -> type | None:
     if model is None or is_model(model):
         return model  # type: ignore[return-value]
@@ -153,10 +197,19 @@ def _check_model(what: str, model: object) -> type | None:
 class Workflow:
     """A graph of states, events and transitions, with an optional context model."""
 
-    def __init__(self, name: str, context: type | None = None, **unknown: Any) -> None:
-        _unknown_keywords(f"workflow {name!r}", unknown, ("context",))
+    def __init__(
+        self,
+        name: str,
+        context: type | None = None,
+        *,
+        fairness: str | None = None,
+        **unknown: Any,
+    ) -> None:
+        _unknown_keywords(f"workflow {name!r}", unknown, ("context", "fairness"))
         self.name = _check_name("workflow", name)
         self.context = _check_model(f"workflow {name!r}: context", context)
+        #: The key expression that names each task's fairness key (`stateous.model.keys`).
+        self.fairness = _check_key(f"workflow {name!r}: fairness", fairness)
         self.states: dict[str, State] = {}
         self.events: dict[str, Event] = {}
         self.transitions: list[Transition] = []
@@ -178,6 +231,9 @@ class Workflow:
         join: str = "all",
         inputs: Sequence[str] | None = None,
         uses: dict[str, str | int] | None = None,
+        needs: dict[str, str] | None = None,
+        prefers: dict[str, str] | None = None,
+        prefer_for: str | None = None,
         **unknown: Any,
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
@@ -194,6 +250,11 @@ class Workflow:
         if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
             raise DefinitionError(f"{what}: retries={retries!r} must be a whole number, 0 or more")
         children = self._children(what, parallel, join, inputs, retries)
+        if needs is not None and (problem := labels_problem(needs)) is not None:
+            raise DefinitionError(f"{what}: needs: {problem}; no supervisor could send it")
+        if (needs or prefers) and children:
+            raise DefinitionError(f"{what}: needs= goes with a task state, not parallel=")
+        _check_prefers(what, prefers, prefer_for)
         problem = backoff_problem(retries, retry_delay, retry_delay_max)
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
@@ -209,6 +270,9 @@ class Workflow:
             join=join,
             inputs=tuple(inputs or ()),
             uses=dict(uses or {}),
+            needs=dict(needs or {}),
+            prefers=dict(prefers or {}),
+            prefer_for=prefer_for,
         )
         self.states[name] = state
         return state
@@ -230,8 +294,10 @@ class Workflow:
             if isinstance(use, str):
                 try:
                     key_path(use)
-                except ValueError as ex:
-                    raise DefinitionError(f"{what}: uses {resource!r}: {ex}") from None
+                except GuardSyntaxError as ex:
+                    raise DefinitionError(
+                        f"{what}: uses {resource!r}: {use!r} is no key expression: {ex}"
+                    ) from None
 
     def resource(
         self, name: str, *, slots: int = 1, rate: str | None = None, **unknown: Any

@@ -28,6 +28,7 @@ from stateous.client.http import BadSetting
 from stateous.client.urls import is_http
 from stateous.model.errors import Failure
 from stateous.model.invocation import invoked_as
+from stateous.model.labels import labels_problem
 from stateous.model.limits import SETTINGS_NAME_LIMIT, TASKS_LIMIT
 from stateous.model.names import plain_text
 from stateous.supervisor.routine import (
@@ -46,7 +47,7 @@ ERROR_LIMIT = 2000
 #: Folders of installed libraries: a frame in one is not the folder's own code.
 INSTALLED = frozenset({"site-packages", "dist-packages"})
 #: The keys of stateous.yaml, in the order that a refusal lists them.
-KEYS = ("url", "tasks", "name", "token_file", "ca_file", "eager")
+KEYS = ("url", "tasks", "name", "token_file", "ca_file", "eager", "labels")
 
 
 class FolderError(Failure):
@@ -63,6 +64,8 @@ class Settings:
     access: Access = field(default_factory=Access)
     #: Whether a report asks for the supervisor's next task (`next`: granting.py).
     eager: bool = True
+    #: What the supervisor's box offers (`gpu: "true"`, `os: macos`), sent with each claim.
+    labels: dict[str, str] = field(default_factory=dict)
 
 
 def read_settings(folder: Path) -> Settings:
@@ -84,7 +87,7 @@ def read_settings(folder: Path) -> Settings:
     if unknown:
         raise FolderError(
             f"{path}: unknown key {unknown[0]!r}; the keys are url, tasks, name, token_file, "
-            "ca_file and eager"
+            "ca_file, eager and labels"
         )
     urls = read_urls(path, raw.get("url"))
     tasks = raw.get("tasks", 4)
@@ -99,8 +102,11 @@ def read_settings(folder: Path) -> Settings:
     eager = raw.get("eager", True)
     if not isinstance(eager, bool):
         raise FolderError(f"{path}: eager must be true or false")
+    labels = raw.get("labels") or {}
+    if (problem := labels_problem(labels)) is not None:
+        raise FolderError(f"{path}: labels: {problem}")
     access = read_access(folder, raw)
-    return Settings(urls=urls, tasks=tasks, name=name, access=access, eager=eager)
+    return Settings(urls=urls, tasks=tasks, name=name, access=access, eager=eager, labels=labels)
 
 
 def read_urls(path: Path, value: Any) -> tuple[str, ...]:

@@ -53,10 +53,12 @@ def new_request() -> str:
 class Asking:
     """The one ask for a task at a time (a claim, or a report with `next`), and its id."""
 
-    def __init__(self) -> None:
+    def __init__(self, labels: dict[str, str] | None = None) -> None:
         self._lock = asyncio.Lock()
         #: The request id of the next ask: the same until an answer to it is read.
         self.request = new_request()
+        #: The supervisor's labels, which every ask sends (`labels:` in stateous.yaml).
+        self.labels = labels or {}
 
     @property
     def busy(self) -> bool:
@@ -70,8 +72,12 @@ class Asking:
             yield
 
     def next(self, states: list[str], checksum: str) -> dict[str, Any]:
-        """The `next` of a report: what a claim of the supervisor carries but its name."""
-        return {"states": states, "checksum": checksum, "request": self.request}
+        """The `next` of a report: what a claim of the supervisor carries but its name (its
+        labels only when set, as a claim sends them)."""
+        asked: dict[str, Any] = {"states": states, "checksum": checksum, "request": self.request}
+        if self.labels:
+            asked["labels"] = self.labels
+        return asked
 
     def answered(self) -> None:
         """An answer to the request was read (or could never be): the next ask is new."""

@@ -108,7 +108,7 @@ class Supervisor:
         #: The connection of the claims, which a stop cuts while a claim waits.
         self._claiming: BoundedConnection | None = None
         #: The one ask for a task at a time, and the slots that reports carry (granting.py).
-        self.asking = granting.Asking()
+        self.asking = granting.Asking(settings.labels)
         self.eager = granting.Slots(settings.eager)
 
     @classmethod
@@ -341,13 +341,9 @@ class Supervisor:
         After a bad answer the next claim is a new one, with a new request id: the
         same one would get the same answer again.
         """
-        body = {
-            "supervisor": self.settings.name,
-            "states": self.watch.written,
-            "checksum": self.routines.checksum,
-            "request": self.asking.request,
-            "wait": wait,
-        }
+        # The fields of every ask (labels only when set, so an older control plane takes it).
+        asked = self.asking.next(self.watch.written, self.routines.checksum)
+        body = {**asked, "supervisor": self.settings.name, "wait": wait}
         tries = 0
         while not self.stopping and body["states"]:
             try:

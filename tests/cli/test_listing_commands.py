@@ -87,7 +87,8 @@ def test_tasks_prints_the_live_tasks_oldest_first_with_their_supervisor(lister: 
     lister.start("T-1", "T-2")
     grant = lister.served.ok("POST", "/tasks/claim", {"supervisor": "box-1", "states": ["coding"]})
     lines = lister.lines("tasks")
-    assert lines[0] == "TASK  TOKEN  STATE   STATUS   ATTEMPT  SUPERVISOR  AGE  LEASE (UTC)"
+    heading = "TASK  TOKEN  STATE   STATUS   ATTEMPT  SUPERVISOR  AGE  LEASE (UTC)          WAITS"
+    assert lines[0] == heading
     [listed] = lister.served.ok("GET", "/tasks?status=claimed")
     assert lines[1].split()[:6] == ["1", "T-1", "coding", "claimed", "1", "box-1"]
     assert lines[1].endswith(utc(listed["lease_until"]))

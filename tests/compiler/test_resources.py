@@ -48,9 +48,9 @@ def test_a_bad_resource_is_refused_in_flow_py_naming_its_field(
 @pytest.mark.parametrize(
     ("uses", "named"),
     [
-        ({"repo": "ctx['repo"}, "uses 'repo': \"ctx['repo\" does not parse"),
-        ({"repo": "'acme'"}, "uses 'repo': \"'acme'\" does not parse"),
-        ({"repo": "ctx['a'] == 1"}, "is not a value of the context"),
+        ({"repo": "ctx['repo"}, "uses 'repo': \"ctx['repo\" is no key expression"),
+        ({"repo": "'acme'"}, "uses 'repo': \"'acme'\" is no key expression"),
+        ({"repo": "ctx['a'] == 1"}, "reads one value of the context"),
         ({"repo": 1.5}, "uses 'repo': 1.5 is neither a key expression nor a count"),
     ],
 )

@@ -249,7 +249,7 @@ def test_on_postgres_the_kept_plans_of_a_claim_walk_the_queue_by_state(postgres:
     queue_plans = [plan for sql, plan in plans.items() if "FROM tasks queued" in sql]
     assert len(queue_plans) == 3  # whether any is queued, the claim, the look deeper
     for plan in queue_plans:
-        assert "Scan using tasks_queue on tasks queued" in plan
+        assert "Scan using tasks_queue on tasks queued" in plan, plan
         assert "Index Cond: (state = s.value)" in plan
         whole = ("Seq Scan", "Hash", "Bitmap Heap Scan on tasks")  # the queue read at once
         assert not [word for word in whole if word in plan], plan

@@ -190,6 +190,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "age": 150.0,
             "checksum": plane.engine.graph.checksum,
             "waits_for": None,
+            "waits": None,
         },
         {
             "task": 4,
@@ -203,6 +204,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "age": 90.0,
             "checksum": plane.engine.graph.checksum,
             "waits_for": None,
+            "waits": None,
         },
         {
             "task": 5,
@@ -216,6 +218,7 @@ def test_live_tasks_come_oldest_first_with_their_state_supervisor_lease_and_age(
             "age": 30.0,
             "checksum": plane.engine.graph.checksum,
             "waits_for": None,
+            "waits": None,
         },
     ]
     assert ids(api.request("GET", "/tasks?status=queued")[2]) == [4, 5]

@@ -16,6 +16,7 @@ from stateous.control.http.access import Access, served_hosts
 from stateous.control.http.app import Guard
 from stateous.control.serve import record_graph
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
+from stateous.control.store.rows import from_column
 from stateous.model.vocabulary import Role
 from tests.control.conftest import serving, write_graph
 from tests.control.support import Backend, connected, orders, plane_for
@@ -75,7 +76,21 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
-#: What takes a database of the latest version back to before 0019.
+#: What takes a database of the latest version back to before 0020 (its queues by
+#: `queued_at` again; the index spelled the same on both backends is enough here).
+UNDO_0020 = (
+    "DROP TABLE fair_clocks",
+    "DROP INDEX tasks_queue",
+    "DROP INDEX tasks_contract_queue",
+    "ALTER TABLE tasks DROP COLUMN turn_at",
+    "DROP TABLE preferred",
+    "ALTER TABLE tokens DROP COLUMN priority",
+    "CREATE INDEX tasks_queue ON tasks (state, queued_at, id)"
+    " WHERE coalesce(waits_for, status) = 'queued'",
+    "CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id)"
+    " WHERE coalesce(waits_for, status) = 'queued'",
+)
+#: What takes a database of version 0019 back to before 0019.
 UNDO_0019 = (
     "DROP TABLE task_resources",
     "DROP TABLE resource_keys",
@@ -94,6 +109,7 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0020,
     *UNDO_0019,
     *UNDO_0018,
     *UNDO_0017,
@@ -178,9 +194,9 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "claims, control_plane, counts, credentials, graphs, ledger, memory, plan_tokens, plans, "
-    "resource_keys, resources, schedule_history, schedules, settings, task_resources, tasks, "
-    "timers, tokens"
+    "claims, control_plane, counts, credentials, fair_clocks, graphs, ledger, memory, "
+    "plan_tokens, plans, preferred, resource_keys, resources, schedule_history, schedules, "
+    "settings, task_resources, tasks, timers, tokens"
 )
 
 
@@ -308,8 +324,10 @@ def test_a_database_of_version_0007_keeps_its_rows_their_rowids_and_the_next_ids
         for table, rows in kept.items():
             # `result`, of 0010; `checksum`, of 0015 (no graph was on record); a task's
             # `contract`, of 0017 (named when a control plane next starts); its `waits_for`,
-            # of 0019 (it waits for no resource).
-            added = {"tokens": (None, None), "tasks": (None, None)}.get(table, ())
+            # of 0019 (it waits for no resource); a token's `priority` and a live task's
+            # `turn_at` (its `queued_at`), of 0020.
+            turn = pytest.approx(1767225600.0)
+            added = {"tokens": (None, None, 0), "tasks": (None, None, turn)}.get(table, ())
             upgraded_rows = run_sql(backend, f"SELECT rowid, * FROM {table} ORDER BY rowid")
             assert upgraded_rows == [(*row, *added) for row in rows]
         # The children come back in the order they were made, which their rowids keep.
@@ -359,6 +377,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
@@ -388,6 +407,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
@@ -417,6 +437,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
@@ -450,6 +471,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
         *UNDO_0017,
@@ -469,5 +491,26 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
         ]
         granted = upgraded.engine.claim("s1", ["review"], checksum=graph.checksum)
         assert granted is not None and granted.token == "B"
+    finally:
+        upgraded.store.close()
+
+
+def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued_at(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    for token in ("A", "B", "C"):
+        old.engine.start(token, {"title": "x"})
+        old.clock.advance(1)
+    old.store.close()
+    run_sql(backend, *UNDO_0020, "UPDATE stateous_version SET version_num = '0019'")
+
+    upgraded = plane_for(orders(), backend)
+    try:
+        queued = run_sql(backend, "SELECT queued_at, turn_at FROM tasks ORDER BY id")
+        assert [turn for _, turn in queued] == pytest.approx([from_column(at) for at, _ in queued])
+        upgraded.engine.start("D", {"title": "x"}, priority=1)
+        claims = [upgraded.engine.claim("s1", ["draft"]) for _ in range(4)]
+        assert [grant.token for grant in claims if grant] == ["D", "A", "B", "C"]
     finally:
         upgraded.store.close()

@@ -521,6 +521,8 @@ def test_the_sizes_of_the_limits_page_are_the_models() -> None:
         "Claim request id": [limits.REQUEST_ID_LIMIT],
         "Note": [limits.NOTE_LIMIT],
         "Memory key": [limits.MEMORY_KEY_LIMIT],
+        "Token priority": [limits.PRIORITY_LIMIT, limits.PRIORITY_LIMIT],
+        "Labels of a supervisor, needs of a state": [limits.LABELS_LIMIT, limits.LABEL_LIMIT],
         "States per claim, tasks per heartbeat": [limits.BATCH_LIMIT],
         "Tokens per listing": [limits.LIST_LIMIT, limits.LIST_DEFAULT],
         "Children shown by `token show`": [limits.LIST_LIMIT],

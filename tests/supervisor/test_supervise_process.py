@@ -700,7 +700,12 @@ def two(ctx: ItemContext) -> None:
         (
             _settings('url: "http://127.0.0.1:1"\ntaks: 4\n'),
             "stateous.yaml: unknown key 'taks'; "
-            "the keys are url, tasks, name, token_file, ca_file and eager",
+            "the keys are url, tasks, name, token_file, ca_file, eager and labels",
+        ),
+        (
+            _settings('url: "http://127.0.0.1:1"\nlabels: {gpu: true, os: macos}\n'),
+            "stateous.yaml: labels: 'gpu' must be a string of 1 to 64 characters, not True "
+            '(quote it: "true")',
         ),
         (
             _settings('url: "http://127.0.0.1:1"\nname: "box\\tone"\n'),
@@ -715,6 +720,7 @@ def two(ctx: ItemContext) -> None:
         "bad-yaml",
         "tasks-0",
         "unknown-key",
+        "labels-not-strings",
         "name-with-a-tab",
         "no-contract",
         "no-routine",

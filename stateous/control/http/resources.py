@@ -225,7 +225,9 @@ class Tokens(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
-        token, created = self.engine.start(body.token, body.context, by=caller(req))
+        token, created = self.engine.start(
+            body.token, body.context, by=caller(req), priority=body.priority
+        )
         answer(resp, for_caller(req, token), falcon.HTTP_201 if created else falcon.HTTP_200)
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -360,6 +362,7 @@ class Tasks(Resource):
             by=caller(req),
             wait=body.wait,
             waiter=self.hooks.resumed(req.env),
+            labels=body.labels,
         )
         grant, waiter = claimed.grant, claimed.waiter
         # The server parks a claim that waits out of the request threads (`parked_claims.py`),

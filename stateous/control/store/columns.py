@@ -58,7 +58,7 @@ def time_or_none(value: str | None) -> float | None:
 
 def token_row(row: tuple[Any, ...]) -> TokenRow:
     token, state, status, visit, context, entered_at, parent, workflow, visits, result = row[:10]
-    checksum = row[10]
+    checksum, priority = row[10:12]
     return TokenRow(
         token,
         state,
@@ -71,6 +71,7 @@ def token_row(row: tuple[Any, ...]) -> TokenRow:
         decode(visits),
         None if result is None else decode(result),
         checksum,
+        priority,
     )
 
 
@@ -112,7 +113,8 @@ def entry_row(row: tuple[Any, ...]) -> Entry:
 
 
 TOKEN_COLUMNS = (
-    "token, state, status, visit, context, entered_at, parent, workflow, visits, result, checksum"
+    "token, state, status, visit, context, entered_at, parent, workflow, visits, result, checksum, "
+    "priority"
 )
 TASK_COLUMNS = "id, token, state, visit, status, attempt, claimed_by, lease_until, queued_at"
 ENTRY_COLUMNS = "token, seq, at, kind, key, data"
@@ -131,7 +133,7 @@ TIMER_BY_ID = (
     "FROM timers WHERE id = ?"
 )
 INSERT_TOKEN = (
-    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100
@@ -195,6 +197,10 @@ class Queues:
 
     keys: list[str]
     by: QueueBy = QueueBy.STATE
+    #: The claiming supervisor's labels as `name=value`, when a state of `keys` has
+    #: `prefers`: the claim then passes over a task preferred for another label until its
+    #: `prefer_until`. None for a claim of states without (its statement has no condition).
+    prefer: list[str] | None = None
 
 
 #: A queued task that waits for no resource, as the queues' partial indexes say it: one
@@ -202,15 +208,25 @@ class Queues:
 #: terms make them look empty, and a scan of another index as cheap). A `waits_for` is never
 #: the word `queued` (`model.resources.waiting`).
 LET_IN = f"coalesce(queued.waits_for, queued.status) = {word(TaskStatus.QUEUED)}"
+#: The condition on a queued task preferred for a label (`preferred`): none, its time is
+#: over (`?`, the claim's), or the claim's labels (a JSON list `?`) hold it.
+PREFERRED = (
+    "NOT EXISTS (SELECT 1 FROM preferred p WHERE p.task = queued.id AND p.until > ? "
+    "AND p.label NOT IN (SELECT value FROM {listed}))"
+)
 
 
-def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE) -> str:
+def queued_in_state(
+    columns: str, *, active: bool = True, by: QueueBy = QueueBy.STATE, prefer: str = ""
+) -> str:
     """The `columns` of the queued tasks of the queue that `s.value` names (a state, or a
     contract: `by`), by that queue's index (`tasks_queue` or `tasks_contract_queue`:
-    `by, queued_at, id WHERE coalesce(waits_for, status) = 'queued'`: a task that waits
+    `by, turn_at, id WHERE coalesce(waits_for, status) = 'queued'`: a task that waits
     for a resource is not in it); with `active`, only those whose token is active (each
     token read by its key)."""
     sql = f"SELECT {columns} FROM tasks queued WHERE {LET_IN} AND queued.{by} = s.value"
+    if prefer:
+        sql += f" AND {PREFERRED.format(listed=prefer)}"
     if active:
         sql += (
             " AND (SELECT status FROM tokens WHERE tokens.token = queued.token) = "
@@ -220,16 +236,21 @@ def queued_in_state(columns: str, *, active: bool = True, by: QueueBy = QueueBy.
 
 
 def queue_head(
-    columns: str, count: str, *, active: bool = True, by: QueueBy = QueueBy.STATE
+    columns: str,
+    count: str,
+    *,
+    active: bool = True,
+    by: QueueBy = QueueBy.STATE,
+    prefer: str = "",
 ) -> str:
-    """The first `count` tasks of `queued_in_state`, oldest first (ties by id).
+    """The first `count` tasks of `queued_in_state`, in turn (`control.turns`; ties by id).
 
     It walks the queue's index of one state (or contract) in its order and stops at
     the first tasks that fit: the queue is never sorted.
     """
     return (
-        f"{queued_in_state(columns, active=active, by=by)} "
-        f"ORDER BY queued.queued_at, queued.id LIMIT {count}"
+        f"{queued_in_state(columns, active=active, by=by, prefer=prefer)} "
+        f"ORDER BY queued.turn_at, queued.id LIMIT {count}"
     )
 
 
@@ -251,14 +272,15 @@ def any_queued_sql(listed: str, by: QueueBy = QueueBy.STATE) -> str:
 
 
 @cache
-def next_queued_sql(by: QueueBy = QueueBy.STATE) -> str:
-    """The oldest queued task of the queues of a JSON list whose token is active, as a row
-    of `STATE_COLUMNS` (SQLite): the head of each queue, then the oldest of those heads.
+def next_queued_sql(by: QueueBy = QueueBy.STATE, prefer: bool = False) -> str:
+    """The first queued task in turn of the queues of a JSON list whose token is active, as
+    a row of `STATE_COLUMNS` (SQLite): the head of each queue, then the first of those heads.
     The task is its token's live task, so the row reads as `token_state_sql`'s does."""
     return (
         f"SELECT {', '.join(STATE_COLUMNS)} FROM {LISTED} "
-        f"JOIN tasks t ON t.id = ({queue_head('queued.id', '1', by=by)}) "
-        "JOIN tokens k ON k.token = t.token ORDER BY t.queued_at, t.id LIMIT 1"
+        f"JOIN tasks t ON t.id = "
+        f"({queue_head('queued.id', '1', by=by, prefer='json_each(?)' if prefer else '')}) "
+        "JOIN tokens k ON k.token = t.token ORDER BY t.turn_at, t.id LIMIT 1"
     )
 
 

@@ -29,6 +29,7 @@ from stateous.control.store.rows import (
 )
 from stateous.control.store.schedule_sql import ScheduleRow
 from stateous.control.store.turn import Turn
+from stateous.control.store.turn_sql import TaskTurn
 
 Result = TypeVar("Result")
 
@@ -72,7 +73,13 @@ class Tx(Protocol):
     def last_position(self) -> int: ...
 
     # tasks
-    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int: ...
+    def insert_task(
+        self, token: str, state: str, visit: int, contract: str | None, turn: TaskTurn
+    ) -> int: ...
+    def head_start(self, queue: str, age_per_level: float) -> float | None: ...
+    def fair_start(self, queue: str, key: str, start: float, quantum: float) -> float: ...
+    def set_turn(self, task: int, turn_at: float) -> None: ...
+    def taken(self, task: int) -> None: ...
     def task(self, task: int) -> TaskRow | None: ...
     def save_task(self, row: TaskRow) -> None: ...
     def live_task(self, token: str) -> TaskRow | None: ...
@@ -203,6 +210,8 @@ class Store(Protocol):
     #: The database takes one write at a time (SQLite): writes gain from sharing a turn, so
     #: the server's loop serves them itself, in turns.
     one_writer: bool
+    #: The time each transaction is given (a test moves it).
+    clock: Callable[[], float]
 
     def write(self, operation: Callable[[Tx], Result]) -> Result: ...
     def read(self, operation: Callable[[Tx], Result]) -> Result: ...
@@ -239,6 +248,7 @@ class PassingStore:
         self.writer = store.writer
         self.database = store.database
         self.one_writer = store.one_writer
+        self.clock = store.clock
 
     def write(self, operation: Callable[[Tx], Result]) -> Result:
         return self.store.write(operation)

@@ -105,6 +105,8 @@ def _made_by(listed: str, kind: Kind, name: str) -> str:
 class RetentionSql(Statements):
     """The retention and archive verbs of `Tx`, over the `execute` of a store's transaction."""
 
+    now: float
+
     def remove_ended(self, before: str, limit: int) -> Removed:
         """Remove up to `limit` trees that ended before `before` (a column time), whole,
         and some rows of plans made before it; answer what went."""
@@ -234,6 +236,8 @@ class RetentionSql(Statements):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )
+        # The preferences whose time is over, of tasks no claim took (their own, or any).
+        self.change("DELETE FROM preferred WHERE until <= ?", (self.now,))
         return len(tokens)
 
     def _remove_schedule_rows(self, before: str) -> int:

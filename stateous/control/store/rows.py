@@ -44,6 +44,8 @@ class TokenRow:
     #: The checksum of the graph file the token started on (a child: its parent's), by
     #: whose rules it moves; None for a token kept before any graph was on record.
     checksum: str | None = None
+    #: The token's priority (higher first), inherited by its children (`control.turns`).
+    priority: int = 0
 
 
 @dataclass(slots=True)

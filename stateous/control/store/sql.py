@@ -67,6 +67,7 @@ from stateous.control.store.rows import (
 )
 from stateous.control.store.schedule_sql import ScheduleSql
 from stateous.control.store.tenure_sql import TenureSql
+from stateous.control.store.turn_sql import TaskTurn, TurnSql
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import LIVE_TASK, Kind, TaskStatus, TimerStatus
 
@@ -80,6 +81,7 @@ class SqlTx(
     ScheduleSql,
     ResourceSql,
     TenureSql,
+    TurnSql,
     CountSql,
 ):
     """One transaction: the verbs of `Tx` over `execute`, which each store provides.
@@ -207,6 +209,7 @@ class SqlTx(
             json_text(row.visits),
             None if row.result is None else json_text(row.result),
             row.checksum,
+            row.priority,
         )
 
     def insert_token(self, row: TokenRow) -> None:
@@ -229,7 +232,8 @@ class SqlTx(
             watcher.token_written(before, values)
         self.change(
             "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, moved_at = ? "
+            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, "
+            "moved_at = ? "
             "WHERE token = ?",
             (*values[1:], self.stamp, row.token),
         )
@@ -352,15 +356,19 @@ class SqlTx(
         """Insert a row of a table whose rows have ids, and answer its id (each store
         knows the id its own way)."""
 
-    def insert_task(self, token: str, state: str, visit: int, contract: str | None) -> int:
+    def insert_task(
+        self, token: str, state: str, visit: int, contract: str | None, turn: TaskTurn
+    ) -> int:
         for watcher in self.watchers:
             watcher.task_queued(state, contract)
         self._live.pop(token, None)
-        return self.insert_row(
+        task = self.insert_row(
             "tasks",
-            "token, state, visit, status, attempt, queued_at, contract",
-            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract),
+            "token, state, visit, status, attempt, queued_at, contract, turn_at",
+            (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn.turn_at),
         )
+        self.prefer(task, turn)
+        return task
 
     def task(self, task: int) -> TaskRow | None:
         row = self.one(TASK_BY_ID, (task,))
@@ -407,13 +415,16 @@ class SqlTx(
         return None if row is None else task_row(row)
 
     def next_queued(self, queues: Queues) -> TaskRow | None:
-        """The oldest queued task of these queues (of states, or of contracts) whose token
-        is active.
+        """The first queued task in turn of these queues (of states, or of contracts) whose
+        token is active.
 
         One writer runs at a time on SQLite, so the first such task is free to take.
         The keys go as one JSON list, so the statement is the same for any number.
         """
-        row = self.one(next_queued_sql(queues.by), (json_text(queues.keys),))
+        row = self.one(
+            next_queued_sql(queues.by, queues.prefer is not None),
+            (json_text(queues.keys), *self.preferring(queues)),
+        )
         if row is None:
             return None
         self.keep_state(row)

@@ -58,6 +58,7 @@ VERSIONS = (
     "0017",
     "0018",
     "0019",
+    "0020",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

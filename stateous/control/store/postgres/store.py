@@ -121,9 +121,13 @@ def _family_sql(token: str) -> str:
 _LISTED = "json_array_elements_text(?::json) s(value)"
 
 
-def _heads(count: str, by: QueueBy) -> str:
+#: The JSON list of the claim's labels in the condition on preferred tasks.
+_PREFER = "json_array_elements_text(?::json)"
+
+
+def _heads(count: str, by: QueueBy, prefer: str) -> str:
     """The first `count` queued tasks of each queue (state or contract: `by`) of a JSON list
-    (`?`), all of them oldest first: the candidates of a claim.
+    (`?`), all of them in turn: the candidates of a claim.
 
     Their tokens are not read here: with the token's status in the condition, the
     planner, which cannot tell how many tasks it passes over, may prefer to read and
@@ -131,14 +135,14 @@ def _heads(count: str, by: QueueBy) -> str:
     over once locked, as one that another transaction holds.
     """
     return (
-        f"SELECT h.id, h.queued_at FROM {_LISTED} CROSS JOIN LATERAL "
-        f"({queue_head('queued.id, queued.queued_at', count, active=False, by=by)}) h "
-        "ORDER BY h.queued_at, h.id"
+        f"SELECT h.id, h.turn_at FROM {_LISTED} CROSS JOIN LATERAL "
+        f"({queue_head('queued.id, queued.turn_at', count, active=False, by=by, prefer=prefer)}) h "
+        "ORDER BY h.turn_at, h.id"
     )
 
 
 @cache
-def _claim_sql(count: str, by: QueueBy) -> str:
+def _claim_sql(count: str, by: QueueBy, prefer: str) -> str:
     """The claim among the first `count` tasks of each queue: the first candidate whose task
     and token no other transaction holds, both locked, and still queued and active once
     locked, then what the grant shows besides the token (the data of the event that
@@ -153,13 +157,13 @@ def _claim_sql(count: str, by: QueueBy) -> str:
     The grant's reads run outside the locking query, so once, for the row it locked.
     """
     locked = (
-        f"SELECT c.* FROM ({_heads(count, by)}) h CROSS JOIN LATERAL ("
+        f"SELECT c.* FROM ({_heads(count, by, prefer)}) h CROSS JOIN LATERAL ("
         f"SELECT {qualified(TASK_COLUMNS, 't')}, {qualified(TOKEN_COLUMNS, 'k')}, "
         "t.status AS task_status, k.status AS token_status, t.token AS of_token, "
         "k.state AS of_state FROM tasks t JOIN tokens k ON k.token = t.token "
         "WHERE t.id = h.id LIMIT 1 FOR UPDATE OF t, k SKIP LOCKED) c "
         f"WHERE c.task_status = '{TaskStatus.QUEUED}' "
-        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.queued_at, h.id LIMIT 1"
+        f"AND c.token_status = '{TokenStatus.ACTIVE}' ORDER BY h.turn_at, h.id LIMIT 1"
     )
     return (
         "SELECT q.*, (SELECT data FROM ledger WHERE ledger.token = q.of_token "
@@ -177,12 +181,13 @@ FIRST_LOOK = 8
 
 
 @cache
-def _deeper_sql(by: QueueBy) -> str:
+def _deeper_sql(by: QueueBy, prefer: str) -> str:
     """Whether some queue of the list has at least `?` queued tasks: then a deeper look may
     find one that is free."""
     return (
         f"SELECT EXISTS (SELECT 1 FROM {_LISTED} "
-        f"WHERE (SELECT count(*) FROM ({queue_head('1', '?', active=False, by=by)}) h) >= ?)"
+        f"WHERE (SELECT count(*) FROM "
+        f"({queue_head('1', '?', active=False, by=by, prefer=prefer)}) h) >= ?)"
     )
 
 
@@ -404,6 +409,7 @@ class PostgresTx(SqlTx):
     """
 
     listed = _LISTED
+    greatest = "greatest"
 
     def __init__(
         self, pipeline: Pipeline, now: float, ids: Ids, reservation: Reservation | None
@@ -522,12 +528,13 @@ class PostgresTx(SqlTx):
         grant shows: while the task stays queued, its token has not moved and no
         routine writes the memory of its state, so those reads are current too.
         """
-        listed, by = json_text(queues.keys), queues.by
+        listed, by, prefer = json_text(queues.keys), queues.by, self.preferring(queues)
         depth = max(1, FIRST_LOOK // len(queues.keys))
-        row = self._claim_among(listed, depth, by)
-        while row is None and self.one(_deeper_sql(by), (listed, depth, depth)) == (True,):
+        row = self._claim_among(listed, depth, by, prefer)
+        deeper = _deeper_sql(by, _PREFER if prefer else "")
+        while row is None and self.one(deeper, (listed, *prefer, depth, depth)) == (True,):
             depth *= 2
-            row = self._claim_among(listed, depth, by)
+            row = self._claim_among(listed, depth, by, prefer)
         if row is None:
             return None
         _, _, token, state, accepted, memory, last, timers = row[-_CLAIM_TAIL:]
@@ -551,13 +558,17 @@ class PostgresTx(SqlTx):
         rows = self.early()
         return claim_row(rows[0] if rows else None), task
 
-    def _claim_among(self, listed: str, depth: int, by: QueueBy) -> tuple[Any, ...] | None:
+    def _claim_among(
+        self, listed: str, depth: int, by: QueueBy, prefer: tuple[Any, ...]
+    ) -> tuple[Any, ...] | None:
         """The claim among the first `depth` tasks of each queue of `listed`: the heads
         alone by the statement whose plan is made for one row a queue (one statement for
-        any number of queues, its plan the same for every claim)."""
+        any number of queues, its plan the same for every claim); `prefer`, the bindings
+        of the condition on preferred tasks, if the claim has it."""
+        condition = _PREFER if prefer else ""
         if depth == 1:
-            return self.one(_claim_sql("1", by), (listed,))
-        return self.one(_claim_sql("?", by), (listed, depth))
+            return self.one(_claim_sql("1", by, condition), (listed, *prefer))
+        return self.one(_claim_sql("?", by, condition), (listed, *prefer, depth))
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
         known = self._grant_reads.pop((token, state), None)

@@ -9,7 +9,7 @@
 
 -- `visits` counts the entries of the token into each state (0002), and `result` keeps the
 -- payload of the event that completed it (0010); they come last, as their migrations added
--- them.
+-- them. `priority` is the token's, inherited by its children (0020).
 CREATE TABLE tokens (
     token TEXT PRIMARY KEY,
     state TEXT NOT NULL,
@@ -23,7 +23,8 @@ CREATE TABLE tokens (
     moved_at TEXT NOT NULL,
     visits TEXT NOT NULL DEFAULT '{}',
     result TEXT,
-    checksum TEXT
+    checksum TEXT,
+    priority INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX tokens_folded ON tokens (lower(token));
 CREATE INDEX tokens_moved ON tokens (moved_at DESC, token);
@@ -54,7 +55,9 @@ CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
 -- `tasks_live` finds a token's task without reading its ended ones (0002). `contract` is
 -- the digest of the task's state's contract in its token's graph; `tasks_contract_queue`,
--- the queue of a claim that names the graph its supervisor was built for (0017).
+-- the queue of a claim that names the graph its supervisor was built for (0017). The
+-- queues are read in `turn_at` order: the moment the task is due its turn, in seconds,
+-- from its priority and its fairness key (0020; `stateous.control.turns`).
 CREATE TABLE tasks (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     token TEXT NOT NULL,
@@ -68,11 +71,12 @@ CREATE TABLE tasks (
     lease_until TEXT,
     queued_at TEXT NOT NULL,
     contract TEXT,
-    waits_for TEXT
+    waits_for TEXT,
+    turn_at REAL
 );
-CREATE INDEX tasks_queue ON tasks (state, queued_at, id, token, status, waits_for)
+CREATE INDEX tasks_queue ON tasks (state, turn_at, id, token, status, waits_for)
     WHERE coalesce(waits_for, status) = 'queued';
-CREATE INDEX tasks_contract_queue ON tasks (contract, queued_at, id, token, status, waits_for)
+CREATE INDEX tasks_contract_queue ON tasks (contract, turn_at, id, token, status, waits_for)
     WHERE coalesce(waits_for, status) = 'queued';
 CREATE INDEX tasks_lease ON tasks (lease_until) WHERE status = 'claimed';
 CREATE INDEX tasks_live ON tasks (token, id)
@@ -258,3 +262,19 @@ CREATE INDEX task_resources_waiting ON task_resources (resource, key, task)
     WHERE waiting = 1;
 CREATE INDEX task_resources_taken ON task_resources (resource, key, task)
     WHERE taken = 1;
+
+-- Each fairness key's clock in each queue (0020): the start of the key's last task queued.
+CREATE TABLE fair_clocks (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    clock REAL NOT NULL,
+    PRIMARY KEY (queue, key)
+) WITHOUT ROWID;
+
+-- The label that a queued task's state prefers (0020), and until when only a claim with it
+-- may take the task; the claim that takes it removes its row.
+CREATE TABLE preferred (
+    task INTEGER PRIMARY KEY,
+    label TEXT NOT NULL,
+    until REAL NOT NULL
+) WITHOUT ROWID;

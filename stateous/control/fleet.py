@@ -1,0 +1,87 @@
+"""The supervisors' labels: which states a claim may take from, and which needs no
+supervisor seen lately meets.
+
+A state's needs are in the graph file, so a claim drops the states whose needs its
+supervisor's labels do not meet before it reads any queue: labels cost a claim no SQL.
+The labels of each supervisor that claimed are kept here, in memory, with the time of
+its last claim, so that a listing can say that a task waits for a box that no live
+supervisor is ("no supervisor with os=macos seen in the last hour"). A control plane
+that has just started has seen none yet, and says so for no task until an hour has passed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from stateous.control.errors import InvalidArgument
+from stateous.control.graph import Graph
+from stateous.model.graph_file import StateSpec
+from stateous.model.labels import labels_problem, met, needs_text
+
+#: How long a supervisor counts as live after its last claim, in seconds.
+SEEN_FOR = 3600.0
+
+
+class Fleet:
+    """The labels of the supervisors that claimed, and when each last did."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self.clock = clock
+        self.started = clock()
+        self._seen: dict[str, tuple[dict[str, str], float]] = {}
+        self._lock = threading.Lock()
+
+    def fitting(
+        self,
+        graph: Graph,
+        supervisor: str,
+        states: list[str],
+        labels: Mapping[str, Any] | None,
+    ) -> list[str]:
+        """Keep the supervisor's labels; answer the states of `states` whose needs they meet
+        (a state the graph does not have is kept: its queue is empty). Labels that are not
+        labels are refused (`InvalidArgument`)."""
+        if labels is not None and (problem := labels_problem(labels)) is not None:
+            raise InvalidArgument(f"a claim's labels: {problem}")
+        offered = dict(labels or {})
+        with self._lock:
+            self._seen[supervisor] = (offered, self.clock())
+        return [state for state in states if met(needs_of(graph, state), offered)]
+
+    @staticmethod
+    def preferring(
+        graph: Graph, states: list[str], labels: Mapping[str, Any] | None
+    ) -> list[str] | None:
+        """The claim's labels as `name=value`, when a state of `states` `prefers` a label
+        (the claim then passes over the tasks preferred for another); None otherwise."""
+        specs = [spec_of(graph, state) for state in states]
+        if not any(spec.prefers for spec in specs if spec is not None):
+            return None
+        return [f"{name}={value}" for name, value in (labels or {}).items()]
+
+    def unmet(self, needs: Mapping[str, str] | None) -> str | None:
+        """The sentence for work with `needs` that no supervisor seen in the last hour could
+        take, or None when one could (or when the control plane has served less long)."""
+        now = self.clock()
+        if not needs or now - self.started < SEEN_FOR:
+            return None
+        with self._lock:
+            live = [labels for labels, at in self._seen.values() if now - at < SEEN_FOR]
+        if any(met(needs, labels) for labels in live):
+            return None
+        return f"no supervisor with {needs_text(needs)} seen in the last hour"
+
+
+def spec_of(graph: Graph, state: str) -> StateSpec | None:
+    """A state of `graph` by its claim name (`state` or `workflow/state`), if it has it."""
+    workflow, _, name = state.rpartition("/")
+    flow = graph.flows.get(workflow or graph.name)
+    return None if flow is None else flow.spec.states.get(name)
+
+
+def needs_of(graph: Graph, state: str) -> dict[str, str] | None:
+    """The needs of a state by its claim name in `graph`."""
+    spec = spec_of(graph, state)
+    return None if spec is None else spec.needs

@@ -1,0 +1,172 @@
+"""Supervisor labels and a state's needs, over real HTTP on both backends: a claim takes only
+the tasks whose state's needs its labels meet, and the task listing says when no supervisor
+seen in the last hour could take a task."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from stateous import END, START, Workflow
+from stateous.compiler.compile import compile_workflow
+from stateous.model.errors import DefinitionError
+from tests.control.conftest import Served, serving
+from tests.control.support import Backend, plane_for
+
+MACOS = "no supervisor with os=macos seen in the last hour"
+
+
+def builds() -> Workflow:
+    """`lint` runs anywhere, then `build` only on a Mac."""
+    flow = Workflow("builds")
+    lint = flow.state("lint")
+    build = flow.state("build", needs={"os": "macos"})
+    flow.transition(START, lint)
+    flow.transition(lint, build, on=flow.event("linted"))
+    flow.transition(build, END, on=flow.event("built"))
+    return flow
+
+
+def claim(served: Served, name: str, labels: dict[str, Any] | None) -> Any:
+    body: dict[str, Any] = {"supervisor": name, "states": ["lint", "build"]}
+    if labels is not None:
+        body["labels"] = labels
+    status, _, grant = served.request("POST", "/tasks/claim", body)
+    assert status in (200, 204), grant
+    return grant if status == 200 else None
+
+
+def done(served: Served, name: str, grant: Any, event: str) -> None:
+    report = {"supervisor": name, "kind": "event", "event": event, "attempt": grant["attempt"]}
+    status, _, answer = served.request("POST", f"/tasks/{grant['task']}/report", report)
+    assert status == 200, answer
+
+
+def test_a_task_that_needs_os_macos_is_never_claimed_by_a_supervisor_without_it(
+    backend: Backend,
+) -> None:
+    plane = plane_for(builds(), backend)
+    with serving(plane.engine) as served:
+        for index in range(6):
+            assert served.request("POST", "/tokens", {"token": f"B-{index}"})[0] == 201
+        linted = 0
+        for name, labels in (("linux-1", {"os": "linux"}), ("plain", None)):
+            while (grant := claim(served, name, labels)) is not None:
+                assert grant["state"] == "lint", (name, grant)
+                done(served, name, grant, "linted")
+                linted += 1
+        assert linted == 6  # every build now queued, none taken by these two
+        taken = []
+        while (grant := claim(served, "mac-1", {"os": "macos", "gpu": "true"})) is not None:
+            taken.append(grant["state"])
+            done(served, "mac-1", grant, "built")
+        assert taken == ["build"] * 6
+        history = served.request("GET", "/tokens/B-0/history")[2]
+        claimed = [entry["data"] for entry in history if entry["kind"] == "task_claimed"]
+        assert [entry["supervisor"] for entry in claimed][1:] == ["mac-1"]
+
+
+def test_the_listing_says_when_no_supervisor_seen_in_the_last_hour_could_take_a_task(
+    backend: Backend,
+) -> None:
+    plane = plane_for(builds(), backend)
+    with serving(plane.engine) as served:
+        served.request("POST", "/tokens", {"token": "B-1"})
+        done(served, "linux-1", claim(served, "linux-1", {"os": "linux"}), "linted")
+        # A control plane that has served less than an hour cannot tell yet.
+        [task] = served.request("GET", "/tasks")[2]
+        assert (task["state"], task["waits"]) == ("build", None)
+        plane.clock.advance(3000)
+        mac = claim(served, "mac-1", {"os": "macos"})
+        done(served, "mac-1", mac, "built")  # a Mac was here, and took the build
+        served.request("POST", "/tokens", {"token": "B-2"})
+        done(served, "linux-1", claim(served, "linux-1", {"os": "linux"}), "linted")
+        plane.clock.advance(601)
+        assert served.request("GET", "/tasks")[2][0]["waits"] is None  # seen 601 s ago
+        plane.clock.advance(3000)
+        assert claim(served, "linux-1", {"os": "linux"}) is None
+        [task] = served.request("GET", "/tasks")[2]
+        assert (task["token"], task["waits"]) == ("B-2", MACOS)
+        assert claim(served, "mac-2", {"os": "macos"})["token"] == "B-2"
+        [task] = served.request("GET", "/tasks")[2]
+        assert (task["status"], task["waits"]) == ("claimed", None)
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        ({"gpu": True}, "'gpu' must be a string"),
+        (["os"], "labels are a mapping"),
+        ({"os": ""}, "'os' must be a string of 1 to 64 characters"),
+    ],
+)
+def test_a_claim_whose_labels_are_not_strings_is_refused(
+    backend: Backend, labels: Any, says: str
+) -> None:
+    plane = plane_for(builds(), backend)
+    with serving(plane.engine) as served:
+        body = {"supervisor": "s", "states": ["lint"], "labels": labels}
+        status, _, answer = served.request("POST", "/tasks/claim", body)
+        assert status == 422, answer
+        assert answer["code"] in ("invalid_argument", "invalid_body")
+        if answer["code"] == "invalid_argument":
+            assert says in answer["error"]
+
+
+def test_needs_are_in_the_graph_file_and_needs_no_supervisor_could_send_are_refused() -> None:
+    graph = compile_workflow(builds())
+    assert graph.states["build"].needs == {"os": "macos"}
+    assert graph.states["lint"].needs is None
+    flow = Workflow("bad")
+    with pytest.raises(DefinitionError, match="state 'x': needs: 'gpu' must be a string"):
+        flow.state("x", needs={"gpu": True})  # type: ignore[dict-item]
+    with pytest.raises(DefinitionError, match="labels are a mapping"):
+        flow.state("y", needs=["os"])  # type: ignore[arg-type]
+
+
+def worktrees() -> Workflow:
+    """`work` prefers the box that holds the token's worktree, for 30 seconds."""
+    flow = Workflow("worktrees")
+    work = flow.state("work", prefers={"box": "ctx['box']"}, prefer_for="30s")
+    flow.transition(START, work)
+    flow.transition(work, END, on=flow.event("done"))
+    return flow
+
+
+def claim_work(served: Served, name: str, labels: dict[str, str]) -> Any:
+    body = {"supervisor": name, "states": ["work"], "labels": labels}
+    status, _, grant = served.request("POST", "/tasks/claim", body)
+    assert status in (200, 204), grant
+    return grant["token"] if status == 200 else None
+
+
+def test_a_preferred_box_gets_its_task_when_it_claims_within_prefer_for(backend: Backend) -> None:
+    plane = plane_for(worktrees(), backend)
+    with serving(plane.engine) as served:
+        for token, box in (("W-1", "ws-3"), ("W-2", "ws-3"), ("W-3", "ws-1")):
+            body = {"token": token, "context": {"box": box}}
+            assert served.request("POST", "/tokens", body)[0] == 201
+        # ws-1 passes over the two tasks that prefer ws-3, and takes its own.
+        assert claim_work(served, "b1", {"box": "ws-1"}) == "W-3"
+        assert claim_work(served, "b1", {"box": "ws-1"}) is None
+        assert claim_work(served, "b3", {"box": "ws-3", "os": "linux"}) == "W-1"
+        plane.clock.advance(29)
+        assert claim_work(served, "b1", {"box": "ws-1"}) is None
+        plane.clock.advance(1)  # prefer_for is over: the task goes to any box
+        assert claim_work(served, "b1", {"box": "ws-1"}) == "W-2"
+
+
+def test_prefers_names_one_label_and_a_key_expression() -> None:
+    graph = compile_workflow(worktrees())
+    assert (graph.states["work"].prefers, graph.states["work"].prefer_for) == (
+        {"box": "ctx['box']"},
+        "30s",
+    )
+    flow = Workflow("bad")
+    with pytest.raises(DefinitionError, match="names one label"):
+        flow.state("x", prefers={"a": "ctx['a']", "b": "ctx['b']"})
+    with pytest.raises(DefinitionError, match="is no key expression"):
+        flow.state("y", prefers={"box": "ctx["})
+    with pytest.raises(DefinitionError, match="prefer_for= goes with prefers="):
+        flow.state("z", prefer_for="10s")
