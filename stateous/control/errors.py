@@ -52,7 +52,7 @@ class InvalidTokenId(EngineError, ValueError):
 
 
 class InvalidPriority(EngineError, ValueError):
-    code, status = RefusalCode.INVALID_PRIORITY, 422
+    code = RefusalCode.INVALID_PRIORITY
 
 
 class InvalidBody(EngineError, ValueError):

@@ -77,6 +77,7 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.INVALID_CONTEXT: 422,
     RefusalCode.INVALID_PAYLOAD: 422,
     RefusalCode.INVALID_TOKEN_ID: 422,
+    RefusalCode.INVALID_PRIORITY: 422,
     RefusalCode.TOO_MANY_TIMERS: 422,
     RefusalCode.INVALID_DELIVERY: 422,
     RefusalCode.INVALID_SCHEDULE: 422,

@@ -67,6 +67,25 @@ def test_a_task_that_needs_os_macos_is_never_claimed_by_a_supervisor_without_it(
         assert [entry["supervisor"] for entry in claimed][1:] == ["mac-1"]
 
 
+def test_a_report_that_asks_next_is_granted_only_what_its_labels_meet(backend: Backend) -> None:
+    plane = plane_for(builds(), backend)
+    with serving(plane.engine) as served:
+        served.request("POST", "/tokens", {"token": "B-1"})
+        grant = claim(served, "linux-1", {"os": "linux"})
+        body = {"supervisor": "linux-1", "kind": "event", "event": "linted", "attempt": 1}
+        states = ["lint", "build"]
+        asked = {"states": states, "request": "n-1", "labels": {"os": "linux"}}
+        status, _, answer = served.request(
+            "POST", f"/tasks/{grant['task']}/report", {**body, "next": asked}
+        )
+        assert status == 200, answer
+        assert answer["state"] == "build" and answer["grant"] is None
+        [task] = served.request("GET", "/tasks")[2]
+        assert (task["state"], task["status"]) == ("build", "queued")
+        mac = claim(served, "mac-1", {"os": "macos"})
+        assert (mac["token"], mac["state"]) == ("B-1", "build")
+
+
 def test_the_listing_says_when_no_supervisor_seen_in_the_last_hour_could_take_a_task(
     backend: Backend,
 ) -> None:

@@ -179,7 +179,12 @@ ROUTES: tuple[Route, ...] = (
             "start a token (a webhook is answered the token without its context)",
             wire.StartBody,
             ((201, STARTED), (200, STARTED)),
-            (*BODY, RefusalCode.INVALID_TOKEN_ID, RefusalCode.INVALID_CONTEXT),
+            (
+                *BODY,
+                RefusalCode.INVALID_TOKEN_ID,
+                RefusalCode.INVALID_CONTEXT,
+                RefusalCode.INVALID_PRIORITY,
+            ),
         ),
     ),
     Route(
