@@ -16,6 +16,7 @@ from stateous.control.store.counts import TURNED_AWAY
 from stateous.control.store.postgres.store import PostgresTx
 from stateous.control.store.rows import TokenRow
 from stateous.control.store.sqlite import SqliteTx
+from stateous.control.store.turn_sql import TaskTurn
 from stateous.control.store.watchers import Watcher
 from stateous.model.vocabulary import Kind
 from tests.control.support import Backend
@@ -78,7 +79,7 @@ def test_a_watcher_is_told_each_ledger_row_once_as_the_ledger_keeps_it(backend: 
         tx.by = "operator"
         tx.insert_token(TokenRow("T", "draft", "active", 1, {}, tx.now, visits={"draft": 1}))
         tx.record("T", Kind.STARTED, {"context": {}})
-        task = tx.insert_task("T", "draft", 1, "c1")
+        task = tx.insert_task("T", "draft", 1, "c1", TaskTurn(tx.now))
         tx.record("T", Kind.TASK_QUEUED, {"task": task})
         tx.record("T", Kind.EVENT_REJECTED, {"event": "nope"})
         queued: Counter[str] | None = tx.queued_in
@@ -106,7 +107,7 @@ def test_a_resumed_token_makes_the_queues_woken_unknown(backend: Backend) -> Non
 
     def resume(tx: Any) -> Counter[str] | None:
         tx.insert_token(TokenRow("T", "draft", "active", 1, {}, tx.now, visits={"draft": 1}))
-        tx.insert_task("T", "draft", 1, None)
+        tx.insert_task("T", "draft", 1, None, TaskTurn(tx.now))
         tx.record("T", Kind.RESUMED, {})
         queued: Counter[str] | None = tx.queued_in
         return queued

@@ -50,6 +50,7 @@ from stateous.control.store.counts import Counts, CountSql
 from stateous.control.store.credential_sql import CredentialSql
 from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.listing_sql import ListingSql
+from stateous.control.store.memory_sql import MemorySql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Reservation
 from stateous.control.store.queued import Queued
@@ -79,6 +80,7 @@ class SqlTx(
     GraphsSql,
     RetentionSql,
     ScheduleSql,
+    MemorySql,
     ResourceSql,
     TenureSql,
     TurnSql,
@@ -559,21 +561,6 @@ class SqlTx(
             decode(accepted[0][0]) if accepted else None,
             {key: decode(value) for key, value in memory},
         )
-
-    def set_memory(self, token: str, state: str, key: str, value: Any) -> None:
-        self.change(
-            "INSERT INTO memory (token, state, key, value) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (token, state, key) DO UPDATE SET value = excluded.value",
-            (token, state, key, json_text(value)),
-        )
-
-    def delete_memory(self, token: str, state: str, key: str) -> None:
-        self.change(
-            "DELETE FROM memory WHERE token = ? AND state = ? AND key = ?", (token, state, key)
-        )
-
-    def drop_memory(self, token: str) -> None:
-        self.change("DELETE FROM memory WHERE token = ?", (token,))
 
     # claims
 

@@ -15,11 +15,13 @@ from stateous.control.store.columns import Queues, json_text, word
 from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import TaskStatus
 
-#: The start of the task at the head of a queue: its turn plus its token's priority's due.
+#: The start of the task at the head of a queue: its turn plus its token's priority's due
+#: (by the queue's own index, whose condition the first term spells).
 _HEAD = (
     "SELECT t.turn_at + CAST(? AS DOUBLE PRECISION) * "
     "(SELECT priority FROM tokens k WHERE k.token = t.token) "
-    f"FROM tasks t WHERE t.status = {word(TaskStatus.QUEUED)} AND t.state = ? "
+    f"FROM tasks t WHERE coalesce(t.waits_for, t.status) = {word(TaskStatus.QUEUED)} "
+    "AND t.state = ? "
     "ORDER BY t.turn_at, t.id LIMIT 1"
 )
 
