@@ -297,7 +297,7 @@ def stop(process: subprocess.Popen[bytes] | None) -> None:
 
 
 def make_folder(
-    work: Path, graph: Path, name: str, ports: list[int], work_seconds: float, eager: bool
+    work: Path, graph: Path, name: str, ports: list[int], work_seconds: float, eager: bool = True
 ) -> Path:
     folder = work / name
     subprocess.run(
