@@ -108,7 +108,7 @@ def shown_lines(
     """The lines of `token show ID` (and of `archive show`): the token, each child indented
     under it, the events it accepts now (of `events`, the ones out of its state), which
     supervisors its queued task waits for when its graph is not the one `served` names (asked
-    only then), the resource it waits for, then its history."""
+    only then), the resource or the supervisor it waits for, then its history."""
     entries = list(entries)
     lines = [token_line(token)]
     lines += [f"  {token_line(child)}" for child in children]
@@ -123,6 +123,8 @@ def shown_lines(
         lines.append(waits_line(token))
     if token.get("waits_for"):
         lines.append(f"its task {token['waits_for']}")
+    if token.get("waits"):
+        lines.append(f"its task waits: {token['waits']}")
     lines += history_lines(entries)
     return lines
 

@@ -121,7 +121,7 @@ class Engine:
         return row
 
     def get(self, token: str) -> TokenView:
-        return self.store.read(lambda tx: live_detail(self.token_row(tx, token), tx, self.moves))
+        return self.store.read(lambda tx: live_detail(self.token_row(tx, token), tx, self))
 
     def history(self, token: str) -> list[HistoryEntry]:
         def read(tx: Tx) -> list[HistoryEntry]:

@@ -21,7 +21,7 @@ from stateous.model.wire import (
 )
 
 if TYPE_CHECKING:
-    from stateous.control.moves import Moves
+    from stateous.control.engine import Engine
 
 
 def view(token: TokenRow) -> TokenView:
@@ -37,21 +37,27 @@ def view(token: TokenRow) -> TokenView:
     )
 
 
-def detail(token: TokenRow, waits_for: str | None = None) -> TokenView:
+def detail(token: TokenRow, waits_for: str | None = None, waits: str | None = None) -> TokenView:
     """Show one token asked for by its id: its view, with the graph it moves by and what its
-    task waits for, if anything."""
-    return msgspec.structs.replace(view(token), checksum=token.checksum, waits_for=waits_for)
+    task waits for, if anything: a resource (`waits_for`), a supervisor (`waits`)."""
+    shown = view(token)
+    return msgspec.structs.replace(shown, checksum=token.checksum, waits_for=waits_for, waits=waits)
 
 
-def live_detail(token: TokenRow, tx: Tx, moves: Moves) -> TokenView:
-    """`detail` of a token read in `tx`: what its queued task waits for is read only where
-    its state uses a resource."""
-    waits = None
-    live = token.status in LIVE_TOKEN and moves.uses(tx, token)
-    task = tx.live_task(token.token) if live else None
-    if task is not None and task.status == TaskStatus.QUEUED:
-        waits = resource_steering.waits_lines(tx, [task.id]).get(task.id)
-    return detail(token, waits)
+def live_detail(token: TokenRow, tx: Tx, engine: Engine) -> TokenView:
+    """`detail` of a token read in `tx`: its queued task is read only where its state uses a
+    resource, or needs labels that no supervisor seen in the last hour has (`Fleet.unmet`,
+    asked of the state's claim name as `GET /tasks` asks it)."""
+    moves, unmet = engine.moves, engine.listings.unmet
+    if token.status not in LIVE_TOKEN:
+        return detail(token)
+    uses = moves.uses(tx, token)
+    waits = unmet(moves.flow(tx, token).claim_name(token.state)) if unmet else None
+    task = tx.live_task(token.token) if uses or waits else None
+    if task is None or task.status != TaskStatus.QUEUED:
+        return detail(token)
+    waits_for = resource_steering.waits_lines(tx, [task.id]).get(task.id) if uses else None
+    return detail(token, waits_for, waits)
 
 
 def brief(token: TokenView) -> TokenBrief:

@@ -47,6 +47,9 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: Where one token is asked for and its task waits for a resource: what for, and who
     #: took it ("waits for repo=acme/api, held by task 17 of PR-12").
     waits_for: str | None = None
+    #: Where one token is asked for and its queued task's state needs labels that no
+    #: supervisor seen in the last hour has: `TaskView.waits`, the same sentence.
+    waits: str | None = None
 
 
 class VersionView(msgspec.Struct, kw_only=True):

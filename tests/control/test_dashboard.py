@@ -39,7 +39,8 @@ from stateous.control.http.app import Guard, create_app
 from stateous.control.http.server import DEFAULT_LIMITS, create_server
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, looping, serving
-from tests.control.support import open_backend
+from tests.control.support import open_backend, plane_for
+from tests.control.test_labels import MACOS, builds
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -534,3 +535,25 @@ def test_a_page_on_another_local_port_can_neither_cancel_nor_start_a_token(
         lambda driver: "Done: the token is cancelled" in (text_of(driver, "#action-result") or ""),
     )
     assert call(plane, "GET", "/tokens/ORDER-1")["status"] == "cancelled"
+
+
+def test_a_task_no_supervisor_could_take_shows_why_on_its_token_page_and_in_stuck_work(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    with open_backend("sqlite", tmp_path) as backend:
+        plane = plane_for(builds(), backend)
+        with serving(plane.engine) as served:
+            call(served, "POST", "/tokens", {"token": "B-1"})
+            grant = call(served, "POST", "/tasks/claim", {"supervisor": "l", "states": ["lint"]})
+            report = {"supervisor": "l", "kind": "event", "event": "linted", "attempt": 1}
+            call(served, "POST", f"/tasks/{grant['task']}/report", report)
+            plane.clock.advance(3601)
+            browser.get(f"{served.url}/ui/#/tokens/B-1")
+            wait(browser, lambda driver: MACOS in (text_of(driver, "#facts") or ""))
+            browser.get(f"{served.url}/ui/")
+            titled = "Waiting for a supervisor"
+            wait(browser, lambda driver: titled in texts_of(driver, "#stuck h3"))
+            found = texts_of(browser, "#stuck .stuck-list")
+            lists = {title: rows.strip() for title, _, rows in (t.partition("\n") for t in found)}
+            assert f"B-1\tbuild\t{MACOS}" in lists[titled]
+            screenshot(browser, tmp_path / "waits-for-a-supervisor.png")

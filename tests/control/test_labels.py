@@ -11,6 +11,7 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.model.errors import DefinitionError
+from tests.conftest import run_stateous
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, plane_for
 
@@ -110,6 +111,28 @@ def test_the_listing_says_when_no_supervisor_seen_in_the_last_hour_could_take_a_
         assert claim(served, "mac-2", {"os": "macos"})["token"] == "B-2"
         [task] = served.request("GET", "/tasks")[2]
         assert (task["status"], task["waits"]) == ("claimed", None)
+
+
+def test_a_token_and_token_show_say_when_no_supervisor_seen_in_the_last_hour_could_take_its_task(
+    backend: Backend,
+) -> None:
+    plane = plane_for(builds(), backend)
+    with serving(plane.engine) as served:
+        served.request("POST", "/tokens", {"token": "B-1"})
+        done(served, "linux-1", claim(served, "linux-1", {"os": "linux"}), "linted")
+        assert "waits" not in served.request("GET", "/tokens/B-1")[2]  # first hour: cannot tell
+        plane.clock.advance(3601)
+        token = served.request("GET", "/tokens/B-1")[2]
+        assert (token["state"], token["waits"]) == ("build", MACOS)
+        assert "waits_for" not in token
+        shown = run_stateous("token", "show", "B-1", "--url", served.url, cwd=backend.folder)
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert lines[1].startswith("accepts now: ") and lines[2] == f"its task waits: {MACOS}"
+        assert claim(served, "mac-1", {"os": "macos"})["token"] == "B-1"
+        assert "waits" not in served.request("GET", "/tokens/B-1")[2]  # claimed now
+        served.request("POST", "/tokens", {"token": "B-2"})  # in lint: needs nothing
+        assert "waits" not in served.request("GET", "/tokens/B-2")[2]
 
 
 @pytest.mark.parametrize(

@@ -319,6 +319,8 @@ function stuckWork(tasks, activeTokens) {
       (task) => `queued ${ago(task.queued_at, now)}`), heads));
     parts.push(stuckList("Waiting for a resource", taskRows(
       tasks.filter((task) => task.waits_for), (task) => task.waits_for), heads));
+    parts.push(stuckList("Waiting for a supervisor", taskRows(
+      tasks.filter((task) => task.waits), (task) => task.waits), heads));
     parts.push(stuckList(`Leases that end within ${limits.leaseSeconds} seconds`, taskRows(
       tasks.filter((task) => task.status === "claimed" && task.lease_until
         && left(task) < limits.leaseSeconds),
@@ -635,6 +637,7 @@ function mountToken(main, id) {
     facts.replaceChildren(statusBadge(token.status), ` in ${stateName(token.state)}`,
       token.visit > 1 ? ` (visit ${token.visit})` : "", ` since ${utc(token.entered_at)} UTC`,
       token.waits_for ? `; its task ${token.waits_for}` : "",
+      token.waits ? `; its task waits: ${token.waits}` : "",
       token.parent ? [", a child of ", tokenLink(token.parent)] : "");
     facts.dataset.status = token.status;
     const live = token.status === "active" || token.status === "paused";
