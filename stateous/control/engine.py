@@ -469,20 +469,9 @@ class Engine:
         checks.heartbeat_tasks(tasks)
 
         def operation(tx: Tx) -> list[int]:
-            lost = []
-            for ident in tasks:
-                task = tx.task(ident)
-                if (
-                    task is None
-                    or task.status != TaskStatus.CLAIMED
-                    or task.claimed_by != supervisor
-                ):
-                    lost.append(ident)
-                    continue
-                task.lease_until = tx.now + self.lease
-                tx.save_task(task)
+            held = tx.renew_leases_of(supervisor, tasks, tx.now + self.lease) if tasks else set()
             tx.touch_heartbeat(supervisor)
-            return lost
+            return [ident for ident in tasks if ident not in held]
 
         try:
             return self.store.write(operation)

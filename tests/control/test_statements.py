@@ -16,7 +16,8 @@ import apsw
 import pytest
 
 from stateous.control import clock
-from stateous.control.store.columns import NEXT_QUEUED
+from stateous.control.store.columns import LISTED, NEXT_QUEUED
+from stateous.control.store.lease_sql import renewal_sql
 from stateous.model.wire import ReportBody
 from tests.control.support import Plane, open_backend, orders, plane_for
 
@@ -141,5 +142,6 @@ def test_no_statement_of_a_move_builds_a_temporary_table(
     assert len(watch.run) > 30
     # A claim takes the oldest of the heads of its states' queues: it sorts those, one row
     # for each state it lists, never the queues. An UPDATE that changes the condition of the
-    # index it finds its rows by collects them first: a token's few pending timers.
-    assert temporary == {NEXT_QUEUED, *CANCELLING}
+    # index it finds its rows by collects them first: a token's few pending timers. A
+    # heartbeat looks its supervisor's tasks up in the list it names (1,000 at most).
+    assert temporary == {NEXT_QUEUED, *CANCELLING, renewal_sql(LISTED)}

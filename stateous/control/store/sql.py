@@ -17,7 +17,6 @@ from typing import Any
 from stateous.control.store.columns import (
     DUE_TIMERS,
     ENTRY_COLUMNS,
-    EXPIRED_LEASES,
     INSERT_TOKEN,
     KEY_USED,
     LAST_CLAIM,
@@ -49,6 +48,7 @@ from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.counts import Counts, CountSql
 from stateous.control.store.credential_sql import CredentialSql
 from stateous.control.store.graphs_sql import GraphsSql
+from stateous.control.store.lease_sql import LeaseSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.memory_sql import MemorySql
 from stateous.control.store.plan_sql import PlanSql
@@ -80,6 +80,7 @@ class SqlTx(
     GraphsSql,
     RetentionSql,
     ScheduleSql,
+    LeaseSql,
     MemorySql,
     ResourceSql,
     TenureSql,
@@ -440,20 +441,6 @@ class SqlTx(
         """Read a row of a claim's statement: keep its token's row, answer its task."""
         self.keep(row[9:])
         return task_row(row[:9])
-
-    def expired_leases(self, limit: int) -> list[int]:
-        return [row[0] for row in self.execute(EXPIRED_LEASES, (self.stamp, limit))]
-
-    def renew_leases(self, until: float) -> int:
-        """Give every claimed task whose lease ends before `until` a lease to `until`;
-        answer how many."""
-        stamp = to_column(until)
-        rows = self.execute(
-            f"UPDATE tasks SET lease_until = ? WHERE status = {word(TaskStatus.CLAIMED)} "
-            "AND lease_until < ? RETURNING id",
-            (stamp, stamp),
-        )
-        return len(rows)
 
     # timers
 
