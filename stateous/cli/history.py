@@ -27,6 +27,8 @@ from stateous.model.vocabulary import LIVE_TOKEN, TokenStatus
 QUEUED = ("task_queued", "task_retrying")
 #: The line of a day, before its first entry of the history.
 DAY = "-- {day}, times in UTC --"
+#: The line under a failure's entry: its fingerprint, which the same failure shares.
+FINGERPRINT = "          fingerprint {fingerprint}"
 
 Data = dict[str, Any]
 
@@ -131,7 +133,7 @@ def shown_lines(
 
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:
     """Yield one `HH:MM:SS  #seq  sentence` line per entry, in UTC, each day's `DAY` line
-    before its first entry.
+    before its first entry, and a failure's `FINGERPRINT` line under it.
 
     The first day's line comes with the first entry, so that entries which cannot be read
     (the stream of `token watch` refused) leave no line without a history under it.
@@ -145,3 +147,6 @@ def history_lines(entries: Iterable[Data]) -> Iterator[str]:
             day = moment.date().isoformat()
             yield DAY.format(day=day)
         yield f"{moment:%H:%M:%S}  #{entry['seq']}  {told}"
+        fingerprint = (entry.get("data") or {}).get("fingerprint")
+        if isinstance(fingerprint, str):
+            yield FINGERPRINT.format(fingerprint=fingerprint)

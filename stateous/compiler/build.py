@@ -39,6 +39,7 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         retries=state.retries,
         retry_delay=state.retry_delay,
         retry_delay_max=state.retry_delay_max,
+        stop_on_repeat=state.stop_on_repeat,
         emits=emits(workflow, state),
         uses=dict(state.uses) or None,
         needs=state.needs or None,

@@ -18,6 +18,7 @@ from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
 from stateous.model.keys import key_path
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.repeats import repeat_problem
 from stateous.model.resources import resource_problems, use_problem
 from stateous.model.schedule import problems as schedule_problems
 
@@ -128,6 +129,8 @@ def _state(
     )
     if problem is not None:
         yield f"{where}: {problem}"
+    if (problem := repeat_problem(state_spec.retries, state_spec.stop_on_repeat)) is not None:
+        yield f"{where}.stop_on_repeat: {problem}"
     for index, event in enumerate(state_spec.emits or []):
         if event not in spec.events:
             yield f"{where}.emits[{index}]: workflow {name!r} has no event {event!r}"

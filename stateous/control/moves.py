@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import checks, resources, turns
+from stateous.control import checks, repeats, resources, turns
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -372,14 +372,16 @@ class Moves:
         self, tx: Tx, task: TaskRow, token: TokenRow, error: str, retry_after: float | None = None
     ) -> None:
         """Count a failed attempt: try again while retries are left (after the state's backoff,
-        or the `retry_after` seconds the routine asked for), else deliver `error`."""
-        tx.record(token.token, Kind.TASK_FAILED, {"task": task.id, "error": error})
+        or the `retry_after` seconds the routine asked for), else deliver `error`; retries
+        end early on a repeated failure (`repeats`)."""
+        failed = repeats.failure(task, token, error)
+        tx.record(token.token, Kind.TASK_FAILED, failed)
         tx.cancel_timers(token.token, TimerKind.TIMER)
         spec = self.flow(tx, token).state(token.state)
         task.claimed_by, task.lease_until = None, None
         if spec.uses:
             resources.release(tx, task.id)
-        if task.attempt <= spec.retries:
+        if task.attempt <= spec.retries and not repeats.stopped(tx, token, spec, failed):
             self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
             return
         task.status = TaskStatus.FAILED

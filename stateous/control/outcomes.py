@@ -1,6 +1,7 @@
 """What a report does to the token of the task it reports on: an event moves it, `waiting`
 keeps the task for a report from outside, `failed` ends the attempt (a retry, or the
-token fails). The engine finds the task and its token first (`Engine._held_task`)."""
+token fails); each keeps the report's context changes. The engine finds the task and its
+token first (`Engine._held_task`)."""
 
 from __future__ import annotations
 
@@ -13,13 +14,15 @@ from stateous.model.wire import ReportBody
 
 def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody) -> None:
     """Apply the outcome of `body` to the task `row` of `token`, in `tx`."""
-    if body.kind == "failed":
-        error = body.error or "the routine failed"
-        moves.fail_attempt(tx, row, token, error, body.retry_after)
-        return
     flow = moves.flow(tx, token)
     changes = body.context or {}
     merged = checks.context(flow, {**token.context, **changes}) if changes else None
+    if body.kind == "failed":
+        # The context changes come first: the next attempt runs on them, and a failure on
+        # another context is no repeat of the last (`stop_on_repeat`).
+        moves.keep_outcome(tx, token, changes, merged, [])
+        moves.fail_attempt(tx, row, token, body.error or "the routine failed", body.retry_after)
+        return
     schedules = checks.schedules(flow, body.schedules)
     if body.kind == "waiting":
         moves.keep_outcome(tx, token, changes, merged, schedules)

@@ -15,7 +15,7 @@ import msgspec
 
 FORMAT = 1
 #: The keys of a state that tell only when its work runs: changing them keeps the structure.
-TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max", "uses")
+TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max", "stop_on_repeat", "uses")
 
 
 class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -26,6 +26,9 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     #: The wait before the second attempt, doubled for each one after, up to the max.
     retry_delay: str | None = None
     retry_delay_max: str | None = None
+    #: Retries end early once the same failure comes this many times in a row on the same
+    #: context; absent when not set, so a graph file without it keeps its checksum.
+    stop_on_repeat: int | None = None
     emits: list[str] | None = None
     parallel: list[str] | None = None
     join: str | None = None
@@ -165,8 +168,8 @@ def checksum(graph: GraphFile) -> str:
 
 
 def structure(graph: GraphFile) -> str:
-    """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay` and
-    `retry_delay_max`), their `uses`, and without its schedules, resources and fairness keys.
+    """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay`,
+    `retry_delay_max` and `stop_on_repeat`), their `uses`, and without its schedules, resources and fairness keys.
 
     Changing only those keeps the structure, so a database with live tokens can take the
     new file: a schedule says when tokens start, a resource when a task may run, a fairness

@@ -91,6 +91,10 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
     Kind.TASK_RETRYING: lambda data: (
         f"task {data['task']} is tried again (attempt {data['attempt']})"
     ),
+    Kind.RETRIES_STOPPED: lambda data: (
+        f"task {data['task']}: the same failure {data['repeats']} times with the same input: "
+        "not tried again"
+    ),
     Kind.TIMER_SET: _timer_set,
     Kind.TIMER_FIRED: lambda data: f"timer fired: {data['event']}",
     Kind.EVENT_REJECTED: lambda data: f"{data['event']} refused: {data['reason']}",

@@ -87,6 +87,8 @@ class Kind(StrEnum):
     TASK_CANCELLED = "task_cancelled"
     TASK_FAILED = "task_failed"
     TASK_RETRYING = "task_retrying"
+    #: A task's retries ended early: the same failure on the same context (`stop_on_repeat`).
+    RETRIES_STOPPED = "retries_stopped"
     TIMER_SET = "timer_set"
     TIMER_FIRED = "timer_fired"
     CONTEXT_CHANGED = "context_changed"

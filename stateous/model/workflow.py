@@ -20,6 +20,7 @@ from stateous.model.keys import key_path
 from stateous.model.labels import labels_problem
 from stateous.model.models import is_model
 from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_problem
+from stateous.model.repeats import repeat_problem
 from stateous.model.resources import resource_problems
 from stateous.model.schedule import problems
 
@@ -30,6 +31,7 @@ STATE_KEYWORDS = (
     "retries",
     "retry_delay",
     "retry_delay_max",
+    "stop_on_repeat",
     "parallel",
     "join",
     "inputs",
@@ -65,6 +67,9 @@ class State:
     retries: int = 0
     retry_delay: str | None = None
     retry_delay_max: str | None = None
+    #: Retries end early once the same failure comes this many times in a row on the same
+    #: context (`stateous.model.repeats`).
+    stop_on_repeat: int | None = None
     parallel: tuple[Workflow, ...] = ()
     join: str = "all"
     inputs: tuple[str, ...] = ()
@@ -227,6 +232,7 @@ class Workflow:
         retries: int = 0,
         retry_delay: str | None = None,
         retry_delay_max: str | None = None,
+        stop_on_repeat: int | None = None,
         parallel: Sequence[Workflow] | None = None,
         join: str = "all",
         inputs: Sequence[str] | None = None,
@@ -255,7 +261,9 @@ class Workflow:
         if (needs or prefers) and children:
             raise DefinitionError(f"{what}: needs= goes with a task state, not parallel=")
         _check_prefers(what, prefers, prefer_for)
-        problem = backoff_problem(retries, retry_delay, retry_delay_max)
+        problem = backoff_problem(retries, retry_delay, retry_delay_max) or repeat_problem(
+            retries, stop_on_repeat
+        )
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
         self._check_uses(what, uses, children)
@@ -266,6 +274,7 @@ class Workflow:
             retries=retries,
             retry_delay=retry_delay,
             retry_delay_max=retry_delay_max,
+            stop_on_repeat=stop_on_repeat,
             parallel=children,
             join=join,
             inputs=tuple(inputs or ()),

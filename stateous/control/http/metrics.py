@@ -58,6 +58,11 @@ PLAIN = (
         "Leases that ended without a heartbeat, each a failed attempt.",
         Counter.LEASES_ENDED,
     ),
+    (
+        "stateous_retries_stopped_total",
+        "Tasks whose retries ended early: the same failure on the same context (stop_on_repeat).",
+        Counter.RETRIES_STOPPED,
+    ),
     ("stateous_timers_fired_total", "Timers and timeouts that fired.", Counter.TIMERS_FIRED),
     (
         "stateous_retention_removed_tokens_total",

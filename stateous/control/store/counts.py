@@ -44,6 +44,8 @@ class Counter(StrEnum):
     REPORTS = "reports"
     ATTEMPTS_FAILED = "attempts_failed"
     LEASES_ENDED = "leases_ended"
+    #: Tasks whose retries `stop_on_repeat` ended: the same failure on the same context.
+    RETRIES_STOPPED = "retries_stopped"
     TIMERS_FIRED = "timers_fired"
     #: Tokens that retention removed, children included (`stateous.control.retention`).
     TOKENS_REMOVED = "tokens_removed"
@@ -61,6 +63,7 @@ BY_KIND: dict[str, tuple[Counter, str]] = {
     Kind.EVENT_ACCEPTED: (Counter.EVENTS_FIRED, ""),
     Kind.TASK_CLAIMED: (Counter.TASKS_CLAIMED, ""),
     Kind.TASK_FAILED: (Counter.ATTEMPTS_FAILED, ""),
+    Kind.RETRIES_STOPPED: (Counter.RETRIES_STOPPED, ""),
     Kind.TIMER_FIRED: (Counter.TIMERS_FIRED, ""),
     Kind.COMPLETED: (Counter.TOKENS_ENDED, Kind.COMPLETED.value),
     Kind.FAILED: (Counter.TOKENS_ENDED, Kind.FAILED.value),
