@@ -169,7 +169,8 @@ def checksum(graph: GraphFile) -> str:
 
 def structure(graph: GraphFile) -> str:
     """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay`,
-    `retry_delay_max` and `stop_on_repeat`), their `uses`, and without its schedules, resources and fairness keys.
+    `retry_delay_max` and `stop_on_repeat`), their `uses`, and without its schedules,
+    resources and fairness keys.
 
     Changing only those keeps the structure, so a database with live tokens can take the
     new file: a schedule says when tokens start, a resource when a task may run, a fairness

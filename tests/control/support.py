@@ -14,6 +14,7 @@ from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 from urllib.parse import quote
 
 import msgspec
@@ -25,6 +26,7 @@ from stateous.control.engine import Engine
 from stateous.control.graph import Graph
 from stateous.control.store import Store
 from stateous.control.store.sqlite import SqliteStore
+from stateous.model.fingerprints import fingerprint
 from stateous.model.graph_file import GraphFile, dump
 
 #: The Postgres server of the tests; CI sets it, and fails when the server is down.
@@ -217,12 +219,21 @@ LIVE_ROWS = {
     "timers_pending": "SELECT '', count(*) FROM timers WHERE status = 'pending' "
     "HAVING count(*) > 0",
 }
+
+
+def failure(task: int, error: str) -> dict[str, Any]:
+    """The data of a `task_failed` row: the task, the error, its fingerprint, and the digest
+    of the token's context (any: the tests that need it compute it)."""
+    return {"task": task, "error": error, "fingerprint": fingerprint(error), "context_digest": ANY}
+
+
 #: The counters that follow the ledger one entry for one, by the kind they count.
 LEDGER_KINDS = {
     "tokens_started": "started",
     "events_fired": "event_accepted",
     "tasks_claimed": "task_claimed",
     "attempts_failed": "task_failed",
+    "retries_stopped": "retries_stopped",
     "timers_fired": "timer_fired",
 }
 #: Every count that `counts_drift` checks, and the statement that counts its rows.

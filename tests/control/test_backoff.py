@@ -15,7 +15,15 @@ from stateous.control.errors import InvalidArgument, TaskNotHeld
 from stateous.model.errors import DefinitionError
 from stateous.model.graph_file import checksum, dump, structure
 from stateous.model.wire import ReportBody
-from tests.control.support import Backend, Item, Plane, counts_drift, orders, plane_for
+from tests.control.support import (
+    Backend,
+    Item,
+    Plane,
+    counts_drift,
+    failure,
+    orders,
+    plane_for,
+)
 
 
 def backoff_flow(retries: int = 4, delay: str | None = "10s", cap: str | None = "30s") -> Workflow:
@@ -152,7 +160,7 @@ def test_without_retry_delay_the_next_attempt_is_queued_at_once_as_before(
     task = plane.engine.claim("box-1", ["review"]).task  # type: ignore[union-attr]
     plane.engine.report(task, ReportBody(kind="failed", error="boom", supervisor="box-1"))
     assert plane.entries("ORDER-1")[-2:] == [
-        ("task_failed", {"task": task, "error": "boom"}),
+        ("task_failed", failure(task, "boom")),
         ("task_retrying", {"task": task, "attempt": 2}),
     ]
     assert plane.engine.claim("box-2", ["review"]) is not None

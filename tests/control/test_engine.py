@@ -28,6 +28,7 @@ from tests.control.support import (
     Item,
     Plane,
     counts_drift,
+    failure,
     fan_out,
     one_step,
     orders,
@@ -455,7 +456,7 @@ def test_a_failed_attempt_with_retries_left_is_tried_again(plane: Plane) -> None
     task = to_review(plane)
     plane.engine.report(task, report(kind="failed", error="boom", attempt=1, supervisor="box-1"))
     assert plane.entries("ORDER-1")[-2:] == [
-        ("task_failed", {"task": task, "error": "boom"}),
+        ("task_failed", failure(task, "boom")),
         ("task_retrying", {"task": task, "attempt": 2}),
     ]
     again = plane.engine.claim("box-2", ["review"])
@@ -469,7 +470,7 @@ def test_the_last_failed_attempt_delivers_error(plane: Plane) -> None:
     token = plane.engine.report(task, report(kind="failed", error="boom again", supervisor="box-1"))
     assert token.state == "held"
     assert plane.entries("ORDER-1")[-4:] == [
-        ("task_failed", {"task": task, "error": "boom again"}),
+        ("task_failed", failure(task, "boom again")),
         ("event_accepted", {"event": "error", "payload": None, "state": "review"}),
         ("entered", {"state": "held", "visit": 1}),
         ("task_queued", {"task": task + 1, "state": "held"}),
@@ -483,7 +484,7 @@ def test_without_a_transition_on_error_the_token_fails(backend: Backend) -> None
     token = served.engine.report(task, report(kind="failed", error="boom", supervisor="box-1"))
     assert token.status == "failed"
     assert served.entries("A")[-2:] == [
-        ("task_failed", {"task": task, "error": "boom"}),
+        ("task_failed", failure(task, "boom")),
         (
             "failed",
             {"reason": "'draft' failed, and has no transition on 'error': boom"},

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.control.serving import Launcher, Served
+from tests.control.support import failure
 from tests.supervisor.support import (
     APPROVE,
     Supervisors,
@@ -270,7 +271,7 @@ def test_a_forced_stop_gives_its_task_back_and_another_supervisor_claims_it_at_o
     history = served.history("ORDER-1")
     assert entries(history, "task_claimed", "task_failed", "task_retrying")[:4] == [
         ("task_claimed", {"task": 1, "supervisor": "box-1", "attempt": 1}),
-        ("task_failed", {"task": 1, "error": GIVEN_BACK}),
+        ("task_failed", failure(1, GIVEN_BACK)),
         ("task_retrying", {"task": 1, "attempt": 2}),
         ("task_claimed", {"task": 1, "supervisor": "box-2", "attempt": 2}),
     ]
@@ -313,7 +314,7 @@ def test_a_task_given_back_while_the_control_plane_is_down_goes_back_at_the_next
     restarted = supervisors.serving(folder)
     restarted.wait_log(f"task 1 of ORDER-1: reported a failed attempt: {GIVEN_BACK}")
     assert "sending 1 message(s) left in the outbox" in restarted.log
-    assert ("task_failed", {"task": 1, "error": GIVEN_BACK}) in entries(
+    assert ("task_failed", failure(1, GIVEN_BACK)) in entries(
         again.history("ORDER-1"), "task_failed"
     )
 

@@ -20,6 +20,7 @@ import pytest
 
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served
+from tests.control.support import failure
 from tests.supervisor.support import (
     APPROVE,
     ROUTINE_IMPORTS,
@@ -142,7 +143,7 @@ def test_after_a_kill_9_the_lease_ends_and_a_second_supervisor_resumes_with_the_
     ended = "box-1 stopped answering: no heartbeat for 2 seconds"
     assert entries(history, "task_claimed", "task_failed", "task_retrying")[:4] == [
         ("task_claimed", {"task": 1, "supervisor": "box-1", "attempt": 1}),
-        ("task_failed", {"task": 1, "error": ended}),
+        ("task_failed", failure(1, ended)),
         ("task_retrying", {"task": 1, "attempt": 2}),
         ("task_claimed", {"task": 1, "supervisor": "box-2", "attempt": 2}),
     ]
