@@ -23,6 +23,7 @@ import msgspec
 import pytest
 
 from stateous import END, START, Workflow
+from stateous.model.fingerprints import fingerprint
 from tests.client.canned import canned_control_plane
 from tests.client.silent import silent_control_plane
 from tests.conftest import run_stateous
@@ -136,11 +137,13 @@ class Cli:
     def last(self, token: str, *sentences: str) -> list[str]:
         """The lines that `show` must print for the last entries of the history, all of one day."""
         entries = self.served.history(token)[-len(sentences) :]
-        return [
-            f"{utc(entry['at'])[11:]}  #{entry['seq']}  "
-            + text.replace("{due}", utc(entry["data"].get("due_at", "")))
-            for entry, text in zip(entries, sentences, strict=True)
-        ]
+        lines = []
+        for entry, text in zip(entries, sentences, strict=True):
+            due = utc(entry["data"].get("due_at", ""))
+            lines.append(f"{utc(entry['at'])[11:]}  #{entry['seq']}  " + text.replace("{due}", due))
+            if "fingerprint" in entry["data"]:  # a failure's fingerprint: a line of its own
+                lines.append(f"          fingerprint {entry['data']['fingerprint']}")
+        return lines
 
     def claim(self, supervisor: str, state: str) -> dict[str, Any]:
         return self.served.ok("POST", "/tasks/claim", {"supervisor": supervisor, "states": [state]})
@@ -346,6 +349,7 @@ def test_show_has_a_sentence_for_each_kind_of_work_on_a_task(cli: Cli) -> None:
             "completed",
         ),
     ]
+    assert f"          fingerprint {fingerprint(lost)}" in cli.lines("show", "TICKET-5")
 
 
 def test_show_tells_dropped_events_and_a_failed_token(cli: Cli) -> None:
@@ -359,7 +363,7 @@ def test_show_tells_dropped_events_and_a_failed_token(cli: Cli) -> None:
     failed = "'testing' failed, and has no transition on 'error': the tests did not run"
     lines = cli.lines("show", "TICKET-6")
     assert lines[0] == "TICKET-6: testing, failed"
-    assert lines[-10:] == cli.last(
+    assert lines[-11:] == cli.last(
         "TICKET-6",
         "done applied on resume",
         "done in coding",

@@ -553,10 +553,7 @@ def test_an_ended_lease_counts_a_failed_attempt(plane: Plane) -> None:
     plane.clock.advance(1)
     tick(plane.engine)
     assert plane.entries("ORDER-1")[-2:] == [
-        (
-            "task_failed",
-            {"task": task, "error": "box-1 stopped answering: no heartbeat for 2 minutes"},
-        ),
+        ("task_failed", failure(task, "box-1 stopped answering: no heartbeat for 2 minutes")),
         ("task_retrying", {"task": task, "attempt": 2}),
     ]
     with pytest.raises(TaskNotHeld):

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.control.serving import Launcher, Served, orders, write_graph
+from tests.control.support import failure
 from tests.control.test_serve_process import check_seqs, claim, heartbeat, start_token
 
 LEASE = 2.0
@@ -67,6 +68,6 @@ def test_after_a_start_a_silent_supervisor_still_loses_its_lease_after_one_whole
     assert waited >= LEASE - 0.5, f"the lease ended {waited:.2f} s after the start"
     failed = [entry for entry in entries if entry["kind"] == "task_failed"]
     assert [entry["data"] for entry in failed] == [
-        {"task": task, "error": "box-1 stopped answering: no heartbeat for 2 seconds"}
+        failure(task, "box-1 stopped answering: no heartbeat for 2 seconds")
     ]
     assert again.stop() == 0

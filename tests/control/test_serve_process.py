@@ -33,6 +33,7 @@ from tests.control.serving import (
     timers,
     write_graph,
 )
+from tests.control.support import failure
 
 REFUSED_TWICE = "error: another control plane serves this database; stop it first"
 #: How long a refusal at start may take: it is at once, but a loaded machine is slow.
@@ -593,10 +594,9 @@ def test_a_lease_without_heartbeats_ends_and_late_reports_of_its_attempt_are_ref
     print(f"\nthe lease of 2 s ended {time.monotonic() - claimed:.2f} s after the claim")
     kinds = [entry["kind"] for entry in entries]
     assert kinds[-2:] == ["task_failed", "task_retrying"]
-    assert entries[-2]["data"] == {
-        "task": task,
-        "error": "box-1 stopped answering: no heartbeat for 2 seconds",
-    }
+    assert entries[-2]["data"] == failure(
+        task, "box-1 stopped answering: no heartbeat for 2 seconds"
+    )
     assert entries[-1]["data"] == {"task": task, "attempt": 2}
     check_seqs(entries)
 
