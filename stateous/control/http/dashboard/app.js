@@ -23,9 +23,10 @@ const known = { layout: null, graph: null, tokenParams: null, lease: null };
 const FIXED_LEASE = 120;
 /* How many failed tokens the overview shows, the most recently failed first. */
 const FAILED_SHOWN = 20;
-/* The error line of each failed token shown, by its id and the moment it ended: a failed
-   token's history does not change until it is retried, which moves it again. */
-const errorLines = new Map();
+/* The error line (and stop by a repeat) of each failed token shown, by its id and the
+   moment it ended: a failed token's history does not change until it is retried, which
+   moves it again. */
+const failures = new Map();
 const limits = { queuedMinutes: 10, waitingHours: 1, leaseSeconds: 30 };
 
 class ApiError extends Error {
@@ -272,7 +273,7 @@ function mountOverview(main) {
     const [waiting, tasks, seen, leaseSeconds, ended] = await Promise.all([
       summary ? waitingTokens() : active.rows, optional("/tasks?limit=1000"),
       optional("/supervisors"), lease(), failedTokens()]);
-    stuck.replaceChildren(...stuckWork(tasks, waiting));
+    stuck.replaceChildren(...stuckWork(tasks, waiting), stoppedList(ended));
     failed.replaceChildren(failedList(ended));
     supervisors.replaceChildren(supervisorList(seen, leaseSeconds));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
@@ -335,26 +336,47 @@ function stuckWork(tasks, activeTokens) {
   return parts;
 }
 
+/* The failed tokens of the last day whose retries a repeated failure ended, each with the
+   failure's shape (its error with numbers and ids as `#`) and fingerprint. */
+function stoppedList({ rows }) {
+  const stopped = rows.filter((row) => row.stop);
+  return stuckList("Retries stopped by a repeated failure (failed in the last day)",
+    stopped.map(({ token, stop }) => el("tr", { "data-token": token.token },
+      el("td", {}, tokenLink(token.token)), el("td", {}, stateName(token.state)),
+      el("td", {}, `${stop.repeats} times`),
+      el("td", { class: "error-line" }, stop.shape),
+      el("td", { class: "fingerprint" }, stop.fingerprint))),
+    ["Token", "State", "Repeats", "Failure", "Fingerprint"]);
+}
+
 /* The tokens that failed in the last day, each with its error line; `more` when the
    listing has more than are shown. */
 async function failedTokens() {
   const since = iso(Date.now() - 24 * 3600 * 1000);
   const { data, next } = await api(`/tokens?status=failed&since=${enc(since)}&limit=${FAILED_SHOWN}`);
-  const lines = await Promise.all(data.map(errorLine));
-  return { rows: data.map((token, index) => ({ token, error: lines[index] })), more: Boolean(next) };
+  const found = await Promise.all(data.map(failureOf));
+  return {
+    rows: data.map((token, index) => ({ token, ...found[index] })),
+    more: Boolean(next),
+  };
 }
 
 /* Why a failed token failed: its last `failed` entry's reason, else its last failed
-   attempt's error, as its history says them. */
-async function errorLine(token) {
+   attempt's error, as its history says them; and its last `retries_stopped` entry, if the
+   same failure on the same input ended its retries (`stop`, null if not). */
+async function failureOf(token) {
   const key = `${token.token}\u0000${token.entered_at}`;
-  if (!errorLines.has(key)) {
+  if (!failures.has(key)) {
     const entries = (await api(`/tokens/${enc(token.token)}/history`)).data;
     const last = (kind, field) => entries.filter((entry) => entry.kind === kind && entry.data[field])
       .map((entry) => String(entry.data[field])).pop();
-    errorLines.set(key, last("failed", "reason") || last("task_failed", "error") || "no error was recorded");
+    const stops = entries.filter((entry) => entry.kind === "retries_stopped");
+    failures.set(key, {
+      error: last("failed", "reason") || last("task_failed", "error") || "no error was recorded",
+      stop: stops.length ? stops[stops.length - 1].data : null,
+    });
   }
-  return errorLines.get(key);
+  return failures.get(key);
 }
 
 function failedList({ rows, more }) {
@@ -513,17 +535,21 @@ function payloadExample(token, graph, event) {
   return compact(example(schema, schemas));
 }
 
+/* The kinds of entries about a task whose names do not start with `task_`. */
+const TASK_KINDS = ["note", "retries_stopped"];
+
 /* The tasks of a token and their attempts, as its history tells them. */
 function tasksOf(history) {
   const tasks = new Map();
   for (const entry of history) {
     const data = entry.data || {};
-    if (data.task === undefined || !(entry.kind.startsWith("task_") || entry.kind === "note")) continue;
+    if (data.task === undefined || !(entry.kind.startsWith("task_") || TASK_KINDS.includes(entry.kind))) continue;
     if (!tasks.has(data.task)) tasks.set(data.task, { id: data.task, state: "", attempts: [], outcome: "", notes: 0 });
     const task = tasks.get(data.task);
     const outcomes = {
       task_queued: "queued", task_claimed: "claimed", task_done: "done", task_cancelled: "cancelled",
-      task_waiting: "waiting outside", task_failed: `failed: ${data.error}`,
+      task_waiting: "waiting outside", task_failed: `failed: ${data.error} [${data.fingerprint ?? "no fingerprint"}]`,
+      retries_stopped: `not tried again: the same failure ${data.repeats} times with the same input`,
       task_retrying: `to be tried again (attempt ${data.attempt})`,
     };
     if (entry.kind === "task_queued") task.state = data.state;
@@ -671,7 +697,11 @@ function mountToken(main, id) {
         el("td", {}, statusBadge(kid.status))))) : nothing("No children."));
     history.replaceChildren(...entries.data.map((entry) => el("li", { class: `kind-${entry.kind}` },
       el("span", { class: "when" }, utc(entry.at)), el("span", { class: "seq" }, `#${entry.seq}`),
-      el("span", { class: "sentence" }, sentence(entry)))));
+      el("span", { class: "sentence" }, sentence(entry)),
+      entry.data && typeof entry.data.fingerprint === "string"
+        ? el("span", { class: "fingerprint", title: "the same failure has the same fingerprint" },
+          entry.data.fingerprint)
+        : null)));
   };
 }
 
