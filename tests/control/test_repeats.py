@@ -19,8 +19,10 @@ from stateous.model.errors import DefinitionError
 from stateous.model.fingerprints import fingerprint
 from stateous.model.graph_file import dump, structure
 from stateous.model.repeats import context_digest
+from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, counts_drift
+from tests.control.test_migrate import versions
 
 SUPERVISOR = "box-1"
 #: The place a supervisor writes after the error: the same line each time.
@@ -192,3 +194,23 @@ def test_stop_on_repeat_is_in_the_graph_file_and_keeps_the_structure() -> None:
     # Like `retries`, it says when the work runs again, not how a token moves: a token
     # may move between the two graphs (`token migrate`).
     assert structure(with_it) == structure(without)
+
+
+def test_a_token_migrated_to_a_graph_with_stop_on_repeat_counts_the_failures_it_had(
+    backend: Backend,
+) -> None:
+    error = f"RuntimeError: the index is locked {PLACE}"
+
+    def two_failures(engine: Engine) -> None:
+        engine.start("CALL-1", {"repo": "acme/api"})
+        for _ in range(2):
+            grant = engine.claim(SUPERVISOR, ["call"])
+            assert grant is not None
+            engine.report(grant.task, ReportBody(kind="failed", error=error, supervisor=SUPERVISOR))
+
+    with versions(backend, [calls(stop_on_repeat=None), calls(3)], two_failures) as served:
+        # As with `retries`, the contract is the same: the token may move.
+        status, answer = served.post("/tokens/CALL-1/migrate")
+        assert status == 200, answer
+        assert fail_once(served.api, "CALL-1", error)["status"] == "failed"
+        assert [row["repeats"] for row in rows(served.api, "CALL-1", "retries_stopped")] == [3]
