@@ -214,3 +214,16 @@ def test_a_token_migrated_to_a_graph_with_stop_on_repeat_counts_the_failures_it_
         assert status == 200, answer
         assert fail_once(served.api, "CALL-1", error)["status"] == "failed"
         assert [row["repeats"] for row in rows(served.api, "CALL-1", "retries_stopped")] == [3]
+
+
+def test_a_failed_report_with_a_bad_context_change_is_refused_and_keeps_nothing(
+    served: Served,
+) -> None:
+    start(served, "CALL-1")
+    ask = {"supervisor": SUPERVISOR, "states": ["call"]}
+    grant = served.request("POST", "/tasks/claim", ask)[2]
+    body = {"kind": "failed", "error": "boom", "context": {"model": 5}, "supervisor": SUPERVISOR}
+    status, _, answer = served.request("POST", f"/tasks/{grant['task']}/report", body)
+    assert (status, answer["code"]) == (422, "invalid_context")
+    kinds = [entry["kind"] for entry in history(served, "CALL-1")]
+    assert kinds[-1] == "task_claimed"

@@ -548,7 +548,7 @@ function tasksOf(history) {
     const task = tasks.get(data.task);
     const outcomes = {
       task_queued: "queued", task_claimed: "claimed", task_done: "done", task_cancelled: "cancelled",
-      task_waiting: "waiting outside", task_failed: `failed: ${data.error} [${data.fingerprint ?? "no fingerprint"}]`,
+      task_waiting: "waiting outside", task_failed: `failed: ${data.error}${data.fingerprint ? ` [${data.fingerprint}]` : ""}`,
       retries_stopped: `not tried again: the same failure ${data.repeats} times with the same input`,
       task_retrying: `to be tried again (attempt ${data.attempt})`,
     };
