@@ -20,7 +20,8 @@ def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody)
     if body.kind == "failed":
         # The context changes come first: the next attempt runs on them, and a failure on
         # another context is no repeat of the last (`stop_on_repeat`).
-        moves.keep_outcome(tx, token, changes, merged, [])
+        if changes:
+            moves.keep_outcome(tx, token, changes, merged, [])
         moves.fail_attempt(tx, row, token, body.error or "the routine failed", body.retry_after)
         return
     schedules = checks.schedules(flow, body.schedules)
