@@ -18,12 +18,18 @@ _PLACE = re.compile(r" \([^()\s]+:\d+\)$")
 # a UUID) that hold at least one digit, so a plain word like `deadbeef` stays.
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b|\b(?=[0-9a-fA-F-]*\d)[0-9a-fA-F]{8,}(?:-[0-9a-fA-F]{4,})*\b")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: How much of an error's message counts, its place aside: enough to tell failures apart,
+#: and a bound on the work, since a report's error may be as long as its body (1 MiB),
+#: and the hex-id pattern reads ahead at each dash.
+MESSAGE_LIMIT = 1000
 
 
 def failure_shape(error: str) -> str:
-    """The error with numbers and hex ids written as `#`, its place kept as it was."""
+    """The error with numbers and hex ids written as `#`, its place kept as it was; only the
+    first `MESSAGE_LIMIT` characters of the message count."""
     place = _PLACE.search(error)
     what, where = (error[: place.start()], place[0]) if place else (error, "")
+    what = what[:MESSAGE_LIMIT]
     return _NUMBER.sub("#", _HEX.sub("#", what)) + where
 
 

@@ -1,8 +1,11 @@
 """What counts as the same failure: the fingerprint of a failed attempt's error."""
 
+import time
+
 import pytest
 
-from stateous.model.fingerprints import failure_shape, fingerprint
+from stateous.model.fingerprints import MESSAGE_LIMIT, failure_shape, fingerprint
+from stateous.model.limits import BODY_LIMIT
 
 
 @pytest.mark.parametrize(
@@ -54,3 +57,15 @@ def test_the_shape_keeps_the_place_and_plain_words() -> None:
         == "OSError: deadbeef port # refused (routines/a.py:7)"
     )
     assert len(fingerprint("anything")) == 16
+
+
+def test_only_the_first_thousand_characters_of_a_message_count_and_a_long_one_is_quick() -> None:
+    place = " (routines/a.py:7)"
+    head = "RuntimeError: " + "x" * (MESSAGE_LIMIT - len("RuntimeError: "))
+    assert fingerprint(head + "one tail" + place) == fingerprint(head + "another" + place)
+    assert failure_shape(head + "one tail" + place) == head + place
+    # Dashes between hex letters make the hex-id pattern read ahead at each one: a report's
+    # error may be a whole body long, and the fingerprint is computed as the report is kept.
+    started = time.perf_counter()
+    fingerprint("a-" * (BODY_LIMIT // 2) + place)
+    assert time.perf_counter() - started < 1.0
