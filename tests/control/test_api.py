@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -13,7 +14,8 @@ import pytest
 from stateous.control import clock, errors
 from stateous.control.engine import Engine
 from stateous.model.limits import BODY_DEPTH_LIMIT, BODY_LIMIT
-from tests.control.conftest import Served, read_answer
+from tests.control.conftest import Served, build_engine, read_answer, serving
+from tests.control.support import BACKENDS, open_backend
 
 SUPERVISOR = "box-1"
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
@@ -1097,8 +1099,7 @@ REFUSALS += [
 ]
 
 
-@pytest.fixture
-def scene(served: Served) -> dict[str, int]:
+def set_scene(served: Served) -> dict[str, int]:
     """ORDER-1 in review, its task claimed by SUPERVISOR at attempt 2; GONE-1 cancelled."""
     start(served, "ORDER-1")
     draft = claim(served, "draft")
@@ -1112,10 +1113,25 @@ def scene(served: Served) -> dict[str, int]:
     return {"draft": draft["task"], "review": review["task"]}
 
 
+@pytest.fixture(scope="module", params=BACKENDS)
+def refusals_plane(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Served, dict[str, int]]]:
+    """One control plane per backend, with its scene, for every refusal: a refusal changes
+    nothing (each case checks it), so the cases can share it, and the hundreds of them
+    cost one database and one server instead of one each."""
+    with (
+        open_backend(request.param, tmp_path_factory.mktemp("refusals")) as backend,
+        serving(build_engine(backend)) as served,
+    ):
+        yield served, set_scene(served)
+
+
 @pytest.mark.parametrize("case", REFUSALS, ids=lambda case: case.name.replace(" ", "-"))
 def test_each_refusal_answers_its_code_and_changes_nothing(
-    served: Served, scene: dict[str, int], case: Refusal
+    refusals_plane: tuple[Served, dict[str, int]], case: Refusal
 ) -> None:
+    served, scene = refusals_plane
     tokens, lengths = snapshot(served)
     path = case.path.format(**scene)
     status, headers, body = served.request(case.method, path, case.body, case.headers, case.raw)
