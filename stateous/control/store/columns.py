@@ -352,7 +352,15 @@ KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
 #: A supervisor's claim row.
 LAST_CLAIM = "SELECT claimed_at FROM claims WHERE supervisor = ?"
 #: The task (and its attempt) last granted to a supervisor under a request id.
-GRANTED = "SELECT task_id, attempt FROM claim_requests WHERE supervisor = ? AND request = ?"
+GRANTED = (
+    "SELECT task_id, attempt FROM claim_requests WHERE supervisor = ? AND request = ? "
+    "ORDER BY task_id DESC LIMIT 1"
+)
+
+
+def granted_of(rows: list[tuple[Any, ...]]) -> tuple[int, int] | None:
+    """The task and attempt that the rows of `GRANTED` name, if any."""
+    return (rows[0][0], rows[0][1]) if rows else None
 
 
 def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:

@@ -37,6 +37,7 @@ from stateous.control.store.columns import (
     claim_row,
     decode,
     entry_row,
+    granted_of,
     json_text,
     next_queued_sql,
     task_row,
@@ -560,10 +561,10 @@ class SqlTx(
         """What a claim reads (`ClaimReads`): the oldest queued task of `queues` (None when
         it names none) is read even when the claim is sent again, which then leaves it
         queued: Postgres sends the three reads in one round trip."""
-        granted = None if request is None else self.one(GRANTED, (supervisor, request))
+        granted = [] if request is None else self.execute(GRANTED, (supervisor, request))
         return ClaimReads(
             self.last_claim(supervisor),
-            None if granted is None else (granted[0], granted[1]),
+            granted_of(granted),
             self.next_queued(queues) if queues.keys else None,
         )
 

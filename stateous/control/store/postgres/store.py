@@ -40,6 +40,7 @@ from stateous.control.store.columns import (
     Queues,
     claim_row,
     counts_columns,
+    granted_of,
     json_text,
     qualified,
     queue_head,
@@ -558,12 +559,8 @@ class PostgresTx(SqlTx):
             self.ahead(GRANTED, (supervisor, request))
         task = self.next_queued(queues) if queues.keys else None
         last = self.early()
-        granted = None if request is None else self.early()
-        return ClaimReads(
-            claim_row(last[0] if last else None),
-            (granted[0][0], granted[0][1]) if granted else None,
-            task,
-        )
+        granted = granted_of(self.early() if request is not None else [])
+        return ClaimReads(claim_row(last[0] if last else None), granted, task)
 
     def _claim_among(
         self, listed: str, depth: int, by: QueueBy, prefer: tuple[Any, ...]
