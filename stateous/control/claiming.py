@@ -47,29 +47,34 @@ def queues(
     return Queues(graphs.contracts(checksum, states), QueueBy.CONTRACT, prefer)
 
 
-def must_write(tx: Tx, supervisor: str, queues: Queues) -> bool:
-    """Whether a claim changes anything: a task is queued for it, the claim row is not
-    yet this supervisor's empty one (its first claim, or its first after a grant), or the
-    row's claim time is `CLAIM_TIME_KEPT` old. The claims of an idle fleet find nothing:
-    they only read, and leave the writer alone but once a minute each."""
-    last = tx.last_claim(supervisor)
-    if last is None or last.task is not None:
-        return True
-    if last.claimed_at is None or tx.now - last.claimed_at >= CLAIM_TIME_KEPT:
+def must_write(tx: Tx, supervisor: str, request: str | None, queues: Queues) -> bool:
+    """Whether a claim changes anything: its request id was granted a task (it is sent
+    again), a task is queued for it, or the supervisor's claim row is missing or its claim
+    time `CLAIM_TIME_KEPT` old. The claims of an idle fleet find nothing: they only read,
+    and leave the writer alone but once a minute each."""
+    reads = tx.claim_reads(supervisor, request, Queues([], queues.by))
+    if reads.granted is not None or claim_time_old(tx.now, reads.last):
         return True
     return bool(queues.keys) and tx.any_queued(queues)
 
 
-def claimed_again(tx: Tx, supervisor: str, request: str, last: ClaimRow | None) -> TaskRow | None:
-    """The task granted to this claim's request id (`last` is the supervisor's claim row),
-    when the claim is sent again after a lost answer and the grant still holds; None when
-    it is a new claim."""
-    if last is None or last.request != request or last.task is None:
+def claim_time_old(now: float, last: ClaimRow | None) -> bool:
+    """Whether a claim writes the time of the supervisor's last claim: it has none, or
+    one `CLAIM_TIME_KEPT` old. Not at every claim: the asks of one supervisor run side by
+    side, and on Postgres each write of its one row would wait for the last to commit."""
+    return last is None or last.claimed_at is None or now - last.claimed_at >= CLAIM_TIME_KEPT
+
+
+def claimed_again(tx: Tx, supervisor: str, granted: tuple[int, int] | None) -> TaskRow | None:
+    """The task granted to this claim's request id (`granted`: the task and attempt kept
+    under it), when the claim is sent again after a lost answer and the grant still holds;
+    None when it is a new claim."""
+    if granted is None:
         return None
-    task = tx.task(last.task)
+    task = tx.task(granted[0])
     if task is None or task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
         return None
-    return task if task.attempt == last.attempt else None
+    return task if task.attempt == granted[1] else None
 
 
 def queued_for(tx: Tx, graphs: Graphs, token: TokenRow, queues: Queues) -> TaskRow | None:
@@ -97,13 +102,15 @@ def take(
     """The task this claim takes, claimed: the one granted to its request already (its lease
     renewed), else `prefer` (queued, of its queues), else the oldest of its queues; None when
     none is queued."""
-    last, task = tx.claim_reads(supervisor, Queues([], queues.by) if prefer else queues)
-    again = None if request is None else claimed_again(tx, supervisor, request, last)
+    reads = tx.claim_reads(supervisor, request, Queues([], queues.by) if prefer else queues)
+    again = claimed_again(tx, supervisor, reads.granted)
     if again is not None:
         again.lease_until = tx.now + lease
         tx.save_task(again)
         return again
-    task = prefer or task
+    if claim_time_old(tx.now, reads.last):
+        tx.put_claim(supervisor)
+    task = prefer or reads.queued
     if task is None:
         return None
     if queues.prefer is not None:
@@ -116,28 +123,26 @@ def take(
         Kind.TASK_CLAIMED,
         {"task": task.id, "supervisor": supervisor, "attempt": task.attempt},
     )
-    tx.put_claim(supervisor, request, task.id, task.attempt)
+    if request is not None:
+        tx.put_grant(supervisor, request, task.id, task.attempt)
     return task
 
 
 def decide(
     tx: Tx,
     supervisor: str,
-    states: list[str],
     queues: Queues,
     request: str | None,
     lease: float,
     prefer: TaskRow | None = None,
 ) -> Grant | None:
-    """What a supervisor that asks for a task of `states` is granted, in `tx`: the task that
-    `take` takes, else None, the claim row then kept as this supervisor's empty one."""
+    """What a supervisor that asks for a task of `queues` is granted, in `tx`: the task that
+    `take` takes, else None."""
     task = take(tx, supervisor, queues, request, lease, prefer)
     if task is not None:
         token = tx.token(task.token)
         assert token is not None  # a task's token is deleted only with it
         return grant(tx, task, token, lease)
-    if states:
-        tx.put_claim(supervisor, request, None, None)
     return None
 
 

@@ -54,7 +54,5 @@ def answer(tx: Tx, graphs: Graphs, wanted: Asked, token: TokenRow, lease: float)
     """The answer of a report that asked `next`, in its transaction: its token, and the
     grant of the supervisor's next task (the one queued for `token`, if it may take it)."""
     prefer = claiming.queued_for(tx, graphs, token, wanted.queues)
-    grant = claiming.decide(
-        tx, wanted.supervisor, wanted.states, wanted.queues, wanted.request, lease, prefer
-    )
+    grant = claiming.decide(tx, wanted.supervisor, wanted.queues, wanted.request, lease, prefer)
     return Reported(**msgspec.structs.asdict(view(token)), grant=grant)

@@ -444,12 +444,12 @@ class Engine:
         by: str | None,
     ) -> Grant | None:
         def operation(tx: Tx) -> Grant | None:
-            return claiming.decide(tx, supervisor, states, queues, request, self.lease)
+            return claiming.decide(tx, supervisor, queues, request, self.lease)
 
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once.
         if supervisor in self.idle and not self.store.read(
-            lambda tx: claiming.must_write(tx, supervisor, queues)
+            lambda tx: claiming.must_write(tx, supervisor, request, queues)
         ):
             return None
         grant = self._write(operation, by)

@@ -1,29 +1,27 @@
 """How the supervisor asks for tasks: by a claim, or by the report of a task that ends,
 which asks for the next one (`next`) and is answered with its grant (eager dispatch).
 
-The control plane keeps one claim row per supervisor: the request id of its last ask and
-the task that ask was granted, which an ask sent again with the same id gets again (after
-a lost answer). So the supervisor asks once at a time (`Asking`), and keeps the request id
-until an answer is read: a report whose answer was lost, then refused as landed already,
-leaves its id to the next claim, which gets the grant the lost answer carried.
+The control plane keeps the request id of each grant (a claim row per request id, 0025),
+which an ask sent again with the same id gets again while the supervisor holds the task
+(after a lost answer). So every ask has an id of its own, and several are in flight at
+once: each report asks `next` under a new id, side by side with the others and with a
+claim. An id whose answer was never read is owed (`Asking`): a report whose answer was
+lost, then refused as landed already, leaves its id to the next claim, which sends it and
+gets the grant the lost answer carried.
 
 A task that ends passes its slot to its report (`Slots.pass_on`): the report asks `next`
 only with that slot, and the task granted in its answer runs in it; with no grant, the
 slot is free again. A report the outbox kept from an earlier run carries no slot and asks
-nothing, and so does a report that finds another ask in flight: it does not wait, so
-reports go out in parallel. A claim that waits on the control plane would keep the one
-ask for up to its wait, so the claim loop lets its claims wait only while no task runs
-here nor reports; while one does, the next ask is likely its report's, and the claim
-loop claims after a pause, or when a report frees a slot.
+nothing. While a task runs or reports here, the next ask is likely its report's, so the
+claim loop lets its claims wait on the control plane only while nothing does; while one
+does, it claims after a pause, or when a report frees a slot.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 from stateous.model.wire import Grant
@@ -51,37 +49,36 @@ def new_request() -> str:
 
 
 class Asking:
-    """The one ask for a task at a time (a claim, or a report with `next`), and its id."""
+    """The request ids of the asks for a task (claims, and reports with `next`), each its
+    own, and those owed: sent, their answer never read."""
 
     def __init__(self, labels: dict[str, str] | None = None) -> None:
-        self._lock = asyncio.Lock()
-        #: The request id of the next ask: the same until an answer to it is read.
-        self.request = new_request()
+        #: The ids whose answer was lost: each claim sends the oldest again, until read.
+        self.owed: list[str] = []
         #: The supervisor's labels, which every ask sends (`labels:` in stateous.yaml).
         self.labels = labels or {}
 
-    @property
-    def busy(self) -> bool:
-        """Whether an ask is in flight (or waits for its turn)."""
-        return self._lock.locked()
+    def claiming(self) -> str:
+        """The request id of a claim: the oldest owed, else a new one."""
+        return self.owed[0] if self.owed else new_request()
 
-    @contextlib.asynccontextmanager
-    async def turn(self) -> AsyncIterator[None]:
-        """Wait for the asks before this one to end, then ask."""
-        async with self._lock:
-            yield
-
-    def next(self, states: list[str], checksum: str) -> dict[str, Any]:
-        """The `next` of a report: what a claim of the supervisor carries but its name (its
-        labels only when set, as a claim sends them)."""
-        asked: dict[str, Any] = {"states": states, "checksum": checksum, "request": self.request}
+    def next(self, states: list[str], checksum: str, request: str) -> dict[str, Any]:
+        """The fields of an ask under `request` (labels only when set, so an older control
+        plane takes it); a report's `next`, or a claim's but its name and wait."""
+        asked: dict[str, Any] = {"states": states, "checksum": checksum, "request": request}
         if self.labels:
             asked["labels"] = self.labels
         return asked
 
-    def answered(self) -> None:
-        """An answer to the request was read (or could never be): the next ask is new."""
-        self.request = new_request()
+    def answered(self, request: str) -> None:
+        """An answer to `request` was read (or could never be): it is owed no more."""
+        if request in self.owed:
+            self.owed.remove(request)
+
+    def lost(self, request: str) -> None:
+        """The answer to `request` was never read: the next claim sends it again."""
+        if request not in self.owed:
+            self.owed.append(request)
 
 
 class Slots:

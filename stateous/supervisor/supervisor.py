@@ -107,7 +107,7 @@ class Supervisor:
         self._slots = asyncio.Semaphore(settings.tasks)
         #: The connection of the claims, which a stop cuts while a claim waits.
         self._claiming: BoundedConnection | None = None
-        #: The one ask for a task at a time, and the slots that reports carry (granting.py).
+        #: The request ids of the asks for tasks, and the slots that reports carry (granting.py).
         self.asking = granting.Asking(settings.labels)
         self.eager = granting.Slots(settings.eager)
 
@@ -208,14 +208,14 @@ class Supervisor:
         is granted in that slot, else free the slot (granting.py)."""
         grant: Grant | None = None
         try:
-            if self.stopping or self.asking.busy:  # one ask at a time: this one goes plain
+            if self.stopping:
                 await self._send(connection, message)
                 return
-            async with self.asking.turn():
-                asked = self.asking.next(self.watch.written, self.routines.checksum)
-                landed, grant = await self._send(connection, message, asked)
-                if landed:
-                    self.asking.answered()
+            request = granting.new_request()
+            asked = self.asking.next(self.watch.written, self.routines.checksum, request)
+            landed, grant = await self._send(connection, message, asked)
+            if not landed:
+                self.asking.lost(request)
         finally:
             self.eager.take(message.task, message.attempt)
             if grant is None or not self._run_granted(grant, message.task):
@@ -341,14 +341,14 @@ class Supervisor:
         After a bad answer the next claim is a new one, with a new request id: the
         same one would get the same answer again.
         """
-        # The fields of every ask (labels only when set, so an older control plane takes it).
-        asked = self.asking.next(self.watch.written, self.routines.checksum)
+        request = self.asking.claiming()
+        asked = self.asking.next(self.watch.written, self.routines.checksum, request)
         body = {**asked, "supervisor": self.settings.name, "wait": wait}
         tries = 0
         while not self.stopping and body["states"]:
             try:
                 grant = await self._call(connection, "POST", "/tasks/claim", body, read_grant)
-                self.asking.answered()
+                self.asking.answered(body["request"])
                 if grant is None:
                     return None
                 return self._usable(grant, granting.CLAIM)
@@ -358,8 +358,8 @@ class Supervisor:
                 # The claim may have been granted: ask again before its lease could end.
                 tries = await self._retry_later(ex, tries, self.heart.last_lease / 8)
             except BadAnswer as ex:
-                self.asking.answered()
-                body["request"] = self.asking.request
+                self.asking.answered(body["request"])
+                body["request"] = self.asking.claiming()
                 tries = await self._retry_later(ex, tries)
             except Refused as ex:
                 if ex.code in DENIED:
@@ -384,8 +384,7 @@ class Supervisor:
                 await granting.idle(self._stop, self._nudge, None)
             self._nudge.clear()
             began = time.monotonic()
-            async with self.asking.turn():
-                grant = await self._claim(connection, 0 if self._busy() else CLAIM_WAIT)
+            grant = await self._claim(connection, 0 if self._busy() else CLAIM_WAIT)
             if grant is None:
                 self._slots.release()
                 # Answered before its wait: a control plane that holds its most waiting

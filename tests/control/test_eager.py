@@ -7,6 +7,7 @@ The `orders` graph: `draft` emits `submitted` into `review`.
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import Any
 
 from tests.control.conftest import Served
@@ -73,6 +74,28 @@ def test_the_grant_of_a_lost_answer_goes_again_to_a_claim_of_the_same_request_id
     assert again == {**lost, "lease": again["lease"]}
     assert again["attempt"] == 1
     assert claim(served, BOTH, request="n-3") is None  # a new request: no other task
+
+
+def test_two_reports_in_flight_from_one_supervisor_each_get_and_keep_their_own_grant(
+    served: Served,
+) -> None:
+    start(served, "T-1")
+    start(served, "T-2")
+    firsts = [claim(served, ["draft"], request="c-1"), claim(served, ["draft"], request="c-2")]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        sent = [
+            pool.submit(report, served, first, next={"states": BOTH, "request": f"n-{at}"})
+            for at, first in enumerate(firsts)
+        ]
+        answers = [future.result() for future in sent]
+    assert [status for status, _ in answers] == [200, 200], answers
+    grants = [answer["grant"] for _, answer in answers]
+    assert [grant["token"] for grant in grants] == ["T-1", "T-2"]
+    # Both answers lost: each request id is granted its own task again, in either order.
+    for at in (1, 0):
+        again = claim(served, BOTH, request=f"n-{at}")
+        assert again == {**grants[at], "lease": again["lease"]}
+    assert claim(served, BOTH, request="n-2") is None  # a new request: no other task
 
 
 def test_a_report_without_next_is_answered_as_before_and_its_task_waits_for_a_claim(

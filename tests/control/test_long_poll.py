@@ -206,28 +206,28 @@ def test_the_empty_claims_of_an_idle_supervisor_write_nothing_after_the_first(
     served = launcher.serve(graph, db)
     first = {"supervisor": "s1", "states": ["draft"], "request": "r-1"}
     assert served.request("POST", "/tasks/claim", first) == (204, None)
+    written = rows(db, "SELECT supervisor, claimed_at FROM claims")
     for again in range(2, 5):
         body = {**first, "request": f"r-{again}"}
         assert served.request("POST", "/tasks/claim", body) == (204, None)
-    assert claim_rows(db) == [("s1", "r-1", None)]
-    # A task queued: the next claim takes it, and its row says so.
+    assert rows(db, "SELECT supervisor, claimed_at FROM claims") == written
+    assert rows(db, "SELECT * FROM claim_requests") == []
+    # A task queued: the next claim takes it, and its request id is kept with it.
     start(served, "T-1")
     assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"})[0] == 200
-    task = claim_rows(db)[0][2]
-    assert claim_rows(db) == [("s1", "r-5", task)]
-    # The grant is given again to its request id, and only to it.
+    [(task, *kept)] = rows(db, "SELECT task_id, supervisor, request, attempt FROM claim_requests")
+    assert kept == ["s1", "r-5", 1]
+    # The grant is given again to its request id, and only to it, while s1 holds it.
     assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"})[1]["task"] == task
-    # The first empty claim after a grant writes its row: the grant's id is spent.
     assert served.request("POST", "/tasks/claim", {**first, "request": "r-6"}) == (204, None)
-    assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"}) == (204, None)
-    assert claim_rows(db) == [("s1", "r-6", None)]
+    assert served.request("POST", "/tasks/claim", {**first, "request": "r-5"})[1]["task"] == task
+    assert served.request("POST", "/tasks/claim", {**first, "supervisor": "s2"}) == (204, None)
 
 
-def claim_rows(db: Path) -> list[tuple[str, str | None, int | None]]:
-    """The claims table of a SQLite database, as (supervisor, request, task)."""
+def rows(db: Path, query: str) -> list[list[Any]]:
+    """The rows of a query on a SQLite database, read only."""
     with closing(apsw.Connection(str(db), flags=apsw.SQLITE_OPEN_READONLY)) as connection:
-        rows = connection.execute("SELECT supervisor, request, task_id FROM claims")
-        return [tuple(row) for row in rows]
+        return [list(row) for row in connection.execute(query)]
 
 
 def test_a_sigterm_ends_the_waiting_claims_and_serve_stops_at_once(

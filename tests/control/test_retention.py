@@ -51,7 +51,7 @@ def worked(plane: Plane, token: str) -> None:
     """Start `token`, work its draft (memory, a note), fire its way into `fan`."""
     engine = plane.engine
     engine.start(token, {"title": token})
-    grant = engine.claim("box", ["draft"])
+    grant = engine.claim("box", ["draft"], f"r-{token}")
     assert grant is not None and grant.token == token
     engine.memory(grant.task, "seen", {"n": 1}, supervisor="box")
     engine.note(grant.task, "drafted", supervisor="box")
@@ -68,6 +68,11 @@ def rows_of(backend: Backend, tokens: list[str]) -> dict[str, int]:
         found["plan_tokens"] = run(f"SELECT count(*) FROM plan_tokens WHERE token IN ({listed})")[
             0
         ][0]
+        # The request id of each grant, kept with its task (`worked` names it by the token).
+        requests = ", ".join(f"'r-{token}'" for token in tokens)
+        found["claim_requests"] = run(
+            f"SELECT count(*) FROM claim_requests WHERE request IN ({requests})"
+        )[0][0]
     return found
 
 
@@ -86,13 +91,14 @@ def test_whole_ended_trees_go_with_every_row_and_live_ones_stay(plane: Plane) ->
     ended = ["DONE", "DONE.fan.1.check", "GONE", "GONE.fan.1.check"]
     before = rows_of(plane.backend, ended)  # type: ignore[attr-defined]
     assert before["ledger"] > 10 and before["tasks"] >= 4 and before["timers"] >= 4
-    assert before["memory"] >= 1
+    assert before["memory"] >= 1 and before["claim_requests"] == 2
 
     assert sweep(plane.store, KEEP) == 4
 
     assert set(rows_of(plane.backend, ended).values()) == {0}  # type: ignore[attr-defined]
     kept = rows_of(plane.backend, ["LIVE", "LIVE.fan.1.check", "RECENT"])  # type: ignore[attr-defined]
     assert kept["tokens"] == 3 and kept["ledger"] > 0 and kept["tasks"] > 0
+    assert kept["claim_requests"] == 1
     assert engine.get("LIVE.fan.1.check").status == "active"
     counters = plane.store.read(lambda tx: tx.counters())
     assert counters[(Counter.TOKENS_REMOVED.value, "")] == 4

@@ -340,14 +340,18 @@ class ClaimDropper:
 
     It forwards each request of a client on a connection of its own to the control
     plane. The first answer that grants a task to a `losing` request (a "claim", or a
-    "report" that asked `next`) is not forwarded:
+    "report" that asked `next`; None: none) is not forwarded:
     the proxy closes the client's connection instead. It keeps the body of every claim it
     saw, and every grant it forwarded, in order.
     """
 
-    def __init__(self, upstream_port: int, losing: str = "claim") -> None:
+    def __init__(self, upstream_port: int, losing: str | None = "claim", hold: float = 0) -> None:
         self.upstream_port = upstream_port
         self.losing = losing
+        #: How long each report that asks `next` is held before it is forwarded.
+        self.hold = hold
+        #: The body of every report, in the order they came.
+        self.reports: list[dict[str, Any]] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
         self.url = f"http://127.0.0.1:{self.port}"
@@ -375,6 +379,11 @@ class ClaimDropper:
                 if not first:
                     return
                 head, _, body = _read_message(reader, first)
+                if _asks(first) == "report":
+                    report = msgspec.json.decode(body)
+                    with self._lock:
+                        self.reports.append(report)
+                    time.sleep(self.hold if "next" in report else 0)
                 upstream.sendall(head + body)
                 status_line = answers.readline()
                 answer_head, _, answer = _read_message(answers, status_line)

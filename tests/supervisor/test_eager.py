@@ -123,6 +123,11 @@ def answered(served: Served) -> dict[tuple[str, str], int]:
 def run_one(served: Served, token: str) -> None:
     status, body = served.request("POST", "/tokens", {"token": token, "context": {"title": "t"}})
     assert status == 201, body
+    run_one_started(served, token)
+
+
+def run_one_started(served: Served, token: str) -> None:
+    """Wait for a run started already to complete."""
     # What the tests assert is the requests, never the time. A loaded CI run on Postgres
     # without eager grants once stalled here for about a claim's whole wait (20 s): not
     # explained yet (docs/design.md, "Eager dispatch"), so the bound leaves room for it.
@@ -155,6 +160,38 @@ def test_a_five_step_run_makes_one_claim_and_is_granted_its_next_steps_in_the_re
     assert grew("/tasks/claim", "200") == (1 if eager else 5)
     steps = claimed(served, "RUN-1")
     assert [(data["supervisor"], data["attempt"]) for data in steps] == [("box-1", 1)] * 5
+    assert supervisor.stop() == 0
+
+
+def test_reports_of_runs_side_by_side_each_ask_next_under_its_own_id_while_others_are_out(
+    served: Served, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    # Each report that asks `next` takes 0.3 s on its way, so reports of the four runs
+    # are out together; none goes without `next` for want of its turn.
+    proxy = ClaimDropper(served.port, losing=None, hold=0.3)
+    tokens = [f"RUN-{n}" for n in range(1, 5)]
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, tasks=4)
+        supervisor = supervisors.serving(folder)
+        before = answered(served)
+        for token in tokens:
+            status, body = served.request(
+                "POST", "/tokens", {"token": token, "context": {"title": "t"}}
+            )
+            assert status == 201, body
+        for token in tokens:
+            run_one_started(served, token)
+        after = answered(served)
+    finally:
+        proxy.close()
+    assert len(proxy.reports) == 20
+    requests = [report.get("next", {}).get("request") for report in proxy.reports]
+    assert None not in requests and len(set(requests)) == 20
+    # Only the first steps may need a claim: every next step comes in a report's answer.
+    assert after[("/tasks/claim", "200")] - before.get(("/tasks/claim", "200"), 0) <= 4
+    for token in tokens:
+        steps = claimed(served, token)
+        assert [(data["supervisor"], data["attempt"]) for data in steps] == [("box-1", 1)] * 5
     assert supervisor.stop() == 0
 
 

@@ -58,6 +58,7 @@ from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, UseRow
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
+    ClaimReads,
     ClaimRow,
     ControlRow,
     CredentialRow,
@@ -81,6 +82,7 @@ POSTGRES = ("postgresql://", "postgres://")
 __all__ = [
     "COMMITTED",
     "POSTGRES",
+    "ClaimReads",
     "ClaimRow",
     "ControlRow",
     "Counter",

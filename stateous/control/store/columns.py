@@ -350,9 +350,19 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
 #: Whether a token's ledger holds an idempotency key.
 KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
 #: A supervisor's claim row.
-LAST_CLAIM = "SELECT request, task_id, attempt, claimed_at FROM claims WHERE supervisor = ?"
+LAST_CLAIM = "SELECT claimed_at FROM claims WHERE supervisor = ?"
+#: The task (and its attempt) last granted to a supervisor under a request id.
+GRANTED = (
+    "SELECT task_id, attempt FROM claim_requests WHERE supervisor = ? AND request = ? "
+    "ORDER BY task_id DESC LIMIT 1"
+)
+
+
+def granted_of(rows: list[tuple[Any, ...]]) -> tuple[int, int] | None:
+    """The task and attempt that the rows of `GRANTED` name, if any."""
+    return (rows[0][0], rows[0][1]) if rows else None
 
 
 def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:
     """A row of `LAST_CLAIM`."""
-    return None if row is None else ClaimRow(row[0], row[1], row[2], time_or_none(row[3]))
+    return None if row is None else ClaimRow(time_or_none(row[0]))

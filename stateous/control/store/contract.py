@@ -17,6 +17,7 @@ from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, UseRow
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
+    ClaimReads,
     ClaimRow,
     ControlRow,
     CredentialRow,
@@ -109,12 +110,9 @@ class Tx(Protocol):
 
     # claims
     def last_claim(self, supervisor: str) -> ClaimRow | None: ...
-    def claim_reads(
-        self, supervisor: str, queues: Queues
-    ) -> tuple[ClaimRow | None, TaskRow | None]: ...
-    def put_claim(
-        self, supervisor: str, request: str | None, task: int | None, attempt: int | None
-    ) -> None: ...
+    def claim_reads(self, supervisor: str, request: str | None, queues: Queues) -> ClaimReads: ...
+    def put_claim(self, supervisor: str) -> None: ...
+    def put_grant(self, supervisor: str, request: str, task: int, attempt: int) -> None: ...
 
     # listings (`listing_sql.py`)
     def token_page(self, query: TokenQuery) -> list[tuple[TokenRow, str]]: ...

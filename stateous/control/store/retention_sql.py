@@ -232,6 +232,11 @@ class RetentionSql(Statements):
             self.change(
                 f"DELETE FROM {table} WHERE id IN ({_made_by(self.listed, kind, name)})", listed
             )
+        self.change(
+            "DELETE FROM claim_requests "
+            f"WHERE task_id IN ({_made_by(self.listed, Kind.TASK_QUEUED, 'task')})",
+            listed,
+        )
         for table in ("memory", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 
 def to_iso(moment: float) -> str:
@@ -111,13 +111,20 @@ class ControlRow:
 
 @dataclass(frozen=True, slots=True)
 class ClaimRow:
-    """A supervisor's last claim: its request id, the task and attempt it got, and when it
-    was written (None in a row of before the time was kept, or one a heartbeat made)."""
+    """A supervisor's row of claims: when a claim last wrote it (None in a row of before
+    the time was kept, or one a heartbeat made)."""
 
-    request: str | None
-    task: int | None
-    attempt: int | None
-    claimed_at: float | None = None
+    claimed_at: float | None
+
+
+class ClaimReads(NamedTuple):
+    """What a claim reads before it takes a task: the supervisor's claim row, the task
+    granted already under the claim's request id (and the attempt then granted), and the
+    oldest queued task of its queues."""
+
+    last: ClaimRow | None
+    granted: tuple[int, int] | None
+    queued: TaskRow | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import Any
 from stateous.control.store.columns import (
     DUE_TIMERS,
     ENTRY_COLUMNS,
+    GRANTED,
     INSERT_TOKEN,
     KEY_USED,
     LAST_CLAIM,
@@ -36,6 +37,7 @@ from stateous.control.store.columns import (
     claim_row,
     decode,
     entry_row,
+    granted_of,
     json_text,
     next_queued_sql,
     task_row,
@@ -57,6 +59,7 @@ from stateous.control.store.queued import Queued
 from stateous.control.store.resource_sql import ResourceSql
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
+    ClaimReads,
     ClaimRow,
     Entry,
     GrantReads,
@@ -554,23 +557,31 @@ class SqlTx(
     def last_claim(self, supervisor: str) -> ClaimRow | None:
         return claim_row(self.one(LAST_CLAIM, (supervisor,)))
 
-    def claim_reads(
-        self, supervisor: str, queues: Queues
-    ) -> tuple[ClaimRow | None, TaskRow | None]:
-        """What a claim reads: the supervisor's claim row, and the oldest queued task of
-        `queues` (`next_queued`; None when it names none). The task is read even when the
-        claim row shows the claim sent again, which then leaves it queued: Postgres sends
-        both reads in one round trip."""
-        return self.last_claim(supervisor), self.next_queued(queues) if queues.keys else None
+    def claim_reads(self, supervisor: str, request: str | None, queues: Queues) -> ClaimReads:
+        """What a claim reads (`ClaimReads`): the oldest queued task of `queues` (None when
+        it names none) is read even when the claim is sent again, which then leaves it
+        queued: Postgres sends the three reads in one round trip."""
+        granted = [] if request is None else self.execute(GRANTED, (supervisor, request))
+        return ClaimReads(
+            self.last_claim(supervisor),
+            granted_of(granted),
+            self.next_queued(queues) if queues.keys else None,
+        )
 
-    def put_claim(
-        self, supervisor: str, request: str | None, task: int | None, attempt: int | None
-    ) -> None:
+    def put_claim(self, supervisor: str) -> None:
+        """Write when the supervisor last claimed (`GET /supervisors`)."""
         self.change(
-            "INSERT INTO claims (supervisor, request, task_id, attempt, claimed_at) "
-            "VALUES (?, ?, ?, ?, ?) "
-            "ON CONFLICT (supervisor) DO UPDATE SET request = excluded.request, "
-            "task_id = excluded.task_id, attempt = excluded.attempt, "
-            "claimed_at = excluded.claimed_at",
-            (supervisor, request, task, attempt, self.stamp),
+            "INSERT INTO claims (supervisor, claimed_at) VALUES (?, ?) "
+            "ON CONFLICT (supervisor) DO UPDATE SET claimed_at = excluded.claimed_at",
+            (supervisor, self.stamp),
+        )
+
+    def put_grant(self, supervisor: str, request: str, task: int, attempt: int) -> None:
+        """Keep the request id that `task` was granted under, for the ask sent again."""
+        self.change(
+            "INSERT INTO claim_requests (task_id, supervisor, request, attempt) "
+            "VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (task_id) DO UPDATE SET supervisor = excluded.supervisor, "
+            "request = excluded.request, attempt = excluded.attempt",
+            (task, supervisor, request, attempt),
         )

@@ -29,6 +29,7 @@ from psycopg import errors
 from stateous.control.errors import DatabaseBusy, NotServing
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
+    GRANTED,
     KEY_USED,
     LAST_CLAIM,
     TASK_BY_ID,
@@ -39,6 +40,7 @@ from stateous.control.store.columns import (
     Queues,
     claim_row,
     counts_columns,
+    granted_of,
     json_text,
     qualified,
     queue_head,
@@ -69,7 +71,7 @@ from stateous.control.store.postgres.ids import Ids
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
-from stateous.control.store.rows import ClaimRow, GrantReads, TaskRow, TimerRow, TokenRow
+from stateous.control.store.rows import ClaimReads, GrantReads, TaskRow, TimerRow, TokenRow
 from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import COMMITTED, Turn
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
@@ -548,15 +550,17 @@ class PostgresTx(SqlTx):
         self._timers.setdefault(token, timers)
         return self.queued(row[:-_CLAIM_TAIL])
 
-    def claim_reads(
-        self, supervisor: str, queues: Queues
-    ) -> tuple[ClaimRow | None, TaskRow | None]:
-        """The claim row and the claim, in one round trip: a claim sent again after a lost
-        answer (rare) leaves the task it locked here queued, locked until the commit."""
+    def claim_reads(self, supervisor: str, request: str | None, queues: Queues) -> ClaimReads:
+        """The claim row, the grant of the request id and the claim, in one round trip: a
+        claim sent again after a lost answer (rare) leaves the task it locked here queued,
+        locked until the commit."""
         self.ahead(LAST_CLAIM, (supervisor,))
+        if request is not None:
+            self.ahead(GRANTED, (supervisor, request))
         task = self.next_queued(queues) if queues.keys else None
-        rows = self.early()
-        return claim_row(rows[0] if rows else None), task
+        last = self.early()
+        granted = granted_of(self.early() if request is not None else [])
+        return ClaimReads(claim_row(last[0] if last else None), granted, task)
 
     def _claim_among(
         self, listed: str, depth: int, by: QueueBy, prefer: tuple[Any, ...]

@@ -116,14 +116,21 @@ CREATE TABLE memory (
 
 CREATE TABLE claims (
     supervisor TEXT PRIMARY KEY,
-    request TEXT,
-    task_id BIGINT,
-    attempt INTEGER,
     claimed_at TEXT COLLATE "C",
     heartbeat_at TEXT COLLATE "C"
 );
 CREATE INDEX claims_claimed ON claims (claimed_at);
 CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
+
+-- The request id that each task's last grant was asked under (0025): an ask sent again
+-- with it gets the task again while its supervisor holds it.
+CREATE TABLE claim_requests (
+    task_id BIGINT PRIMARY KEY,
+    supervisor TEXT COLLATE "C" NOT NULL,
+    request TEXT COLLATE "C" NOT NULL,
+    attempt INTEGER NOT NULL
+);
+CREATE INDEX claim_requests_asked ON claim_requests (supervisor, request);
 
 -- Every graph file served, whole, by its checksum (0015).
 CREATE TABLE graphs (

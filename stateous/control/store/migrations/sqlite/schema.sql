@@ -116,14 +116,21 @@ CREATE TABLE memory (
 
 CREATE TABLE claims (
     supervisor TEXT PRIMARY KEY,
-    request TEXT,
-    task_id INTEGER,
-    attempt INTEGER,
     claimed_at TEXT,
     heartbeat_at TEXT
 );
 CREATE INDEX claims_claimed ON claims (claimed_at);
 CREATE INDEX claims_heartbeat ON claims (heartbeat_at);
+
+-- The request id that each task's last grant was asked under (0025): an ask sent again
+-- with it gets the task again while its supervisor holds it.
+CREATE TABLE claim_requests (
+    task_id INTEGER PRIMARY KEY,
+    supervisor TEXT NOT NULL,
+    request TEXT NOT NULL,
+    attempt INTEGER NOT NULL
+);
+CREATE INDEX claim_requests_asked ON claim_requests (supervisor, request);
 
 -- Every graph file served, whole, by its checksum (0015).
 CREATE TABLE graphs (
