@@ -12,6 +12,7 @@ from typing import Any, Protocol, TypeVar
 
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import Queues
+from stateous.control.store.fleet_sql import Seen
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, UseRow
@@ -115,6 +116,10 @@ class Tx(Protocol):
     def put_claim(
         self, supervisor: str, request: str | None, task: int | None, attempt: int | None
     ) -> None: ...
+
+    # supervisors' labels (`fleet_sql.py`)
+    def keep_labels(self, supervisor: str, labels: dict[str, Any]) -> None: ...
+    def labels_seen(self, since: float) -> list[Seen]: ...
 
     # listings (`listing_sql.py`)
     def token_page(self, query: TokenQuery) -> list[tuple[TokenRow, str]]: ...
