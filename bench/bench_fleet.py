@@ -237,7 +237,9 @@ def server_cpu(url: str) -> float | None:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # a process that ended meanwhile
-        if int(entry.name) == postmaster or int(fields[1]) == postmaster:
+        if int(entry.name) == postmaster:  # with the children that ended (cutime, cstime)
+            spent += sum(int(field) for field in fields[11:15])
+        elif int(fields[1]) == postmaster:
             spent += int(fields[11]) + int(fields[12])
     return spent / ticks
 
