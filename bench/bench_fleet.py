@@ -17,7 +17,7 @@ rest completed with their task done.
 Each database is ANALYZEd after the fill (on Postgres, `VACUUM ANALYZE`). Then rounds go
 round the scenarios: each claims `--claims` tasks through `Engine.claim_or_wait`, in one
 thread, no HTTP; the median wall time of a claim and the CPU time per claim of the bench
-process, and on Postgres of the server's processes (read from /proc: the server must run
+process, and on Postgres of the server's processes and the WAL bytes written (read from /proc: the server must run
 on this computer, and serve the bench alone to be read so: `--own-postgres` starts a
 tuned server of the bench's own, `own_postgres.py`), are kept. The report gives the
 medians over the rounds and each scenario's ratios to "plain". The wall time carries each
@@ -214,20 +214,30 @@ def make(db: str, scenario: Scenario, tokens: int, queued: int) -> tuple[str, fl
     return url, time.perf_counter() - begun
 
 
-def server_cpu(url: str) -> float | None:
+class Server(NamedTuple):
+    """What the Postgres server has spent so far: CPU seconds and WAL bytes."""
+
+    cpu: float
+    wal: int
+
+
+def server_spent(url: str) -> Server | None:
     """The CPU seconds that the Postgres server's processes have spent so far (the postmaster
-    and its children, read from /proc), or None for SQLite or a server this computer's /proc
-    does not show."""
+    and its children, read from /proc) and the WAL position, in bytes; None for SQLite or a
+    server this computer's /proc does not show."""
     if url.startswith("sqlite"):
         return None
     import psycopg
 
     with psycopg.connect(url) as connection:  # its process read while it lives
-        row = connection.execute("SELECT pg_backend_pid()").fetchone()
+        row = connection.execute(
+            "SELECT pg_backend_pid(), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"
+        ).fetchone()
         backend = Path(f"/proc/{row[0] if row else 0}/stat")
         if not backend.exists():
             return None
         postmaster = int(backend.read_text().rsplit(")", 1)[1].split()[1])
+        wal = int(row[1]) if row else 0
     ticks = os.sysconf("SC_CLK_TCK")
     spent = 0
     for entry in Path("/proc").iterdir():
@@ -241,15 +251,16 @@ def server_cpu(url: str) -> float | None:
             spent += sum(int(field) for field in fields[11:15])
         elif int(fields[1]) == postmaster:
             spent += int(fields[11]) + int(fields[12])
-    return spent / ticks
+    return Server(spent / ticks, wal)
 
 
 class Round(NamedTuple):
-    """One round's figures for a claim, in µs: median wall, bench CPU, server CPU."""
+    """One round's figures for a claim: median wall, bench CPU, server CPU (µs), WAL bytes."""
 
     wall: float
     cpu: float
     server: float | None
+    wal: float | None
 
 
 def claim_round(url: str, scenario: Scenario, claims: int) -> Round:
@@ -264,18 +275,25 @@ def claim_round(url: str, scenario: Scenario, claims: int) -> Round:
 
     claim()  # the connections opened, the labels kept
     times = []
-    server = server_cpu(url)
+    server = server_spent(url)
     cpu = time.process_time()
     for _ in range(claims):
         begun = time.perf_counter()
         claim()
         times.append(time.perf_counter() - begun)
     spent = (time.process_time() - cpu) / claims
-    served = server_cpu(url)
+    served = server_spent(url)
     store.close()
     lock.release()
-    on_server = None if server is None or served is None else (served - server) / claims * 1e6
-    return Round(statistics.median(times) * 1e6, spent * 1e6, on_server)
+    wall = statistics.median(times) * 1e6
+    if server is None or served is None:
+        return Round(wall, spent * 1e6, None, None)
+    return Round(
+        wall,
+        spent * 1e6,
+        (served.cpu - server.cpu) / claims * 1e6,
+        (served.wal - server.wal) / claims,
+    )
 
 
 def explain(url: str) -> str:
@@ -295,6 +313,12 @@ def explain(url: str) -> str:
     return "\n".join(row[0] for row in rows)
 
 
+def median(rounds: list[Round]) -> Round:
+    """The median of each figure over the rounds."""
+    columns = list(zip(*rounds, strict=True))
+    return Round(*(None if None in column else statistics.median(column) for column in columns))
+
+
 def measure(args: argparse.Namespace) -> None:
     names = args.scenarios.split(",")
     urls = {}
@@ -307,18 +331,11 @@ def measure(args: argparse.Namespace) -> None:
         for name in names:
             figures[name].append(claim_round(urls[name], SCENARIOS[name], args.claims))
             loads.append(os.getloadavg()[0])
-    medians = {
-        name: Round(
-            statistics.median(r.wall for r in rounds),
-            statistics.median(r.cpu for r in rounds),
-            None if rounds[0].server is None else statistics.median(r.server or 0 for r in rounds),
-        )
-        for name, rounds in figures.items()
-    }
+    medians = {name: median(rounds) for name, rounds in figures.items()}
     for name, figure in medians.items():
         line = f"{name}: claim median {figure.wall:.0f} µs wall, {figure.cpu:.0f} µs bench CPU"
         if figure.server is not None:
-            line += f", {figure.server:.0f} µs server CPU"
+            line += f", {figure.server:.0f} µs server CPU, {figure.wal or 0:.0f} WAL bytes"
         base = medians.get("plain")
         if base is not None and name != "plain":
             line += (
