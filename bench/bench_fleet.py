@@ -17,13 +17,13 @@ rest completed with their task done.
 Each database is ANALYZEd after the fill (on Postgres, `VACUUM ANALYZE`). Then rounds go
 round the scenarios: each claims `--claims` tasks through `Engine.claim_or_wait`, in one
 thread, no HTTP; the median wall time of a claim and the CPU time per claim of the bench
-process, and on Postgres of the server's processes and the WAL bytes written (read from /proc: the server must run
+process, and on Postgres of the server's processes (read from /proc: the server must run
 on this computer, and serve the bench alone to be read so: `--own-postgres` starts a
-tuned server of the bench's own, `own_postgres.py`), are kept. The report gives the
-medians over the rounds and each scenario's ratios to "plain". The wall time carries each
-commit's flush and the machine's load; the CPU times are the figures to read on a shared
-computer. `--explain` prints, on Postgres, `EXPLAIN (ANALYZE, BUFFERS)` of the claim's
-statement in each database after its rounds.
+tuned server of the bench's own, `own_postgres.py`) and the WAL bytes it wrote, are
+kept. The report gives the medians over the rounds and each scenario's ratios to
+"plain". The wall time carries each commit's flush and the machine's load; the CPU times
+are the figures to read on a shared computer. `--explain` prints, on Postgres,
+`EXPLAIN (ANALYZE, BUFFERS)` of the claim's statement in each database after its rounds.
 Target (issue 41): a claim with 10 resources, 5 priority levels, fairness keys and labels
 in use costs at most 1.3 times one without, at 1,000,000 tokens (100,000 queued).
 """
