@@ -9,6 +9,7 @@ from subprocess import CompletedProcess
 from typing import Any
 
 import apsw
+import msgspec
 import pytest
 
 from stateous.control.credentials import add_credential, revoke_credential
@@ -544,3 +545,16 @@ def test_a_supervisor_that_claimed_before_0024_might_offer_any_label_until_it_cl
         assert served.request("GET", "/tasks")[2][0]["waits"] == MACOS
     labels = run_sql(backend, "SELECT supervisor, labels FROM claims")
     assert labels == [("linux-1", '{"os":"linux"}')]
+
+
+def test_a_supervisor_whose_labels_change_has_them_kept_anew_by_its_next_claim(
+    backend: Backend,
+) -> None:
+    plane = plane_for(builds(), backend)
+    try:
+        for labels in ({"os": "linux"}, {"os": "linux"}, {"os": "macos", "gpu": "true"}, None):
+            plane.engine.claim_or_wait("box-1", ["lint"], labels=labels)
+            kept = run_sql(backend, "SELECT labels FROM claims WHERE supervisor = 'box-1'")
+            assert kept == [(msgspec.json.encode(labels or {}).decode(),)]
+    finally:
+        plane.store.close()
