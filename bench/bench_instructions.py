@@ -1,6 +1,7 @@
 """Benchmark: the instructions `serve` runs per start, fire and claim-and-report cycle.
 
 Run: .venv/bin/python bench/bench_instructions.py [--ops 800] [--runs 3] [--before CHECKOUT]
+     [--labels]
 Needs valgrind (Debian package). Starts `serve` under callgrind with its counting off, makes
 200 tokens over HTTP, then counts the instructions of `--ops` operations sent by 8 clients
 at once, each on a kept-alive connection, and prints them per operation. Callgrind counts
@@ -10,7 +11,8 @@ makes the rates of bench_serve.py swing by a third. It counts the process's own 
 handing the GIL over), and the threads take turns, so a group commit gathers fewer writes
 than under real load. `--before` alternates with another checkout's code (its `.venv` or
 this one's); the medians of `--runs` runs are printed. No target: it tells where a change
-lands when the rates cannot.
+lands when the rates cannot. With `--labels`, each claim sends the labels of its box
+(`os: linux` and a `box` of its own), as a supervisor with labels in `stateous.yaml` does.
 """
 
 from __future__ import annotations
@@ -51,8 +53,11 @@ def call(connection: http.client.HTTPConnection, path: str, body: dict | None) -
     return response.status, response.read()
 
 
-def operate(port: int, phase: str, client: int, count: int) -> None:
+def operate(port: int, phase: str, client: int, count: int, labels: bool) -> None:
     """One client's share of the operations of `phase`."""
+    claim: dict[str, object] = {"supervisor": f"box-{client}", "states": ["draft"]}
+    if labels:
+        claim["labels"] = {"os": "linux", "box": f"box-{client}"}
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
     for n in range(count):
         if phase == "starts":
@@ -60,9 +65,7 @@ def operate(port: int, phase: str, client: int, count: int) -> None:
         elif phase == "fires":
             call(connection, f"/tokens/T-{(client * 7919 + n) % TOKENS}/events/remind", None)
         else:
-            status, data = call(
-                connection, "/tasks/claim", {"supervisor": f"box-{client}", "states": ["draft"]}
-            )
+            status, data = call(connection, "/tasks/claim", claim)
             assert status == 200, status
             task = json.loads(data)["task"]
             report = {"kind": "event", "event": "submitted", "supervisor": f"box-{client}"}
@@ -70,7 +73,7 @@ def operate(port: int, phase: str, client: int, count: int) -> None:
     connection.close()
 
 
-def count(checkout: Path, phase: str, ops: int) -> float:
+def count(checkout: Path, phase: str, ops: int, labels: bool) -> float:
     """Millions of instructions per operation of `phase`, counted in `checkout`'s serve."""
     folder = Path(tempfile.mkdtemp(prefix="stateous-instructions-"))
     graph = folder / "bench.json"
@@ -96,7 +99,7 @@ def count(checkout: Path, phase: str, ops: int) -> float:
             call(connection, f"/tokens/T-{n}/events/remind", None)
         subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], capture_output=True)
         clients = [
-            threading.Thread(target=operate, args=(port, phase, client, ops // CLIENTS))
+            threading.Thread(target=operate, args=(port, phase, client, ops // CLIENTS, labels))
             for client in range(CLIENTS)
         ]
         for client in clients:
@@ -144,6 +147,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--before", type=Path, help="a checkout whose code to compare with")
     parser.add_argument("--phases", default=",".join(PHASES))
+    parser.add_argument("--labels", action="store_true", help="claims send labels")
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is needed: apt-get install valgrind")
@@ -152,7 +156,7 @@ def main() -> None:
         figures: dict[str, list[float]] = {name: [] for name in codes}
         for _ in range(args.runs):
             for name, checkout in codes.items():
-                figures[name].append(count(checkout, phase, args.ops))
+                figures[name].append(count(checkout, phase, args.ops, args.labels))
         for name, runs in figures.items():
             listed = ", ".join(f"{run:.3f}" for run in runs)
             print(

@@ -27,7 +27,7 @@ from stateous.control.errors import (
     TokenNotActive,
     TokenNotFound,
 )
-from stateous.control.fleet import Fleet, needs_of
+from stateous.control.fleet import SEEN_FOR, Fleet, needs_of
 from stateous.control.graph import Graph, Route
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
@@ -82,6 +82,7 @@ class Engine:
         self.lease = lease
         self.moves = Moves(self.graphs)
         self.fleet = Fleet(store.clock)
+        self.fleet.load(self.store.read(lambda tx: tx.labels_seen(tx.now - SEEN_FOR)))
         #: The pages of tokens, tasks and supervisors that the API lists.
         self.listings = Listings(self.store, lambda state: self.fleet.unmet(needs_of(graph, state)))
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews
@@ -443,16 +444,26 @@ class Engine:
         request: str | None,
         by: str | None,
     ) -> Grant | None:
+        labels = self.fleet.to_keep(supervisor)
+
         def operation(tx: Tx) -> Grant | None:
-            return claiming.decide(tx, supervisor, queues, request, self.lease)
+            grant = claiming.decide(tx, supervisor, queues, request, self.lease)
+            if labels is not None:
+                tx.keep_labels(supervisor, labels)
+            return grant
 
         # Only a supervisor whose last claim found nothing is likely to find nothing
-        # again: it reads first; the others claim at once.
-        if supervisor in self.idle and not self.store.read(
-            lambda tx: claiming.must_write(tx, supervisor, request, queues)
+        # again: it reads first; the others claim at once (as does one whose labels its
+        # claim row may not hold).
+        if (
+            labels is None
+            and supervisor in self.idle
+            and not self.store.read(lambda tx: claiming.must_write(tx, supervisor, request, queues))
         ):
             return None
         grant = self._write(operation, by)
+        if labels is not None:
+            self.fleet.kept(supervisor, labels)
         self._seen_idle(supervisor, grant)
         return grant
 

@@ -5,8 +5,11 @@ A state's needs are in the graph file, so a claim drops the states whose needs i
 supervisor's labels do not meet before it reads any queue: labels cost a claim no SQL.
 The labels of each supervisor that claimed are kept here, in memory, with the time of
 its last claim, so that a listing can say that a task waits for a box that no live
-supervisor is ("no supervisor with os=macos seen in the last hour"). A control plane
-that has just started has seen none yet, and says so for no task until an hour has passed.
+supervisor is ("no supervisor with os=macos seen in the last hour"). They are kept in the
+supervisor's claim row too, written by a claim only when they differ from those the row
+holds, and a control plane that starts reads the rows of the last hour's claims: what it
+says survives a restart. A row of before the labels were kept has none, and while such a
+supervisor counts as live, nothing is said (it might offer what a task needs).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from stateous.control.errors import InvalidArgument
 from stateous.control.graph import Graph
+from stateous.control.store import Seen
 from stateous.model.graph_file import StateSpec
 from stateous.model.labels import labels_problem, met, needs_text
 
@@ -29,9 +33,28 @@ class Fleet:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self.started = clock()
-        self._seen: dict[str, tuple[dict[str, str], float]] = {}
+        #: Each supervisor's labels (None: unknown) and the time of its last claim.
+        self._seen: dict[str, tuple[dict[str, str] | None, float]] = {}
+        #: The labels that each supervisor's claim row holds, as far as known here.
+        self._kept: dict[str, dict[str, str] | None] = {}
         self._lock = threading.Lock()
+
+    def load(self, seen: list[Seen]) -> None:
+        """Take what the claim rows say of the supervisors that claimed lately."""
+        with self._lock:
+            for supervisor, labels, at in seen:
+                self._seen.setdefault(supervisor, (labels, at))
+                self._kept.setdefault(supervisor, labels)
+
+    def to_keep(self, supervisor: str) -> dict[str, str] | None:
+        """The labels of the supervisor's last claim when its claim row may not hold them
+        (the claim writes them, then says so with `kept`); None when it holds them."""
+        offered = self._seen[supervisor][0]
+        return None if self._kept.get(supervisor, ...) == offered else offered
+
+    def kept(self, supervisor: str, labels: dict[str, str]) -> None:
+        """Note that the supervisor's claim row holds these labels now."""
+        self._kept[supervisor] = labels
 
     def fitting(
         self,
@@ -63,13 +86,13 @@ class Fleet:
 
     def unmet(self, needs: Mapping[str, str] | None) -> str | None:
         """The sentence for work with `needs` that no supervisor seen in the last hour could
-        take, or None when one could (or when the control plane has served less long)."""
-        now = self.clock()
-        if not needs or now - self.started < SEEN_FOR:
+        take, or None when one could (or one whose labels are unknown might)."""
+        if not needs:
             return None
+        now = self.clock()
         with self._lock:
             live = [labels for labels, at in self._seen.values() if now - at < SEEN_FOR]
-        if any(met(needs, labels) for labels in live):
+        if any(labels is None or met(needs, labels) for labels in live):
             return None
         return f"no supervisor with {needs_text(needs)} seen in the last hour"
 

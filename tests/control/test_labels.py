@@ -11,8 +11,11 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.compiler.compile import compile_workflow
 from stateous.model.errors import DefinitionError
+from stateous.model.graph_file import dump
 from tests.conftest import run_stateous
 from tests.control.conftest import Served, serving
+from tests.control.serving import Launcher
+from tests.control.serving import Served as Process
 from tests.control.support import Backend, plane_for
 
 MACOS = "no supervisor with os=macos seen in the last hour"
@@ -94,9 +97,8 @@ def test_the_listing_says_when_no_supervisor_seen_in_the_last_hour_could_take_a_
     with serving(plane.engine) as served:
         served.request("POST", "/tokens", {"token": "B-1"})
         done(served, "linux-1", claim(served, "linux-1", {"os": "linux"}), "linted")
-        # A control plane that has served less than an hour cannot tell yet.
         [task] = served.request("GET", "/tasks")[2]
-        assert (task["state"], task["waits"]) == ("build", None)
+        assert (task["state"], task["waits"]) == ("build", MACOS)
         plane.clock.advance(3000)
         mac = claim(served, "mac-1", {"os": "macos"})
         done(served, "mac-1", mac, "built")  # a Mac was here, and took the build
@@ -120,7 +122,6 @@ def test_a_token_and_token_show_say_when_no_supervisor_seen_in_the_last_hour_cou
     with serving(plane.engine) as served:
         served.request("POST", "/tokens", {"token": "B-1"})
         done(served, "linux-1", claim(served, "linux-1", {"os": "linux"}), "linted")
-        assert "waits" not in served.request("GET", "/tokens/B-1")[2]  # first hour: cannot tell
         plane.clock.advance(3601)
         token = served.request("GET", "/tokens/B-1")[2]
         assert (token["state"], token["waits"]) == ("build", MACOS)
@@ -133,6 +134,51 @@ def test_a_token_and_token_show_say_when_no_supervisor_seen_in_the_last_hour_cou
         assert "waits" not in served.request("GET", "/tokens/B-1")[2]  # claimed now
         served.request("POST", "/tokens", {"token": "B-2"})  # in lint: needs nothing
         assert "waits" not in served.request("GET", "/tokens/B-2")[2]
+
+
+def ports() -> Workflow:
+    """`lint` runs anywhere, then `build` only on a Mac, or `port` only on Windows."""
+    flow = Workflow("ports")
+    lint = flow.state("lint")
+    build = flow.state("build", needs={"os": "macos"})
+    port = flow.state("port", needs={"os": "windows"})
+    flow.transition(START, lint)
+    flow.transition(lint, build, on=flow.event("linted"))
+    flow.transition(lint, port, on=flow.event("ported"))
+    built = flow.event("built")
+    flow.transition(build, END, on=built)
+    flow.transition(port, END, on=built)
+    return flow
+
+
+def waits_by_state(served: Process) -> dict[str, Any]:
+    status, tasks = served.request("GET", "/tasks")
+    assert status == 200, tasks
+    return {task["state"]: task["waits"] for task in tasks}
+
+
+def test_the_labels_of_the_supervisors_seen_survive_a_restart_of_serve(
+    backend: Backend, launcher: Launcher
+) -> None:
+    graph = backend.folder / "ports.json"
+    graph.write_bytes(dump(compile_workflow(ports())))
+    served = launcher.serve(graph, None, "--db", backend.db)
+    assert served.request("POST", "/tokens", {"token": "B-1"})[0] == 201
+    assert served.request("POST", "/tokens", {"token": "P-1"})[0] == 201
+    mac = {"supervisor": "mac-1", "states": ["build"], "labels": {"os": "macos"}}
+    assert served.request("POST", "/tasks/claim", mac)[0] == 204  # seen, with nothing to do
+    for token, event in (("B-1", "linted"), ("P-1", "ported")):
+        body = {"supervisor": "linux-1", "states": ["lint"], "labels": {"os": "linux"}}
+        status, grant = served.request("POST", "/tasks/claim", body)
+        assert (status, grant["token"]) == (200, token)
+        report = {"supervisor": "linux-1", "kind": "event", "event": event, "attempt": 1}
+        assert served.request("POST", f"/tasks/{grant['task']}/report", report)[0] == 200
+    assert served.stop() == 0
+
+    again = launcher.serve(graph, None, "--db", backend.db)
+    # A Mac and a Linux box were seen a moment ago, before the restart; no Windows box.
+    windows = "no supervisor with os=windows seen in the last hour"
+    assert waits_by_state(again) == {"build": None, "port": windows}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from subprocess import CompletedProcess
 from typing import Any
 
 import apsw
+import msgspec
 import pytest
 
 from stateous.control.credentials import add_credential, revoke_credential
@@ -20,6 +21,7 @@ from stateous.control.store.rows import from_column
 from stateous.model.vocabulary import Role
 from tests.control.conftest import serving, write_graph
 from tests.control.support import Backend, connected, orders, plane_for
+from tests.control.test_labels import MACOS, builds
 from tests.control.test_parallel import LINUX, MAC, joined_branches, matrix
 
 
@@ -89,7 +91,9 @@ UNDO_0025 = (
     ),
     "DROP TABLE claim_requests",
 )
-#: What takes a database of the latest version back to before 0020 (its queues by
+#: What takes a database of version 0024 back to before 0024.
+UNDO_0024 = ("ALTER TABLE claims DROP COLUMN labels",)
+#: What takes a database of version 0020 back to before 0020 (its queues by
 #: `queued_at` again; the index spelled the same on both backends is enough here).
 UNDO_0020 = (
     "DROP TABLE fair_clocks",
@@ -123,6 +127,7 @@ UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
     *UNDO_0025,
+    *UNDO_0024,
     *UNDO_0020,
     *UNDO_0019,
     *UNDO_0018,
@@ -392,6 +397,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     run_sql(
         backend,
         *UNDO_0025,
+        *UNDO_0024,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -423,6 +429,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     run_sql(
         backend,
         *UNDO_0025,
+        *UNDO_0024,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -454,6 +461,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     run_sql(
         backend,
         *UNDO_0025,
+        *UNDO_0024,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -489,6 +497,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     run_sql(
         backend,
         *UNDO_0025,
+        *UNDO_0024,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -521,7 +530,13 @@ def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued
         old.engine.start(token, {"title": "x"})
         old.clock.advance(1)
     old.store.close()
-    run_sql(backend, *UNDO_0025, *UNDO_0020, "UPDATE stateous_version SET version_num = '0019'")
+    run_sql(
+        backend,
+        *UNDO_0025,
+        *UNDO_0024,
+        *UNDO_0020,
+        "UPDATE stateous_version SET version_num = '0019'",
+    )
 
     upgraded = plane_for(orders(), backend)
     try:
@@ -532,3 +547,38 @@ def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued
         assert [grant.token for grant in claims if grant] == ["D", "A", "B", "C"]
     finally:
         upgraded.store.close()
+
+
+def test_a_supervisor_that_claimed_before_0024_might_offer_any_label_until_it_claims_again(
+    backend: Backend,
+) -> None:
+    old = plane_for(builds(), backend)
+    old.engine.start("B-1", {})
+    assert old.engine.claim_or_wait("linux-1", ["lint"], labels={"os": "linux"}).grant is not None
+    old.engine.fire("B-1", "linted")
+    old.store.close()
+    run_sql(backend, *UNDO_0025, *UNDO_0024, "UPDATE stateous_version SET version_num = '0020'")
+
+    upgraded = plane_for(builds(), backend)
+    with serving(upgraded.engine) as served:
+        # linux-1 claimed a moment ago, with labels not kept then: it might be a Mac.
+        [task] = served.request("GET", "/tasks")[2]
+        assert (task["state"], task["waits"]) == ("build", None)
+        body = {"supervisor": "linux-1", "states": ["lint"], "labels": {"os": "linux"}}
+        assert served.request("POST", "/tasks/claim", body)[0] == 204
+        assert served.request("GET", "/tasks")[2][0]["waits"] == MACOS
+    labels = run_sql(backend, "SELECT supervisor, labels FROM claims")
+    assert labels == [("linux-1", '{"os":"linux"}')]
+
+
+def test_a_supervisor_whose_labels_change_has_them_kept_anew_by_its_next_claim(
+    backend: Backend,
+) -> None:
+    plane = plane_for(builds(), backend)
+    try:
+        for labels in ({"os": "linux"}, {"os": "linux"}, {"os": "macos", "gpu": "true"}, None):
+            plane.engine.claim_or_wait("box-1", ["lint"], labels=labels)
+            kept = run_sql(backend, "SELECT labels FROM claims WHERE supervisor = 'box-1'")
+            assert kept == [(msgspec.json.encode(labels or {}).decode(),)]
+    finally:
+        plane.store.close()

@@ -52,6 +52,7 @@ from types import ModuleType
 from stateous.control.store.columns import QueueBy, Queues
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
+from stateous.control.store.fleet_sql import Seen
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import Lock, TenureLost, TenureRefused
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
@@ -101,6 +102,7 @@ __all__ = [
     "ResourceRow",
     "Result",
     "ScheduleRow",
+    "Seen",
     "Store",
     "StoreError",
     "SupervisorRow",

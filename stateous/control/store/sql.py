@@ -49,6 +49,7 @@ from stateous.control.store.columns import (
 from stateous.control.store.contract import KeepAndRaise, Result
 from stateous.control.store.counts import Counts, CountSql
 from stateous.control.store.credential_sql import CredentialSql
+from stateous.control.store.fleet_sql import FleetSql
 from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.lease_sql import LeaseSql
 from stateous.control.store.listing_sql import ListingSql
@@ -87,6 +88,7 @@ class SqlTx(
     MemorySql,
     ResourceSql,
     TenureSql,
+    FleetSql,
     TurnSql,
     CountSql,
 ):

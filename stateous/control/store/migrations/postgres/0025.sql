@@ -20,10 +20,11 @@ INSERT INTO claim_requests (task_id, supervisor, request, attempt)
 CREATE TABLE claims_kept (
     supervisor TEXT PRIMARY KEY,
     claimed_at TEXT COLLATE "C",
-    heartbeat_at TEXT COLLATE "C"
+    heartbeat_at TEXT COLLATE "C",
+    labels TEXT
 );
-INSERT INTO claims_kept (supervisor, claimed_at, heartbeat_at)
-    SELECT supervisor, claimed_at, heartbeat_at FROM claims;
+INSERT INTO claims_kept (supervisor, claimed_at, heartbeat_at, labels)
+    SELECT supervisor, claimed_at, heartbeat_at, labels FROM claims;
 DROP TABLE claims;
 ALTER TABLE claims_kept RENAME TO claims;
 ALTER INDEX claims_kept_pkey RENAME TO claims_pkey;

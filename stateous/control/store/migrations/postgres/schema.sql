@@ -114,10 +114,12 @@ CREATE TABLE memory (
     PRIMARY KEY (token, state, key)
 );
 
+-- The labels a supervisor's last claim sent, JSON, written when they change (0024).
 CREATE TABLE claims (
     supervisor TEXT PRIMARY KEY,
     claimed_at TEXT COLLATE "C",
-    heartbeat_at TEXT COLLATE "C"
+    heartbeat_at TEXT COLLATE "C",
+    labels TEXT
 );
 CREATE INDEX claims_claimed ON claims (claimed_at);
 CREATE INDEX claims_heartbeat ON claims (heartbeat_at);

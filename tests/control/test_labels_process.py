@@ -1,5 +1,6 @@
-"""Labels with real processes: two `stateous supervise` beside a real `stateous serve`, one
-with `os: linux` and one with `os: macos`; the state that needs a Mac goes only to the Mac."""
+"""Labels with real processes on both backends: two `stateous supervise` beside a real
+`stateous serve`, one with `os: linux` and one with `os: macos`; the state that needs a
+Mac goes only to the Mac."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from pathlib import Path
 from stateous.compiler.compile import compile_workflow
 from stateous.model.graph_file import dump
 from tests.control.serving import Launcher
+from tests.control.support import Backend
 from tests.supervisor.support import Supervisors, orders, wait_until, write_folder
 
 
 def test_a_task_that_needs_os_macos_is_claimed_only_by_the_supervisor_with_it(
-    launcher: Launcher, supervisors: Supervisors, tmp_path: Path
+    backend: Backend, launcher: Launcher, supervisors: Supervisors, tmp_path: Path
 ) -> None:
     flow = orders()
     review = flow.states.pop("review")
@@ -21,7 +23,7 @@ def test_a_task_that_needs_os_macos_is_claimed_only_by_the_supervisor_with_it(
     )
     graph = tmp_path / "orders.json"
     graph.write_bytes(dump(compile_workflow(flow)))
-    served = launcher.serve(graph, tmp_path / "orders.sqlite")
+    served = launcher.serve(graph, None, "--db", backend.db)
     boxes = {}
     for name, os_name in (("linux-1", "linux"), ("mac-1", "macos")):
         folder = write_folder(tmp_path / name, served.url, graph, name=name)

@@ -1,0 +1,39 @@
+"""The SQL of the supervisors' labels, kept in their claim rows (`stateous.control.fleet`):
+written by a claim whose labels differ from those its row holds, read once when a control
+plane starts, so that what it says of the supervisors seen lately survives a restart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from stateous.control.store.rows import from_column, to_column
+from stateous.control.store.statements import Statements
+
+#: A supervisor that claimed: its name, its labels (None when its row is of before they were
+#: kept: unknown), and when it last claimed, in seconds.
+Seen = tuple[str, dict[str, str] | None, float]
+
+
+class FleetSql(Statements):
+    """The labels column of `claims`."""
+
+    def keep_labels(self, supervisor: str, labels: dict[str, Any]) -> None:
+        """Write the labels of a supervisor's claim in its claim row (made if missing)."""
+        self.change(
+            "INSERT INTO claims (supervisor, labels) VALUES (?, ?) "
+            "ON CONFLICT (supervisor) DO UPDATE SET labels = excluded.labels",
+            (supervisor, msgspec.json.encode(labels).decode()),
+        )
+
+    def labels_seen(self, since: float) -> list[Seen]:
+        """The supervisors that claimed after `since` (seconds), with their labels."""
+        rows = self.execute(
+            "SELECT supervisor, labels, claimed_at FROM claims WHERE claimed_at > ?",
+            (to_column(since),),
+        )
+        return [
+            (supervisor, None if labels is None else msgspec.json.decode(labels), from_column(at))
+            for supervisor, labels, at in rows
+        ]
