@@ -1,10 +1,11 @@
 """What a report does to the token of the task it reports on: an event moves it, `waiting`
 keeps the task for a report from outside, `failed` ends the attempt (a retry, or the
-token fails). The engine finds the task and its token first (`Engine._held_task`)."""
+token fails), `quota` gives the attempt back and parks its resource key (`quota.py`). The
+engine finds the task and its token first (`Engine._held_task`)."""
 
 from __future__ import annotations
 
-from stateous.control import checks
+from stateous.control import breaker, checks, quota
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import TaskRow, TokenRow, Tx
 from stateous.model.vocabulary import Kind, TaskStatus
@@ -17,6 +18,11 @@ def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody)
         error = body.error or "the routine failed"
         moves.fail_attempt(tx, row, token, error, body.retry_after)
         return
+    if body.kind == "quota":
+        quota.report(tx, moves, row, token, body)
+        return
+    if moves.uses(tx, token):
+        breaker.succeeded(tx, row.id, moves.declared(tx, token))
     flow = moves.flow(tx, token)
     changes = body.context or {}
     merged = checks.context(flow, {**token.context, **changes}) if changes else None

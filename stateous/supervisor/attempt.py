@@ -14,7 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from stateous.model.vocabulary import ReportKind
-from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
+from stateous.supervisor.routine import (
+    Context,
+    Occurrence,
+    QuotaExhausted,
+    RetryLater,
+    StateRef,
+)
 from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
@@ -57,7 +63,10 @@ def report_of(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]
 
 def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]:
     """The body of a failed attempt; a routine that raised `RetryLater` adds the wait it
-    asked for, so the control plane takes it instead of the state's `retry_delay`."""
+    asked for, so the control plane takes it instead of the state's `retry_delay`; one that
+    raised `QuotaExhausted` reports the quota instead, which spends no attempt."""
+    if isinstance(raised, QuotaExhausted):
+        return raised.report()
     body: dict[str, Any] = {"kind": ReportKind.FAILED, "error": error}
     if isinstance(raised, RetryLater):
         body["retry_after"] = raised.seconds
@@ -70,5 +79,7 @@ def reported(label: str, body: dict[str, Any]) -> None:
         log.info("%s: reported %s", label, body["event"])
     elif body["kind"] == ReportKind.WAITING:
         log.info("%s: waits for a report from outside", label)
+    elif body["kind"] == ReportKind.QUOTA:
+        log.info("%s: reported a quota: %s", label, body.get("reason"))
     else:
         log.info("%s: reported a failed attempt: %s", label, body.get("error"))

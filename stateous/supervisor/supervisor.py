@@ -58,7 +58,13 @@ from stateous.supervisor.refusals import (
     backoff,
     refused_report,
 )
-from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
+from stateous.supervisor.routine import (
+    Context,
+    EnteredBy,
+    QuotaExhausted,
+    TaskGone,
+    context_misfit,
+)
 from stateous.supervisor.versions import Watch, unkept
 from stateous.supervisor.workers import Workers
 
@@ -453,6 +459,9 @@ class Supervisor:
             if running.gone is not None:
                 return None
             return failed_report(failure_text(self.root, ex))
+        except QuotaExhausted as ex:
+            log.warning("%s: the routine met a quota: %s", running.label, ex.reason)
+            return ex.report()
         except Exception as ex:
             error = failure_text(self.root, ex)
             log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
