@@ -207,5 +207,9 @@ def test_three_identical_failures_trip_one_repo_while_another_repo_goes_on(
         "resource", "open", "repo=broken", "--url", served.url, cwd=backend.folder
     )
     assert opened.returncode == 0, opened.stderr
-    [key] = [key for key in served.ok("GET", "/resources")[0]["keys"] if key["key"] == "broken"]
-    assert key["parked"] is None
+    assert "parked:" not in opened.stdout, opened.stdout  # the key as the open left it
+    status, body = served.request("POST", "/resources/repo/open", {"key": "acme/api"})
+    assert (status, body["code"]) == (409, "key_not_parked")
+    assert body["error"] == "repo=acme/api is not parked"
+    status, body = served.request("POST", "/resources/nope/open", {"key": "x"})
+    assert (status, body["code"]) == (404, "resource_not_found")
