@@ -19,7 +19,7 @@ from stateous.model.vocabulary import ParkingCause
 def failed(
     tx: Tx, task: TaskRow, token: str, error: str, declared: dict[str, ResourceSpec]
 ) -> None:
-    """Count a failed attempt against the keys it held whose resource has a breaker, and
+    """Count a failed attempt against the keys it took whose resource has a breaker, and
     trip those whose streak reaches it."""
     shape = fingerprint(error)
     for use in tx.uses(task.id):

@@ -157,10 +157,10 @@ class InvalidQuota(EngineError, ValueError):
     code = RefusalCode.INVALID_QUOTA
 
 
-class ResourceNotHeld(EngineError, LookupError):
+class ResourceNotUsed(EngineError, LookupError):
     """A quota report names a resource that the task does not use."""
 
-    code = RefusalCode.RESOURCE_NOT_HELD
+    code = RefusalCode.RESOURCE_NOT_USED
 
 
 class KeyNotParked(EngineError, ValueError):

@@ -1,5 +1,5 @@
 """Quota reports: a provider's quota stopped a routine, so its attempt is given back and the
-resource key its task holds closes until the quota resets.
+resource key its task took closes until the quota resets.
 
 In the report's one transaction: the attempt is given back (it does not count against
 `retries`), the task is queued again, and the key closes (`park`) until the stated reset,
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from stateous.control import resources
-from stateous.control.errors import InvalidQuota, ResourceNotHeld
+from stateous.control.errors import InvalidQuota, ResourceNotUsed
 from stateous.control.store import Counter, KeyRow, ParkingRow, TaskRow, TokenRow, Tx
 from stateous.control.store.rows import to_iso
 from stateous.model.vocabulary import Kind, ParkingCause, TimerKind
@@ -51,7 +51,7 @@ def check(body: ReportBody) -> None:
 
 
 def report(tx: Tx, moves: Moves, task: TaskRow, token: TokenRow, body: ReportBody) -> None:
-    """Give the attempt back and park the key of the named resource that the task holds (or
+    """Give the attempt back and park the key of the named resource that the task took (or
     the task alone)."""
     reason = (body.reason or "the provider's quota is used up")[:1000]
     until, capped = _reset(tx, body)
@@ -59,7 +59,7 @@ def report(tx: Tx, moves: Moves, task: TaskRow, token: TokenRow, body: ReportBod
     if body.resource is not None:
         use = next((one for one in tx.uses(task.id) if one.resource == body.resource), None)
         if use is None:
-            raise ResourceNotHeld(f"task {task.id} holds no slot of {body.resource!r}")
+            raise ResourceNotUsed(f"task {task.id} does not use {body.resource!r}")
     parked = None if use is None else tx.parking(use.resource, use.key)
     if until is None:
         until = tx.now + doubled((parked.times if parked else 0) + 1, f"{task.id}:{tx.now}")

@@ -73,6 +73,16 @@ def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]
     return body
 
 
+def raised_report(label: str, error: str, raised: Exception) -> dict[str, Any]:
+    """The report of a routine that raised, said in the log: a quota as a warning, any other
+    failure as an error with its traceback."""
+    if isinstance(raised, QuotaExhausted):
+        log.warning("%s: the routine met a quota: %s", label, raised.reason)
+    else:
+        log.error("%s: the routine failed: %s", label, error, exc_info=raised)
+    return failed_report(error, raised)
+
+
 def reported(label: str, body: dict[str, Any]) -> None:
     """Say in the log what a report that landed said."""
     if body["kind"] == ReportKind.EVENT:

@@ -60,7 +60,7 @@ class RetryLater(Exception):
 
 class QuotaExhausted(Exception):
     """Raised by a routine when a provider's quota stops its work (a 429): the attempt is
-    given back, not counted, and the key of `resource` that the task holds closes until the
+    given back, not counted, and the key of `resource` that the task took closes until the
     quota resets, at `resets_at` (an aware datetime) or in `retry_after` seconds; without
     either, for a wait the control plane doubles. Without `resource`, only the task waits.
     """

@@ -13,7 +13,7 @@ import pytest
 from stateous import END, START, Workflow
 from stateous.control import resources
 from stateous.control.clock import tick
-from stateous.control.errors import InvalidQuota, ResourceNotHeld
+from stateous.control.errors import InvalidQuota, ResourceNotUsed
 from stateous.control.store.rows import to_iso
 from stateous.model.wire import ReportBody
 from tests.control.support import Backend, Plane, plane_for
@@ -84,7 +84,7 @@ def test_a_quota_report_for_a_resource_the_task_does_not_hold_is_refused(plane: 
     plane.engine.start("A", {"repo": "acme/api"})
     task = claim(plane)
     assert task is not None
-    with pytest.raises(ResourceNotHeld, match="holds no slot of 'llm'"):
+    with pytest.raises(ResourceNotUsed, match="does not use 'llm'"):
         quota(plane, task, resource="llm", retry_after=30)
     assert plane.store.read(lambda tx: tx.task(task)).status == "claimed"  # type: ignore[union-attr]
 

@@ -483,7 +483,7 @@ ROUTES: tuple[Route, ...] = (
                 RefusalCode.TOO_MANY_TIMERS,
                 RefusalCode.EVENT_NOT_ALLOWED,
                 RefusalCode.INVALID_QUOTA,
-                RefusalCode.RESOURCE_NOT_HELD,
+                RefusalCode.RESOURCE_NOT_USED,
             ),
         ),
     ),
