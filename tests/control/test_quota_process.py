@@ -155,6 +155,12 @@ def test_a_quota_report_parks_the_key_then_a_probe_and_cohorts_reopen_it(
     check_parked_then_probe_and_cohorts(backend, 2.0)
     [resource] = served.ok("GET", "/resources")
     assert resource["in_use"] == 0 and resource["parkings"] == 1
+    assert resource["keys"] == []  # open whole again: its parking is forgotten
+    connection = served.connect()
+    connection.request("GET", "/metrics")
+    metrics = connection.getresponse().read().decode()
+    assert 'stateous_resource_parkings_total{resource="llm",cause="quota"} 1' in metrics
+    assert 'stateous_reports_total{outcome="quota"} 1' in metrics
 
 
 def test_a_parked_key_stays_parked_across_a_kill_9_of_the_control_plane(
@@ -174,6 +180,10 @@ def test_a_parked_key_stays_parked_across_a_kill_9_of_the_control_plane(
     again = serve(launcher, backend, coding("llm", slots=8), **listen)
     [key] = again.ok("GET", "/resources")[0]["keys"]
     assert key["parked"]["cause"] == "quota" and key["closed_until"] is not None
+    waiting = [task["waits_for"] for task in again.ok("GET", "/tasks?status=queued")]
+    line = f"waits for llm=acct-1: parked: llm=acct-1 until {key['closed_until'][11:19]}, "
+    assert waiting and all(text.startswith(line) for text in waiting), waiting
+    assert waiting[0].endswith("tasks waiting; reason: 429 from the provider")
     wait_until(lambda: completed(again, tokens), "all 30 completed", timeout=60, every=0.5)
     check_parked_then_probe_and_cohorts(backend, 4.0)
 
