@@ -104,7 +104,7 @@ def test_a_breaker_is_in_the_graph_file_and_a_hand_edited_one_is_checked_by_serv
     flow.transition(START, code)
     flow.transition(code, END, on=flow.event("done"))
     document = msgspec.to_builtins(compile_workflow(flow))
-    assert document["resources"]["repo"] == {"slots": 1, "breaker": 3}
+    assert document["resources"]["repo"] == {"breaker": 3}  # 1 slot by default
     document["resources"]["repo"]["breaker"] = 0
     problems = list(graph_rules.problems(graph_file.from_document(document)))
     assert problems == ["resources.repo.breaker: 0 must be a whole number from 2 to 1000"]
