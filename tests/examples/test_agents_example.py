@@ -24,14 +24,18 @@ EXAMPLES = ROOT / "examples"
 
 def test_the_agents_graph_file_and_contract_are_up_to_date(tmp_path: Path) -> None:
     shutil.copytree(
-        EXAMPLES / "agents", tmp_path / "agents", ignore=shutil.ignore_patterns("build")
+        EXAMPLES / "agents-within-quotas",
+        tmp_path / "agents-within-quotas",
+        ignore=shutil.ignore_patterns("build"),
     )
-    result = run_stateous("compile", "agents/flow.py", cwd=tmp_path)
+    result = run_stateous("compile", "agents-within-quotas/flow.py", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    written = (tmp_path / "agents" / "build" / "agents.json").read_bytes()
-    assert written == (EXAMPLES / "agents" / "build" / "agents.json").read_bytes()
+    written = (tmp_path / "agents-within-quotas" / "build" / "agents.json").read_bytes()
+    assert written == (EXAMPLES / "agents-within-quotas" / "build" / "agents.json").read_bytes()
     graph = load(written)
-    assert (EXAMPLES / "agents-supervisor" / "contract.py").read_text() == contract(graph).text
+    assert (EXAMPLES / "agents-within-quotas-supervisor" / "contract.py").read_text() == contract(
+        graph
+    ).text
 
 
 def history(url: str, token: str) -> list[dict[str, Any]]:
@@ -43,16 +47,16 @@ def history(url: str, token: str) -> list[dict[str, Any]]:
 def test_the_agents_example_parks_the_account_on_a_429_and_completes_every_token(
     tmp_path: Path,
 ) -> None:
-    shutil.copytree(EXAMPLES / "agents", tmp_path / "agents")
+    shutil.copytree(EXAMPLES / "agents-within-quotas", tmp_path / "agents-within-quotas")
     shutil.copytree(
-        EXAMPLES / "agents-supervisor",
-        tmp_path / "agents-supervisor",
+        EXAMPLES / "agents-within-quotas-supervisor",
+        tmp_path / "agents-within-quotas-supervisor",
         ignore=shutil.ignore_patterns(".stateous", "__pycache__"),
     )
     provider_address, address = free_address(), free_address()
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     provider = subprocess.Popen(
-        [sys.executable, "agents/provider.py", provider_address.split(":")[1]],
+        [sys.executable, "agents-within-quotas/provider.py", provider_address.split(":")[1]],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -64,11 +68,11 @@ def test_the_agents_example_parks_the_account_on_a_429_and_completes_every_token
             "-m",
             "stateous",
             "serve",
-            "agents/build/agents.json",
+            "agents-within-quotas/build/agents.json",
             "--listen",
             address,
             "--supervise",
-            "agents-supervisor",
+            "agents-within-quotas-supervisor",
         ],
         cwd=tmp_path,
         env={**env, "PROVIDER_URL": f"http://{provider_address}"},

@@ -1,7 +1,7 @@
 """The agents workflow: each token asks a language model one question, through a provider
 account that a quota limits. Check it and write its graph file with:
 
-    stateous compile examples/agents/flow.py
+    stateous compile examples/agents-within-quotas/flow.py
 
 `answer` takes one slot of the token's account of `llm` (4 calls in flight per account).
 When the provider answers 429, the routine raises `QuotaExhausted`: the account's key
