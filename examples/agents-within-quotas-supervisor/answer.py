@@ -1,8 +1,8 @@
 """The `answer` state of `agents`: ask the provider; a 429 parks the account's key.
 
 The provider's address is `PROVIDER_URL` (by default the stand-in of
-examples/agents-within-quotas/provider.py). A 429 raises `QuotaExhausted` with the provider's `Retry-After`: the control
-plane gives the attempt back and lets no task of this account in until then; one task
+examples/agents-within-quotas/provider.py). A 429 raises `QuotaExhausted` with the
+provider's `Retry-After`: the control plane gives the attempt back and lets no task of this account in until then; one task
 then probes the provider, and the rest follow in growing cohorts.
 """
 
