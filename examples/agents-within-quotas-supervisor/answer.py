@@ -2,8 +2,9 @@
 
 The provider's address is `PROVIDER_URL` (by default the stand-in of
 examples/agents-within-quotas/provider.py). A 429 raises `QuotaExhausted` with the
-provider's `Retry-After`: the control plane gives the attempt back and lets no task of this account in until then; one task
-then probes the provider, and the rest follow in growing cohorts.
+provider's `Retry-After`: the control plane gives the attempt back and lets no task of
+this account in until then; one task then probes the provider, and the rest follow in
+growing cohorts.
 """
 
 import json
