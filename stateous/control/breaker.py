@@ -21,6 +21,8 @@ def failed(
 ) -> None:
     """Count a failed attempt against the keys it took whose resource has a breaker, and
     trip those whose streak reaches it."""
+    if not any(spec.breaker for spec in declared.values()):
+        return
     shape = fingerprint(error)
     for use in tx.uses(task.id):
         spec = declared.get(use.resource)
@@ -41,6 +43,8 @@ def failed(
 
 def succeeded(tx: Tx, task: int, declared: dict[str, ResourceSpec]) -> None:
     """An attempt that ended well starts the streak of its keys anew."""
+    if not any(spec.breaker for spec in declared.values()):
+        return
     for use in tx.uses(task):
         spec = declared.get(use.resource)
         if spec is None or spec.breaker is None:

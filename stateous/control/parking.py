@@ -49,23 +49,24 @@ def admitted(tx: Tx, row: ParkingRow, task: int, slots: int) -> None:
     _record(tx, task, kind, row, data)
 
 
-def ended(tx: Tx, resource: str, key: KeyRow, slots: int, task: int) -> None:
+def ended(tx: Tx, key: KeyRow, task: int) -> None:
     """After a task of a reopening key gave its slots back: once the step's tasks have all
-    ended, begin the next step, or open the key whole after a cohort as large as its slots."""
-    row = tx.parking(resource, key.key)
-    if row is None or row.step is None or row.admitted == 0 or key.in_use > 0:
+    ended, begin the next step, or, after a cohort as large as its slots, open the key
+    whole and forget its parking (a breaker's count starts anew)."""
+    if key.in_use > 0:
         return
-    if row.step > 0 and cohort(row.step, slots) >= slots:
-        reopen(tx, row)
+    row = tx.parking(key.resource, key.key)
+    if row is None or row.step is None or row.admitted == 0:
+        return
+    resource = tx.resource(key.resource)
+    if resource is None:
+        return
+    if row.step > 0 and cohort(row.step, resource.slots) >= resource.slots:
+        tx.drop_parking(row.resource, row.key)
         _record(tx, task, Kind.RESOURCE_REOPENED, row, {})
         return
     row.step, row.admitted = row.step + 1, 0
     tx.put_parking(row)
-
-
-def reopen(tx: Tx, row: ParkingRow) -> None:
-    """Forget a key's parking (a breaker's streak starts anew)."""
-    tx.drop_parking(row.resource, row.key)
 
 
 def _record(tx: Tx, task: int, kind: Kind, row: ParkingRow, data: dict[str, object]) -> None:

@@ -93,12 +93,10 @@ def release(tx: Tx, task: int, waits_for: str | None = None) -> None:
     tx.wait_for(task, waits_for)
     for use in taken:
         row = tx.resource_key(use.resource, use.key)
-        resource = tx.resource(use.resource)
         if row is not None:
             row = replace(row, in_use=max(0, row.in_use - use.count))
             tx.put_key(row)
-            if resource is not None:
-                parking.ended(tx, use.resource, row, resource.slots, task)
+            parking.ended(tx, row, task)
     for use in taken:
         let_in(tx, use.resource, use.key)
 
