@@ -101,8 +101,13 @@ def park(
     tx.put_parking(row)
     found = tx.resource_key(resource, key) or KeyRow(resource, key, 0, None, None, None)
     tx.put_key(replace(found, closed_until=until))
-    data = {"resource": resource, "key": key, "cause": str(cause), "until": to_iso(until)}
-    data["reason"] = reason
+    data = {
+        "resource": resource,
+        "key": key,
+        "cause": str(cause),
+        "until": to_iso(until),
+        "reason": reason,
+    }
     if fingerprint is not None:
         data["fingerprint"] = fingerprint
     tx.record(token, Kind.RESOURCE_PARKED, data)
