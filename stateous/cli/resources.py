@@ -1,4 +1,5 @@
-"""`stateous resource list|pause|resume|set NAME --slots N`: the resources of a control plane.
+"""`stateous resource list|pause|resume|set NAME --slots N|open NAME=KEY`: the resources of a
+control plane.
 
 Like `token`, these commands speak only HTTP. A resource comes from a graph file
 (`flow.resource`); `set` gives it other slots until a graph file declares other ones.
@@ -33,10 +34,29 @@ def resource_lines(resource: dict[str, Any]) -> list[str]:
             line += f" by {takers}"
         if key["waiting"]:
             line += f"; {key['waiting']} waiting"
-        if key["closed_until"]:
+        parked = key.get("parked")
+        if parked:
+            lines.append(line)
+            line = f"  {parked_text(resource['name'], key, parked)}"
+        elif key["closed_until"]:
             line += f"; rate lets one in at {key['closed_until']}"
         lines.append(line)
     return lines
+
+
+def parked_text(name: str, key: dict[str, Any], parked: dict[str, Any]) -> str:
+    """`parked: llm=acct-1 until 14:05:10, 37 tasks waiting; reason: 429 ...` (and how it
+    reopens, and a breaker's fingerprint)."""
+    shown = f"{name}={key['key']}" if key["key"] else name
+    text = (
+        f"parked: {shown} until {parked['until'][11:19]}, {key['waiting']} tasks waiting; "
+        f"reason: {parked['reason']}"
+    )
+    if parked.get("fingerprint"):
+        text += f"; fingerprint {parked['fingerprint']}"
+    if parked.get("reopening"):
+        text += f"; reopening: {parked['reopening']}"
+    return text
 
 
 def listed(client: Client, args: argparse.Namespace) -> list[str]:
@@ -48,8 +68,13 @@ def acted(client: Client, args: argparse.Namespace) -> list[str]:
     return resource_lines(client.resource_action(args.name, args.verb, **body))
 
 
+def opened(client: Client, args: argparse.Namespace) -> list[str]:
+    name, _, key = args.key.partition("=")
+    return resource_lines(client.resource_action(name, "open", key=key))
+
+
 def add_commands(commands: Commands, url: argparse.ArgumentParser) -> None:
-    """Add `resource list|pause|resume|set` to the parser."""
+    """Add `resource list|pause|resume|set|open` to the parser."""
     resource = commands.add_parser(
         "resource",
         help="list, pause, resume and set the slots of the resources that tasks share",
@@ -70,3 +95,8 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> None:
         if verb == "set":
             parser.add_argument("--slots", type=int, required=True, help="slots per key")
         parser.set_defaults(run=with_client(acted))
+    reopen = verbs.add_parser(
+        "open", parents=[url], help="reopen a parked key at once (a quota or a breaker)"
+    )
+    reopen.add_argument("key", metavar="NAME=KEY", help="the resource and its parked key")
+    reopen.set_defaults(run=with_client(opened))

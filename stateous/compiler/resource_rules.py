@@ -17,7 +17,10 @@ def resource_specs(tree: list[Workflow]) -> dict[str, ResourceSpec]:
     specs: dict[str, ResourceSpec] = {}
     for workflow in tree:
         for name, resource in workflow.resources.items():
-            specs.setdefault(name, ResourceSpec(slots=resource.slots, rate=resource.rate))
+            specs.setdefault(
+                name,
+                ResourceSpec(slots=resource.slots, rate=resource.rate, breaker=resource.breaker),
+            )
     return specs
 
 
@@ -27,10 +30,15 @@ def check_resources(tree: list[Workflow]) -> Iterator[str]:
     for workflow in tree:
         for name, resource in workflow.resources.items():
             first = specs[name]
-            if (first.slots, first.rate) != (resource.slots, resource.rate):
+            if (first.slots, first.rate, first.breaker) != (
+                resource.slots,
+                resource.rate,
+                resource.breaker,
+            ):
                 yield (
                     f"resource {name!r} is declared twice, unlike: slots={first.slots}, "
-                    f"rate={first.rate!r} and slots={resource.slots}, rate={resource.rate!r}"
+                    f"rate={first.rate!r}, breaker={first.breaker!r} and slots={resource.slots}, "
+                    f"rate={resource.rate!r}, breaker={resource.breaker!r}"
                 )
     slots = {name: spec.slots for name, spec in specs.items()}
     for workflow in tree:

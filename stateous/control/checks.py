@@ -129,8 +129,8 @@ def retry_after(kind: str, seconds: float | None) -> None:
     for no longer than the longest duration."""
     if seconds is None:
         return
-    if kind != ReportKind.FAILED:
-        raise InvalidArgument("retry_after goes only with a report of kind 'failed'")
+    if kind not in (ReportKind.FAILED, ReportKind.QUOTA):
+        raise InvalidArgument("retry_after goes only with a report of kind 'failed' or 'quota'")
     if not 0 <= seconds <= LONGEST:
         raise InvalidArgument(f"retry_after is 0 to {LONGEST} seconds")
 

@@ -85,9 +85,14 @@ def queued_for(tx: Tx, graphs: Graphs, token: TokenRow, queues: Queues) -> TaskR
     task = tx.live_task(token.token)
     if task is None or task.status != TaskStatus.QUEUED:
         return None
+    graph = graphs.of(tx, token.checksum)
+    if graph.flows[token.workflow or graph.name].state(token.state).uses and tx.waits_for(
+        [task.id]
+    ):
+        return None  # it waits for a resource's slot (or a parked key)
     key = task.state
     if queues.by == QueueBy.CONTRACT:
-        key = graphs.of(tx, token.checksum).contract(task.state) or ""
+        key = graph.contract(task.state) or ""
     return task if key in queues.keys else None
 
 

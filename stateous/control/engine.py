@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stateous.control import checks, claiming, eager, mending, outcomes, resources
+from stateous.control import checks, claiming, eager, mending, outcomes, quota, resources
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -582,6 +582,7 @@ class Engine:
             checks.supervisor_name(body.supervisor)
         checks.attempt(body.attempt)
         checks.retry_after(body.kind, body.retry_after)
+        quota.check(body)
         wanted = eager.asked(self._queues, body)
 
         def operation(tx: Tx) -> TokenView | Reported:

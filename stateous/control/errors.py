@@ -151,6 +151,24 @@ class InvalidSlots(EngineError, ValueError):
     code = RefusalCode.INVALID_SLOTS
 
 
+class InvalidQuota(EngineError, ValueError):
+    """A quota report whose reset cannot be: in the past, given twice, or not a time."""
+
+    code = RefusalCode.INVALID_QUOTA
+
+
+class ResourceNotUsed(EngineError, LookupError):
+    """A quota report names a resource that the task does not use."""
+
+    code = RefusalCode.RESOURCE_NOT_USED
+
+
+class KeyNotParked(EngineError, ValueError):
+    """`open` names a key that is not parked."""
+
+    code = RefusalCode.KEY_NOT_PARKED
+
+
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 

@@ -46,7 +46,7 @@ def problems(document: GraphFile) -> Iterator[str]:
 def _resources(document: GraphFile) -> Iterator[str]:
     """The resources' declarations, and each state's uses of them."""
     for name, resource in document.resources.items():
-        for found in resource_problems(name, resource.slots, resource.rate):
+        for found in resource_problems(name, resource.slots, resource.rate, resource.breaker):
             yield f"resources.{name}.{found}"
     slots = {name: resource.slots for name, resource in document.resources.items()}
     for name in (document.workflow, *document.workflows):

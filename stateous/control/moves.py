@@ -17,14 +17,14 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import checks, repeats, resources, turns
+from stateous.control import breaker, checks, repeats, resources, turns
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
 from stateous.control.versions import Graphs
 from stateous.model.backoff import ceiling, jittered
 from stateous.model.durations import parse_duration
-from stateous.model.graph_file import StateSpec
+from stateous.model.graph_file import ResourceSpec, StateSpec
 from stateous.model.limits import TOKEN_ID_LIMIT
 from stateous.model.names import (
     END_NAME,
@@ -310,6 +310,9 @@ class Moves:
         """The resources that the task of the token's state uses, if any."""
         return self.flow(tx, token).state(token.state).uses
 
+    def declared(self, tx: Tx, token: TokenRow) -> dict[str, ResourceSpec]:
+        return self.graphs.of(tx, token.checksum).document.resources
+
     def release(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
         """Give back what the task holds, when its state uses resources."""
         if self.uses(tx, token):
@@ -340,8 +343,7 @@ class Moves:
             task = tx.insert_task(token.token, name, visit, contract, turn)
             tx.record(token.token, Kind.TASK_QUEUED, {"task": task, "state": state})
             if spec.uses:
-                declared = self.graphs.of(tx, token.checksum).document.resources
-                resources.queue(tx, task, token, spec.uses, declared)
+                resources.queue(tx, task, token, spec.uses, self.declared(tx, token))
         if spec.timeout is not None:
             self.set_timer(
                 tx, token, TIMEOUT_EVENT, None, parse_duration(spec.timeout), TimerKind.TIMEOUT
@@ -380,6 +382,7 @@ class Moves:
         spec = self.flow(tx, token).state(token.state)
         task.claimed_by, task.lease_until = None, None
         if spec.uses:
+            breaker.failed(tx, task, token.token, failed, self.declared(tx, token))
             resources.release(tx, task.id)
         if task.attempt <= spec.retries and not repeats.stopped(tx, token, spec, failed):
             self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))

@@ -1,11 +1,12 @@
 """What a report does to the token of the task it reports on: an event moves it, `waiting`
 keeps the task for a report from outside, `failed` ends the attempt (a retry, or the
-token fails); each keeps the report's context changes. The engine finds the task and its
-token first (`Engine._held_task`)."""
+token fails), `quota` gives the attempt back and parks its resource key (`quota.py`); all
+but `quota` keep the report's context changes. The engine finds the task and its token
+first (`Engine._held_task`)."""
 
 from __future__ import annotations
 
-from stateous.control import checks
+from stateous.control import breaker, checks, quota
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import TaskRow, TokenRow, Tx
 from stateous.model.vocabulary import Kind, TaskStatus
@@ -14,6 +15,9 @@ from stateous.model.wire import ReportBody
 
 def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody) -> None:
     """Apply the outcome of `body` to the task `row` of `token`, in `tx`."""
+    if body.kind == "quota":
+        quota.report(tx, moves, row, token, body)
+        return
     flow = moves.flow(tx, token)
     changes = body.context or {}
     merged = checks.context(flow, {**token.context, **changes}) if changes else None
@@ -24,6 +28,8 @@ def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody)
             moves.keep_outcome(tx, token, changes, merged, [])
         moves.fail_attempt(tx, row, token, body.error or "the routine failed", body.retry_after)
         return
+    if moves.uses(tx, token):
+        breaker.succeeded(tx, row.id, moves.declared(tx, token))
     schedules = checks.schedules(flow, body.schedules)
     if body.kind == "waiting":
         moves.keep_outcome(tx, token, changes, merged, schedules)

@@ -1,5 +1,6 @@
-"""What an operator sees of resources and does to them: `GET /resources`, pause, resume and
-`set --slots`, each one transaction; and what a waiting task's listing says it waits for.
+"""What an operator sees of resources and does to them: `GET /resources`, pause, resume,
+`set --slots` and `open` (a parked key), each one transaction; and what a waiting task's
+listing says it waits for.
 
 A pause lets nothing more in: the tasks let in but not claimed yet give their slots back
 and wait. A resume, or more slots, lets in the oldest that wait. Fewer slots take effect
@@ -12,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from stateous.control import resources
-from stateous.control.errors import InvalidSlots, ResourceNotFound
-from stateous.control.store import ResourceRow, Tx
+from stateous.control import parking, quota, resources
+from stateous.control.errors import InvalidSlots, KeyNotParked, ResourceNotFound
+from stateous.control.store import Counter, ParkingRow, ResourceRow, Tx
 from stateous.control.store import to_iso as when
-from stateous.model.resources import KeyView, ResourceView, Taker, waits_shown
+from stateous.model.resources import KeyView, Parked, ResourceView, Taker, shown, waits_shown
+from stateous.model.vocabulary import ParkingCause
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -24,11 +26,12 @@ if TYPE_CHECKING:
 
 def views(engine: Engine) -> list[ResourceView]:
     """Every resource, by name, with its keys that have slots in use or tasks waiting."""
-    return engine.store.read(lambda tx: [_view(tx, row) for row in tx.resources()])
+    return engine.store.read(lambda tx: [_view(tx, row, tx.counters()) for row in tx.resources()])
 
 
-def _view(tx: Tx, row: ResourceRow) -> ResourceView:
+def _view(tx: Tx, row: ResourceRow, counted: dict[tuple[str, str], int]) -> ResourceView:
     waiting = tx.waiting_counts(row.name)
+    parked = {parking.key: parking for parking in tx.parkings(row.name)}
     takers: dict[str, list[Taker]] = {}
     for taker in tx.takers(row.name):
         takers.setdefault(taker.key, []).append(
@@ -41,9 +44,10 @@ def _view(tx: Tx, row: ResourceRow) -> ResourceView:
             takers=takers.get(key.key, []),
             waiting=waiting.get(key.key, 0),
             closed_until=None if key.closed_until is None else when(key.closed_until),
+            parked=_parked(tx, parked.get(key.key), row.slots),
         )
         for key in tx.resource_keys(row.name)
-        if key.in_use or key.key in waiting
+        if key.in_use or key.key in waiting or key.key in parked
     ]
     return ResourceView(
         name=row.name,
@@ -53,6 +57,28 @@ def _view(tx: Tx, row: ResourceRow) -> ResourceView:
         in_use=sum(key.in_use for key in keys),
         waiting=sum(waiting.values()),
         keys=keys,
+        parkings=sum(n for (name, label), n in counted.items() if _parkings(name, label, row)),
+    )
+
+
+def _parkings(name: str, label: str, row: ResourceRow) -> bool:
+    return name == Counter.PARKINGS and label.partition(" ")[0] == row.name
+
+
+def _parked(tx: Tx, row: ParkingRow | None, slots: int) -> Parked | None:
+    """A parked key's view: why, until when, and how it reopens."""
+    if row is None or row.cause is None or row.until is None:
+        return None
+    reopening = None
+    if row.step is not None and row.until <= tx.now:
+        size = parking.cohort(row.step, slots)
+        reopening = "probe" if row.step == 0 else f"cohort of {size}"
+    return Parked(
+        cause=row.cause,
+        until=when(row.until),
+        reason=row.reason or "",
+        fingerprint=row.fingerprint if row.cause == ParkingCause.BREAKER else None,
+        reopening=reopening,
     )
 
 
@@ -68,7 +94,7 @@ def _change(
         change(tx, replace(row, changed_at=tx.now, changed_by=by))
         new = tx.resource(name)
         assert new is not None
-        return _view(tx, new)
+        return _view(tx, new, tx.counters())
 
     return engine.store.write(operation)
 
@@ -106,6 +132,16 @@ def set_slots(engine: Engine, name: str, slots: object, by: str | None = None) -
     return _change(engine, name, by, change)
 
 
+def open_key(engine: Engine, name: str, key: str, by: str | None = None) -> ResourceView:
+    """Reopen a parked key of a resource at once and whole (`stateous resource open`)."""
+
+    def change(tx: Tx, row: ResourceRow) -> None:
+        if not quota.open_key(tx, row.name, key):
+            raise KeyNotParked(f"{shown(row.name, key)} is not parked")
+
+    return _change(engine, name, by, change)
+
+
 def waits_lines(tx: Tx, tasks: list[int]) -> dict[int, str]:
     """What each of these tasks that waits for a resource waits for (`waits_line`)."""
     return {task: waits_line(tx, text) for task, text in tx.waits_for(tasks).items()}
@@ -125,7 +161,21 @@ def waits_line(tx: Tx, waits_for: str) -> str:
     if takers:
         shown = ", ".join(f"task {taker.task} of {taker.token}" for taker in takers[:3])
         return f"{line}, held by {shown}"
+    parked = tx.parking(resource, key)
+    if parked is not None and parked.cause is not None and parked.until is not None:
+        waiting = tx.waiting_counts(resource).get(key, 0)
+        return f"{line}: {parked_line(resource, key, parked, waiting)}"
     state = tx.resource_key(resource, key)
     if state is not None and state.closed_until is not None:
         return f"{line} (its rate lets one in at {when(state.closed_until)})"
     return line
+
+
+def parked_line(resource: str, key: str, row: ParkingRow, waiting: int) -> str:
+    """`parked: llm=acct-1 until 14:05:10, 37 tasks waiting; reason: 429 ...`."""
+    assert row.until is not None
+    until = when(row.until)[11:19]
+    return (
+        f"parked: {shown(resource, key)} until {until}, {waiting} tasks waiting; "
+        f"reason: {row.reason}"
+    )

@@ -8,14 +8,17 @@ passes over it and a workflow without resources pays nothing. A report, a failed
 attempt, an ended lease, a cancel, a pause of the token, a report that the work goes on
 outside: each releases the task's slots in the same transaction and lets in the oldest
 tasks that wait for them. A rate's empty bucket closes its key until it holds a token
-again; the clock opens it (`opened`). Everything runs inside the caller's transaction.
+again, and so does a quota report or a breaker (`quota.py`); the clock opens it
+(`opened`), and a parked key reopens through a probe and cohorts (`parking.py`).
+Everything runs inside the caller's transaction.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from stateous.control.store import KeyRow, ResourceRow, Store, TokenRow, Tx, UseRow
+from stateous.control import parking
+from stateous.control.store import KeyRow, ParkingRow, ResourceRow, Store, TokenRow, Tx, UseRow
 from stateous.model.graph_file import ResourceSpec
 from stateous.model.resources import key_of, parse_rate, waiting
 
@@ -91,7 +94,9 @@ def release(tx: Tx, task: int, waits_for: str | None = None) -> None:
     for use in taken:
         row = tx.resource_key(use.resource, use.key)
         if row is not None:
-            tx.put_key(replace(row, in_use=max(0, row.in_use - use.count)))
+            row = replace(row, in_use=max(0, row.in_use - use.count))
+            tx.put_key(row)
+            parking.ended(tx, row, task)
     for use in taken:
         let_in(tx, use.resource, use.key)
 
@@ -150,6 +155,7 @@ def _decide(tx: Tx, uses: list[UseRow], declared: dict[str, ResourceSpec]) -> Us
     """Take every use's slots (and tokens) if all are free, or none: answer the first use
     that is not (None: all taken). The keys are locked in the order of the uses."""
     taken: list[KeyRow] = []
+    gated: list[tuple[ParkingRow, int, int]] = []
     for use in uses:
         resource = tx.resource(use.resource)
         if resource is None:
@@ -165,9 +171,16 @@ def _decide(tx: Tx, uses: list[UseRow], declared: dict[str, ResourceSpec]) -> Us
             if opens is not None and (key.closed_until is None or key.closed_until <= tx.now):
                 tx.put_key(replace(key, closed_until=opens))
             return use
+        reopening = parking.gate(tx, key, resource.slots)
+        if reopening is False:
+            return use
+        if isinstance(reopening, ParkingRow):
+            gated.append((reopening, use.task, resource.slots))
         taken.append(after)
     for key in taken:
         tx.put_key(key)
+    for row, task, slots in gated:
+        parking.admitted(tx, row, task, slots)
     return None
 
 

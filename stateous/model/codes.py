@@ -37,6 +37,9 @@ class RefusalCode(StrEnum):
     INVALID_SCHEDULE = "invalid_schedule"
     INVALID_SLOTS = "invalid_slots"
     INVALID_BODY = "invalid_body"
+    INVALID_QUOTA = "invalid_quota"
+    RESOURCE_NOT_USED = "resource_not_used"
+    KEY_NOT_PARKED = "key_not_parked"
     EVENT_NOT_ALLOWED = "event_not_allowed"
     TOKEN_NOT_ACTIVE = "token_not_active"
     CHILD_TOKEN = "child_token"
@@ -83,6 +86,9 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.INVALID_SCHEDULE: 422,
     RefusalCode.INVALID_SLOTS: 422,
     RefusalCode.INVALID_BODY: 422,
+    RefusalCode.INVALID_QUOTA: 422,
+    RefusalCode.RESOURCE_NOT_USED: 409,
+    RefusalCode.KEY_NOT_PARKED: 409,
     RefusalCode.EVENT_NOT_ALLOWED: 409,
     RefusalCode.TOKEN_NOT_ACTIVE: 409,
     RefusalCode.CHILD_TOKEN: 409,

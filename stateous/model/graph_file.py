@@ -87,10 +87,12 @@ class ScheduleSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unkn
 
 
 class ResourceSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
-    """A resource of `flow.py`: `slots` per key, and maybe a `rate` (`N/second|minute|hour`)."""
+    """A resource of `flow.py`: `slots` per key, maybe a `rate` (`N/second|minute|hour`), and
+    maybe a `breaker`: the failed attempts in a row, alike, that close a key."""
 
     slots: int = 1
     rate: str | None = None
+    breaker: int | None = None
 
 
 class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):

@@ -35,7 +35,13 @@ def parse_rate(rate: str) -> tuple[int, float]:
     return int(found[1]), RATE_UNITS[found[2]]
 
 
-def resource_problems(name: object, slots: object, rate: object) -> list[str]:
+#: The most failed attempts in a row that a breaker may wait for.
+BREAKER_LIMIT = 1000
+
+
+def resource_problems(
+    name: object, slots: object, rate: object, breaker: object = None
+) -> list[str]:
     """Every problem of a resource's declaration, each naming its field."""
     found = []
     problem = name_problem(name)
@@ -48,6 +54,12 @@ def resource_problems(name: object, slots: object, rate: object) -> list[str]:
             parse_rate(rate)  # type: ignore[arg-type]
         except ValueError as ex:
             found.append(f"rate: {ex}")
+    if breaker is not None and (
+        not isinstance(breaker, int)
+        or isinstance(breaker, bool)
+        or not 1 < breaker <= BREAKER_LIMIT
+    ):
+        found.append(f"breaker: {breaker!r} must be a whole number from 2 to {BREAKER_LIMIT}")
     return found
 
 
@@ -105,15 +117,29 @@ class Taker(msgspec.Struct, kw_only=True):
     count: int
 
 
+class Parked(msgspec.Struct, kw_only=True):
+    """Why a key is parked (`quota` or `breaker`) and until when (UTC), the failure's
+    `fingerprint` for a breaker, and how it reopens: `probe`, `cohort of N`, or null while
+    closed."""
+
+    cause: str
+    until: str
+    reason: str
+    fingerprint: str | None
+    reopening: str | None
+
+
 class KeyView(msgspec.Struct, kw_only=True):
-    """A key of a resource: its slots in use and by whom, how many tasks wait for it, and
-    until when a rate's empty bucket closes it (UTC, or null)."""
+    """A key of a resource: its slots in use and by whom, how many tasks wait for it,
+    until when it is closed (a rate's empty bucket, a parking: UTC, or null), and its
+    parking (null: not parked)."""
 
     key: str
     in_use: int
     takers: list[Taker]
     waiting: int
     closed_until: str | None
+    parked: Parked | None = None
 
 
 class ResourceView(msgspec.Struct, kw_only=True):
@@ -127,9 +153,18 @@ class ResourceView(msgspec.Struct, kw_only=True):
     in_use: int
     waiting: int
     keys: list[KeyView]
+    #: Ours (issue 42): how many times its keys were parked since the control plane started
+    #: counting (quota reports and breakers).
+    parkings: int = 0
 
 
 class SlotsBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """`POST /resources/{name}/set`: the resource's slots per key from now on."""
 
     slots: int
+
+
+class KeyBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """`POST /resources/{name}/open`: the parked key to reopen (`""`: the resource's one key)."""
+
+    key: str

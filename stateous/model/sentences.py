@@ -68,6 +68,15 @@ def _retried(data: Data) -> str:
     return f"{told}; context changed: {', '.join(changes)}" if changes else told
 
 
+def _key(data: Data) -> str:
+    return f"{data['resource']}={data['key']}" if data["key"] else str(data["resource"])
+
+
+def _parked(data: Data) -> str:
+    told = f"{_key(data)} parked until {data['until']} ({data['cause']}): {data['reason']}"
+    return f"{told}; fingerprint {data['fingerprint']}" if data.get("fingerprint") else told
+
+
 def _ended(reason_kind: str) -> Callable[[Data], str]:
     def sentence(data: Data) -> str:
         reason = data.get("reason")
@@ -95,6 +104,17 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
         f"task {data['task']}: the same failure {data['repeats']} times with the same input: "
         "not tried again"
     ),
+    Kind.TASK_PARKED: lambda data: (
+        f"task {data['task']} parked until {data['until']} (attempt given back): {data['reason']}"
+    ),
+    Kind.RESOURCE_PARKED: _parked,
+    Kind.RESOURCE_PROBE: lambda data: (
+        f"task {data['task']} let in to {_key(data)} as the probe after its parking"
+    ),
+    Kind.RESOURCE_COHORT: lambda data: (
+        f"{_key(data)} lets in a cohort of {data['size']} after its parking"
+    ),
+    Kind.RESOURCE_REOPENED: lambda data: f"{_key(data)} reopened after its parking",
     Kind.TIMER_SET: _timer_set,
     Kind.TIMER_FIRED: lambda data: f"timer fired: {data['event']}",
     Kind.EVENT_REJECTED: lambda data: f"{data['event']} refused: {data['reason']}",

@@ -61,6 +61,13 @@ class TimerKind(StrEnum):
     RETRY = "retry"
 
 
+class ParkingCause(StrEnum):
+    """What closed a resource's key: a provider's quota, or its breaker (a failure storm)."""
+
+    QUOTA = "quota"
+    BREAKER = "breaker"
+
+
 class Role(StrEnum):
     """What a credential may do: everything, the work of tasks, or firing its events."""
 
@@ -89,6 +96,13 @@ class Kind(StrEnum):
     TASK_RETRYING = "task_retrying"
     #: A task's retries ended early: the same failure on the same context (`stop_on_repeat`).
     RETRIES_STOPPED = "retries_stopped"
+    #: Ours: a quota report gave the attempt back; the task waits for the reset.
+    TASK_PARKED = "task_parked"
+    #: Ours: a key closed by a quota report or its breaker, opened by a probe and cohorts.
+    RESOURCE_PARKED = "resource_parked"
+    RESOURCE_PROBE = "resource_probe"
+    RESOURCE_COHORT = "resource_cohort"
+    RESOURCE_REOPENED = "resource_reopened"
     TIMER_SET = "timer_set"
     TIMER_FIRED = "timer_fired"
     CONTEXT_CHANGED = "context_changed"
@@ -116,11 +130,13 @@ CLOSING: Final = {TaskStatus.DONE: Kind.TASK_DONE, TaskStatus.CANCELLED: Kind.TA
 
 class ReportKind(StrEnum):
     """What a report says of a task's attempt: its event, that it waits for one from
-    outside, or that it failed."""
+    outside, that it failed, or that a provider's quota stopped it (ours: the attempt is
+    given back and the resource's key parked)."""
 
     EVENT = "event"
     WAITING = "waiting"
     FAILED = "failed"
+    QUOTA = "quota"
 
 
 class MessageKind(StrEnum):

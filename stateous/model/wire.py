@@ -336,9 +336,9 @@ class NextBody(msgspec.Struct, kw_only=True):
 
 
 class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """The outcome of a task: an event, waiting, or a failed attempt."""
+    """The outcome of a task: an event, waiting, a failed attempt, or a quota that stopped it."""
 
-    kind: Literal["event", "waiting", "failed"]
+    kind: Literal["event", "waiting", "failed", "quota"]
     event: str | None = None
     payload: dict[str, Any] | None = None
     error: str | None = None
@@ -349,6 +349,11 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: With `failed`: the seconds to wait before the next attempt (a provider's
     #: `Retry-After`), instead of the state's backoff.
     retry_after: float | None = None
+    #: Ours, with `quota`: the resource whose key the task holds that the provider's quota
+    #: stopped (none: only the task waits), when the quota resets (UTC, ISO), and why.
+    resource: str | None = None
+    resets_at: str | None = None
+    reason: str | None = None
     #: Ours: the supervisor's next task, granted in the answer (`Reported`) as a claim
     #: with these fields would be; a report from outside cannot ask it.
     next: NextBody | None = None

@@ -103,6 +103,7 @@ class Resource:
     name: str
     slots: int
     rate: str | None
+    breaker: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,17 +310,24 @@ class Workflow:
                     ) from None
 
     def resource(
-        self, name: str, *, slots: int = 1, rate: str | None = None, **unknown: Any
+        self,
+        name: str,
+        *,
+        slots: int = 1,
+        rate: str | None = None,
+        breaker: int | None = None,
+        **unknown: Any,
     ) -> Resource:
-        """Declare a resource that states `uses`: `slots` per key, and maybe a `rate`."""
+        """Declare a resource that states `uses`: `slots` per key, and maybe a `rate` and a
+        `breaker` (so many failed attempts in a row on a key, alike, close it)."""
         what = f"resource {name!r}"
-        _unknown_keywords(what, unknown, ("slots", "rate"))
-        found = resource_problems(name, slots, rate)
+        _unknown_keywords(what, unknown, ("slots", "rate", "breaker"))
+        found = resource_problems(name, slots, rate, breaker)
         if name in self.resources:
             found.append(f"it is declared twice in workflow {self.name!r}")
         if found:
             raise DefinitionError(f"{what}: {'; '.join(found)}")
-        resource = Resource(name, slots, rate)
+        resource = Resource(name, slots, rate, breaker)
         self.resources[name] = resource
         return resource
 

@@ -14,7 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 from stateous.model.vocabulary import ReportKind
-from stateous.supervisor.routine import Context, Occurrence, RetryLater, StateRef
+from stateous.supervisor.routine import (
+    Context,
+    Occurrence,
+    QuotaExhausted,
+    RetryLater,
+    StateRef,
+)
 from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
@@ -57,11 +63,24 @@ def report_of(state: StateRef, result: Any, ctx: Context[Any]) -> dict[str, Any]
 
 def failed_report(error: str, raised: Exception | None = None) -> dict[str, Any]:
     """The body of a failed attempt; a routine that raised `RetryLater` adds the wait it
-    asked for, so the control plane takes it instead of the state's `retry_delay`."""
+    asked for, so the control plane takes it instead of the state's `retry_delay`; one that
+    raised `QuotaExhausted` reports the quota instead, which spends no attempt."""
+    if isinstance(raised, QuotaExhausted):
+        return raised.report()
     body: dict[str, Any] = {"kind": ReportKind.FAILED, "error": error}
     if isinstance(raised, RetryLater):
         body["retry_after"] = raised.seconds
     return body
+
+
+def raised_report(label: str, error: str, raised: Exception) -> dict[str, Any]:
+    """The report of a routine that raised, said in the log: a quota as a warning, any other
+    failure as an error with its traceback."""
+    if isinstance(raised, QuotaExhausted):
+        log.warning("%s: the routine met a quota: %s", label, raised.reason)
+    else:
+        log.error("%s: the routine failed: %s", label, error, exc_info=raised)
+    return failed_report(error, raised)
 
 
 def reported(label: str, body: dict[str, Any]) -> None:
@@ -70,5 +89,7 @@ def reported(label: str, body: dict[str, Any]) -> None:
         log.info("%s: reported %s", label, body["event"])
     elif body["kind"] == ReportKind.WAITING:
         log.info("%s: waits for a report from outside", label)
+    elif body["kind"] == ReportKind.QUOTA:
+        log.info("%s: reported a quota: %s", label, body.get("reason"))
     else:
         log.info("%s: reported a failed attempt: %s", label, body.get("error"))

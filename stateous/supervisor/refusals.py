@@ -30,6 +30,8 @@ REPORT_FAILS = (
     RefusalCode.EVENT_NOT_ALLOWED,
     RefusalCode.INVALID_CONTEXT,
     RefusalCode.INVALID_PAYLOAD,
+    RefusalCode.INVALID_QUOTA,
+    RefusalCode.RESOURCE_NOT_USED,
 )
 #: Refusals that say "try again later", not "this message is wrong".
 TRY_AGAIN = (RefusalCode.DATABASE_BUSY, RefusalCode.NOT_SERVING)

@@ -18,6 +18,7 @@ import inspect
 import typing
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
@@ -55,6 +56,52 @@ class RetryLater(Exception):
         super().__init__(reason or f"retry in {seconds:g} seconds")
         self.seconds = float(seconds)
         self.reason = reason
+
+
+class QuotaExhausted(Exception):
+    """Raised by a routine when a provider's quota stops its work (a 429): the attempt is
+    given back, not counted, and the key of `resource` that the task took closes until the
+    quota resets, at `resets_at` (an aware datetime) or in `retry_after` seconds; without
+    either, for a wait the control plane doubles. Without `resource`, only the task waits.
+    """
+
+    def __init__(
+        self,
+        resource: str | None = None,
+        *,
+        resets_at: datetime | None = None,
+        retry_after: float | None = None,
+        reason: str = "",
+    ) -> None:
+        if resets_at is not None and retry_after is not None:
+            raise ValueError("QuotaExhausted takes resets_at= or retry_after=, not both")
+        if resets_at is not None and (
+            not isinstance(resets_at, datetime) or resets_at.utcoffset() is None
+        ):
+            raise ValueError(f"resets_at= is a datetime with its time zone, not {resets_at!r}")
+        if retry_after is not None and (
+            isinstance(retry_after, bool)
+            or not isinstance(retry_after, (int, float))
+            or retry_after < 0
+        ):
+            raise ValueError(f"retry_after= is a number of seconds, 0 or more: {retry_after!r}")
+        super().__init__(reason or f"the quota of {resource or 'the provider'} is used up")
+        self.resource = resource
+        self.resets_at = resets_at
+        self.retry_after = None if retry_after is None else float(retry_after)
+        self.reason = reason or str(self)
+
+    def report(self) -> dict[str, Any]:
+        """The body of the quota report that says it."""
+        body: dict[str, Any] = {"kind": "quota", "reason": self.reason}
+        if self.resource is not None:
+            body["resource"] = self.resource
+        if self.retry_after is not None:
+            body["retry_after"] = self.retry_after
+        if self.resets_at is not None:
+            moment = self.resets_at.astimezone(UTC)
+            body["resets_at"] = moment.isoformat().replace("+00:00", "Z")
+        return body
 
 
 class TaskGone(BaseException):

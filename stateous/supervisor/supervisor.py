@@ -32,7 +32,13 @@ from stateous.model.vocabulary import MessageKind
 from stateous.model.wire import Grant
 from stateous.supervisor import answers, granting
 from stateous.supervisor.answers import BadAnswer, BoundedConnection, read_grant, read_health
-from stateous.supervisor.attempt import failed_report, report_of, reported, run_routine
+from stateous.supervisor.attempt import (
+    failed_report,
+    raised_report,
+    report_of,
+    reported,
+    run_routine,
+)
 from stateous.supervisor.folder import (
     FolderError,
     Routines,
@@ -453,9 +459,7 @@ class Supervisor:
                 return None
             return failed_report(failure_text(self.root, ex))
         except Exception as ex:
-            error = failure_text(self.root, ex)
-            log.error("%s: the routine failed: %s", running.label, error, exc_info=ex)
-            return failed_report(error, ex)
+            return raised_report(running.label, failure_text(self.root, ex), ex)
 
     def _finish(self, running: Running, job: object = None) -> None:
         self.running.pop(running.grant.task, None)

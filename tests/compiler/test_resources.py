@@ -34,6 +34,8 @@ def coding(uses: dict[str, Any] | None = None, *, declare: bool = True) -> Workf
         ({"rate": "60/min"}, "rate: '60/min' is not a rate; write N/second, N/minute or N/hour"),
         ({"rate": "0/second"}, "rate: '0/second' is not a rate"),
         ({"colour": "red"}, "unknown keyword 'colour'"),
+        ({"breaker": 1}, "breaker: 1 must be a whole number from 2 to 1000"),
+        ({"breaker": "3"}, "breaker: '3' must be a whole number from 2 to 1000"),
     ],
 )
 def test_a_bad_resource_is_refused_in_flow_py_naming_its_field(
@@ -93,3 +95,16 @@ def test_serve_refuses_a_hand_edited_file_naming_the_field() -> None:
         "resources.repo.rate: 'fast' is not a rate; write N/second, N/minute or N/hour",
         "states.code.uses: uses 'gpu', which is not declared; declare it with flow.resource(...)",
     ]
+
+
+def test_a_breaker_is_in_the_graph_file_and_a_hand_edited_one_is_checked_by_serve() -> None:
+    flow = Workflow("coding")
+    flow.resource("repo", slots=1, breaker=3)
+    code = flow.state("code", uses={"repo": "ctx['repo']"})
+    flow.transition(START, code)
+    flow.transition(code, END, on=flow.event("done"))
+    document = msgspec.to_builtins(compile_workflow(flow))
+    assert document["resources"]["repo"] == {"breaker": 3}  # 1 slot by default
+    document["resources"]["repo"]["breaker"] = 0
+    problems = list(graph_rules.problems(graph_file.from_document(document)))
+    assert problems == ["resources.repo.breaker: 0 must be a whole number from 2 to 1000"]

@@ -163,6 +163,7 @@ REQUESTS = {
     ("POST", "/resources/{name}/pause"): ("/resources/no-such/pause", None),
     ("POST", "/resources/{name}/resume"): ("/resources/no-such/resume", None),
     ("POST", "/resources/{name}/set"): ("/resources/no-such/set", {"slots": 2}),
+    ("POST", "/resources/{name}/open"): ("/resources/no-such/open", {"key": "x"}),
     ("GET", "/tasks"): ("/tasks", None),
     ("GET", "/supervisors"): ("/supervisors", None),
     ("POST", "/tasks/claim"): ("/tasks/claim", {"supervisor": SUPERVISOR, "states": ["x"]}),

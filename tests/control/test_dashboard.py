@@ -557,3 +557,33 @@ def test_a_task_no_supervisor_could_take_shows_why_on_its_token_page_and_in_stuc
             lists = {title: rows.strip() for title, _, rows in (t.partition("\n") for t in found)}
             assert f"B-1\tbuild\t{MACOS}" in lists[titled]
             screenshot(browser, tmp_path / "waits-for-a-supervisor.png")
+
+
+def test_a_key_that_its_breaker_parked_is_listed_in_stuck_work_with_its_fingerprint(
+    browser: WebDriver, tmp_path: Path
+) -> None:
+    from stateous.control import resources
+    from tests.control.test_quota import coding
+
+    with open_backend("sqlite", tmp_path) as backend:
+        plane = plane_for(coding(breaker=2), backend)
+        document = plane.engine.graph.document
+        plane.store.write(lambda tx: resources.declare(tx, document.resources))
+        with serving(plane.engine) as served:
+            for token in ("R-1", "R-2"):
+                call(served, "POST", "/tokens", {"token": token, "context": {"repo": "acme/api"}})
+            for _ in range(2):
+                grant = call(
+                    served, "POST", "/tasks/claim", {"supervisor": "b", "states": ["code"]}
+                )
+                failed = {"supervisor": "b", "kind": "failed", "error": "boom 17"}
+                failed["attempt"] = grant["attempt"]
+                call(served, "POST", f"/tasks/{grant['task']}/report", failed)
+            browser.get(f"{served.url}/ui/")
+            titled = "Parked keys (quota or breaker)"
+            wait(browser, lambda driver: titled in texts_of(driver, "#stuck h3"))
+            found = texts_of(browser, "#stuck .stuck-list")
+            lists = {title: rows.strip() for title, _, rows in (t.partition("\n") for t in found)}
+            assert "\nrepo=acme/api\tbreaker\tuntil 20" in lists[titled], lists[titled]
+            assert "2 failed attempts alike in a row: boom 17 (fingerprint " in lists[titled]
+            screenshot(browser, tmp_path / "parked-keys.png")

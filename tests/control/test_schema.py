@@ -13,6 +13,7 @@ from stateous.control.store.migrations import LATEST, VERSIONS, split, statement
 from stateous.model.vocabulary import (
     LIVE_TASK,
     Kind,
+    ParkingCause,
     Role,
     TaskStatus,
     TimerKind,
@@ -30,6 +31,7 @@ VOCABULARY: dict[tuple[str, str], type[StrEnum]] = {
     ("timers", "kind"): TimerKind,
     ("credentials", "role"): Role,
     ("ledger", "kind"): Kind,
+    ("key_parkings", "cause"): ParkingCause,
 }
 #: The columns whose CHECK lists every word they may hold.
 CHECKED = [
@@ -38,6 +40,7 @@ CHECKED = [
     ("timers", "status"),
     ("timers", "kind"),
     ("credentials", "role"),
+    ("key_parkings", "cause"),
 ]
 PARTIAL_WITH_WORDS = [
     "ledger_deferred",

@@ -558,3 +558,30 @@ def test_the_outcome_schema_of_pydantic_payloads_accepts_what_outcome_accepts(
     for bad in ({"approved": True, "reasons": [{"text": "a"}]}, {"reasons": []}):
         with pytest.raises(Invalid):
             check({"event": "looked", "payload": bad}, "outcome")
+
+
+def test_quota_exhausted_reports_its_reset_in_utc_and_refuses_what_cannot_be() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from stateous import QuotaExhausted
+    from stateous.supervisor.attempt import failed_report
+
+    paris = timezone(timedelta(hours=1))
+    raised = QuotaExhausted("llm", resets_at=datetime(2026, 1, 5, 15, 5, 10, tzinfo=paris))
+    assert failed_report("ignored", raised) == {
+        "kind": "quota",
+        "resource": "llm",
+        "resets_at": "2026-01-05T14:05:10Z",
+        "reason": "the quota of llm is used up",
+    }
+    assert QuotaExhausted(retry_after=2, reason="429").report() == {
+        "kind": "quota",
+        "retry_after": 2.0,
+        "reason": "429",
+    }
+    with pytest.raises(ValueError, match="not both"):
+        QuotaExhausted("llm", resets_at=datetime.now(paris), retry_after=1)
+    with pytest.raises(ValueError, match="time zone"):
+        QuotaExhausted("llm", resets_at=datetime(2026, 1, 5))
+    with pytest.raises(ValueError, match="0 or more"):
+        QuotaExhausted("llm", retry_after=-1)

@@ -201,7 +201,15 @@ def counter_families(shot: stats.Snapshot) -> list[Family]:
     reports = Family("stateous_reports_total", "counter", "Reports of tasks taken, by outcome.")
     for outcome in OUTCOMES:
         reports.add(shot.total(Counter.REPORTS, outcome), outcome=outcome)
-    return [*found, refused, reports]
+    parkings = Family(
+        "stateous_resource_parkings_total",
+        "counter",
+        "Keys parked by a quota report or a breaker, by resource and cause.",
+    )
+    for label, n in sorted(shot.labels(Counter.PARKINGS).items()):
+        resource, _, cause = label.partition(" ")
+        parkings.add(n, resource=resource, cause=cause)
+    return [*found, refused, reports, parkings]
 
 
 def writer_families(engine: Engine) -> list[Family]:

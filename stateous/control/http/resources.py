@@ -34,7 +34,7 @@ from stateous.control.waiting_claims import COME_BACK
 from stateous.control.webhooks import PING
 from stateous.model import wire
 from stateous.model.limits import INTEGER_LIMIT
-from stateous.model.resources import SlotsBody
+from stateous.model.resources import KeyBody, SlotsBody
 from stateous.model.schedule import ScheduleBody
 from stateous.model.vocabulary import Role
 
@@ -491,3 +491,7 @@ class Limits(Resource):
     def on_post_set(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         body = read_shape(req, SlotsBody)
         answer(resp, resource_steering.set_slots(self.engine, name, body.slots, caller(req)))
+
+    def on_post_open(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        body = read_shape(req, KeyBody)
+        answer(resp, resource_steering.open_key(self.engine, name, body.key, caller(req)))

@@ -21,7 +21,7 @@ from stateous.control.http.graph_layout import Layout
 from stateous.control.http.operations import PROMETHEUS, Operation, Route
 from stateous.model import wire
 from stateous.model.codes import RefusalCode
-from stateous.model.resources import ResourceView, SlotsBody
+from stateous.model.resources import KeyBody, ResourceView, SlotsBody
 from stateous.model.schedule import ScheduleBody, ScheduleView
 from stateous.model.vocabulary import Role
 
@@ -389,6 +389,19 @@ ROUTES: tuple[Route, ...] = (
             (*BODY, RefusalCode.RESOURCE_NOT_FOUND, RefusalCode.INVALID_SLOTS),
         ),
     ),
+    Route(
+        "POST",
+        "/resources/{name}/open",
+        resources.Limits,
+        "open",
+        OPERATOR,
+        Operation(
+            "reopen a parked key of a resource at once and whole",
+            KeyBody,
+            ((200, ResourceView),),
+            (*BODY, RefusalCode.RESOURCE_NOT_FOUND, RefusalCode.KEY_NOT_PARKED),
+        ),
+    ),
     Route("POST", "/schedules/{name}/pause", resources.Schedules, "pause", OPERATOR, SCHEDULE),
     Route("POST", "/schedules/{name}/resume", resources.Schedules, "resume", OPERATOR, SCHEDULE),
     Route(
@@ -469,6 +482,8 @@ ROUTES: tuple[Route, ...] = (
                 RefusalCode.INVALID_PAYLOAD,
                 RefusalCode.TOO_MANY_TIMERS,
                 RefusalCode.EVENT_NOT_ALLOWED,
+                RefusalCode.INVALID_QUOTA,
+                RefusalCode.RESOURCE_NOT_USED,
             ),
         ),
     ),

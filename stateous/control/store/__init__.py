@@ -55,6 +55,7 @@ from stateous.control.store.counts import Counter
 from stateous.control.store.fleet_sql import Seen
 from stateous.control.store.listing_sql import SupervisorRow, TaskQuery, TokenQuery
 from stateous.control.store.locks import Lock, TenureLost, TenureRefused
+from stateous.control.store.parking_sql import ParkingRow
 from stateous.control.store.plan_sql import PlanRow, PlanTokenRow
 from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, UseRow
 from stateous.control.store.retention_sql import Removed, Tree
@@ -94,6 +95,7 @@ __all__ = [
     "KeepAndRaise",
     "KeyRow",
     "Lock",
+    "ParkingRow",
     "PlanRow",
     "PlanTokenRow",
     "QueueBy",

@@ -49,6 +49,8 @@ class Counter(StrEnum):
     TIMERS_FIRED = "timers_fired"
     #: Tokens that retention removed, children included (`stateous.control.retention`).
     TOKENS_REMOVED = "tokens_removed"
+    #: Keys parked by a quota report or a breaker, labelled `resource cause`.
+    PARKINGS = "parkings"
     #: Gauges, kept as counts that go up and down: live tokens by status and state, and
     #: live tasks by status and state, each labelled `status state`; pending timers.
     LIVE_TOKENS = "live_tokens"

@@ -54,6 +54,7 @@ from stateous.control.store.graphs_sql import GraphsSql
 from stateous.control.store.lease_sql import LeaseSql
 from stateous.control.store.listing_sql import ListingSql
 from stateous.control.store.memory_sql import MemorySql
+from stateous.control.store.parking_sql import ParkingSql
 from stateous.control.store.plan_sql import PlanSql
 from stateous.control.store.positions import Reservation
 from stateous.control.store.queued import Queued
@@ -87,6 +88,7 @@ class SqlTx(
     LeaseSql,
     MemorySql,
     ResourceSql,
+    ParkingSql,
     TenureSql,
     FleetSql,
     TurnSql,

@@ -270,10 +270,10 @@ function mountOverview(main) {
         link: drawing.workflow === top ? (state) => `#/tokens?status=active&state=${enc(state)}` : null,
       }),
       countsTable(drawing, counts[drawing.workflow] || {}))));
-    const [waiting, tasks, seen, leaseSeconds, ended] = await Promise.all([
+    const [waiting, tasks, seen, leaseSeconds, ended, shared] = await Promise.all([
       summary ? waitingTokens() : active.rows, optional("/tasks?limit=1000"),
-      optional("/supervisors"), lease(), failedTokens()]);
-    stuck.replaceChildren(...stuckWork(tasks, waiting), stoppedList(ended));
+      optional("/supervisors"), lease(), failedTokens(), optional("/resources")]);
+    stuck.replaceChildren(...stuckWork(tasks, waiting), parkedKeys(shared), stoppedList(ended));
     failed.replaceChildren(failedList(ended));
     supervisors.replaceChildren(supervisorList(seen, leaseSeconds));
     stats.replaceChildren(summary ? lastHour(summary) : unavailable("GET /stats"));
@@ -303,6 +303,23 @@ function taskRows(tasks, detail) {
 function stuckList(title, rows, headings) {
   return el("div", { class: "stuck-list" }, el("h3", {}, title),
     rows.length ? table(headings, rows) : nothing("None."));
+}
+
+/* The keys that a quota report or a breaker parked, from GET /resources (ours). */
+function parkedKeys(shared) {
+  if (shared === null) return unavailable("GET /resources: parked keys");
+  const rows = [];
+  for (const resource of shared) {
+    for (const key of resource.keys) {
+      if (!key.parked) continue;
+      const parked = key.parked;
+      const why = parked.fingerprint ? `${parked.reason} (fingerprint ${parked.fingerprint})` : parked.reason;
+      rows.push(el("tr", {}, el("td", {}, key.key ? `${resource.name}=${key.key}` : resource.name),
+        el("td", {}, parked.cause), el("td", {}, parked.reopening || `until ${parked.until}`),
+        el("td", {}, `${key.waiting} waiting`), el("td", {}, why)));
+    }
+  }
+  return stuckList("Parked keys (quota or breaker)", rows, ["Key", "Cause", "", "", "Reason"]);
 }
 
 function stuckWork(tasks, activeTokens) {

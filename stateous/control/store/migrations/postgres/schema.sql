@@ -286,3 +286,18 @@ CREATE TABLE preferred (
     label TEXT NOT NULL,
     until DOUBLE PRECISION NOT NULL
 );
+
+-- A key parked by a quota report or its breaker, or whose breaker counts failures (0021).
+CREATE TABLE key_parkings (
+    resource TEXT COLLATE "C" NOT NULL,
+    key TEXT COLLATE "C" NOT NULL,
+    cause TEXT CHECK (cause IN ('quota', 'breaker')),
+    reason TEXT,
+    until TEXT,
+    times INTEGER NOT NULL,
+    step INTEGER,
+    admitted INTEGER NOT NULL,
+    fingerprint TEXT,
+    streak INTEGER NOT NULL,
+    PRIMARY KEY (resource, key)
+);

@@ -287,3 +287,18 @@ CREATE TABLE preferred (
     label TEXT NOT NULL,
     until REAL NOT NULL
 ) WITHOUT ROWID;
+
+-- A key parked by a quota report or its breaker, or whose breaker counts failures (0021).
+CREATE TABLE key_parkings (
+    resource TEXT NOT NULL,
+    key TEXT NOT NULL,
+    cause TEXT CHECK (cause = 'quota' OR cause = 'breaker'),
+    reason TEXT,
+    until TEXT,
+    times INTEGER NOT NULL,
+    step INTEGER,
+    admitted INTEGER NOT NULL,
+    fingerprint TEXT,
+    streak INTEGER NOT NULL,
+    PRIMARY KEY (resource, key)
+) WITHOUT ROWID;
