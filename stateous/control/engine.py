@@ -417,7 +417,7 @@ class Engine:
         if waiter is not None:
             waiter.rewind()
         try:
-            grant = self._claim_once(supervisor, states, queues, request, by)
+            grant = self._claim_once(supervisor, queues, request, by)
         except BaseException:
             if waiter is not None:
                 waiter.leave()
@@ -437,12 +437,7 @@ class Engine:
         return claiming.queues(self.graphs, fitting, checksum, prefer)
 
     def _claim_once(
-        self,
-        supervisor: str,
-        states: list[str],
-        queues: Queues,
-        request: str | None,
-        by: str | None,
+        self, supervisor: str, queues: Queues, request: str | None, by: str | None
     ) -> Grant | None:
         labels = self.fleet.to_keep(supervisor)
 
