@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stateous.control import checks, claiming, eager, mending, outcomes, resources
+from stateous.control import checks, claiming, eager, mending, resources, spending
 from stateous.control.errors import (
     AttemptOver,
     ChildToken,
@@ -65,6 +65,8 @@ from stateous.model.wire import (
 
 #: A token's context as a start gives it (None: empty).
 Context = dict[str, Any] | None
+#: A token's budget, checked, by unit (None: its workflow's, if any).
+Limits = dict[str, float] | None
 
 
 class Engine:
@@ -139,22 +141,29 @@ class Engine:
     # starting and firing
 
     def start(
-        self, token: str, context: Context = None, *, by: str | None = None, priority: int = 0
+        self,
+        token: str,
+        context: Context = None,
+        *,
+        by: str | None = None,
+        priority: int = 0,
+        budget: Any = None,
     ) -> tuple[TokenView, bool]:
-        """Start a token, or answer the one that exists with this id, whatever the context
-        and the priority (both are checked only for a token that is new)."""
+        """Start a token, or answer the one that exists with this id, whatever the context,
+        the priority and the budget (checked only for a token that is new)."""
         checks.token_id(token)
         checks.priority(priority)
-        return self._write(lambda tx: self.start_in(tx, token, context, priority), by)
+        limits = None if budget is None else spending.checked_budget(self, budget)
+        return self._write(lambda tx: self.start_in(tx, token, context, priority, limits), by)
 
     def start_in(
-        self, tx: Tx, token: str, context: Context, priority: int = 0
+        self, tx: Tx, token: str, context: Context, priority: int = 0, budget: Limits = None
     ) -> tuple[TokenView, bool]:
         """Start a token in `tx`, or answer the one of this id (a schedule's start)."""
         existing = self._existing(tx, token)
         if existing is not None:
             return view(existing), False
-        return self._start(tx, token, context, None, priority), True
+        return self._start(tx, token, context, None, priority, budget), True
 
     @staticmethod
     def _existing(tx: Tx, token: str) -> TokenRow | None:
@@ -167,7 +176,13 @@ class Engine:
         return existing
 
     def _start(
-        self, tx: Tx, token: str, context: Context, key: str | None = None, priority: int = 0
+        self,
+        tx: Tx,
+        token: str,
+        context: Context,
+        key: str | None = None,
+        priority: int = 0,
+        budget: Limits = None,
     ) -> TokenView:
         """Start a token that does not exist; its `started` entry keeps the idempotency key
         of the delivery that started it, so that a redelivery is a duplicate."""
@@ -184,6 +199,7 @@ class Engine:
         row.checksum, row.priority = self.graph.checksum, priority
         tx.insert_token(row)
         tx.record(token, Kind.STARTED, {"context": checked}, key)
+        spending.open_in(self, tx, token, budget)
         self.moves.first_move(tx, row)
         return view(row)
 
@@ -272,13 +288,6 @@ class Engine:
             raise TokenNotActive(f"token {token!r} is {row.status}; it cannot be {done}")
         return row
 
-    def _family(self, tx: Tx, row: TokenRow) -> list[TokenRow]:
-        """The token and its descendants, parents first."""
-        family = [row]
-        for member in family:
-            family.extend(tx.children(member.token))
-        return family
-
     # Each steering verb is also a step of its own (`pause_in`, ...) that acts inside a
     # transaction opened by its caller: a plan's apply marks the token in the same one.
 
@@ -288,7 +297,7 @@ class Engine:
 
     def pause_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
-        for member in self._family(tx, row):
+        for member in tx.family(row):
             if member.status == TokenStatus.ACTIVE:
                 member.status = TokenStatus.PAUSED
                 tx.save_token(member)
@@ -303,7 +312,7 @@ class Engine:
     def resume_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
         deferred = []
-        for member in self._family(tx, row):
+        for member in tx.family(row):
             if member.status != TokenStatus.PAUSED:
                 continue
             paused = tx.last_entry(member.token, (Kind.PAUSED,))
@@ -444,7 +453,9 @@ class Engine:
         by: str | None,
     ) -> Grant | None:
         def operation(tx: Tx) -> Grant | None:
-            return claiming.decide(tx, supervisor, states, queues, request, self.lease)
+            return claiming.decide(
+                tx, supervisor, states, queues, request, self.lease, budgets=self.moves.budgets
+            )
 
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once.
@@ -578,10 +589,10 @@ class Engine:
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
             tx.count(Counter.REPORTS, body.kind)
-            outcomes.apply(tx, self.moves, row, token, body)
+            spending.apply(self, tx, row, token, body)
             if wanted is None:
                 return view(token)
-            return eager.answer(tx, self.graphs, wanted, token, self.lease)
+            return eager.answer(tx, self.graphs, wanted, token, self.lease, self.moves.budgets)
 
         answer = self._write(operation, by)
         if wanted is not None:

@@ -18,6 +18,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from stateous.control import checks, resources, turns
+from stateous.control.budgets import Budgets
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -104,6 +105,7 @@ class Moves:
 
     def __init__(self, graphs: Graphs) -> None:
         self.graphs = graphs
+        self.budgets = Budgets(graphs)
 
     def flow(self, tx: Tx, token: TokenRow) -> Flow:
         """The workflow that moves the token, in the graph it is pinned to."""
@@ -311,9 +313,10 @@ class Moves:
         return self.flow(tx, token).state(token.state).uses
 
     def release(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
-        """Give back what the task holds, when its state uses resources."""
+        """Give back what the task holds: its resources' slots, its budget's reservation."""
         if self.uses(tx, token):
             resources.release(tx, task.id)
+        self.budgets.settle(tx, task.id)
 
     def queued_uses(self, tx: Tx, token: TokenRow, then: Callable[[Tx, int], object]) -> None:
         """Apply `then` to the token's queued task when its state uses resources: a paused
@@ -379,6 +382,7 @@ class Moves:
         task.claimed_by, task.lease_until = None, None
         if spec.uses:
             resources.release(tx, task.id)
+        self.budgets.settle(tx, task.id)
         if task.attempt <= spec.retries:
             self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
             return

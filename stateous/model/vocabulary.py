@@ -100,6 +100,12 @@ class Kind(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: Spend and budgets (0022).
+    SPENT = "spent"
+    BUDGET_SET = "budget_set"
+    BUDGET_WARNED = "budget_warned"
+    OVER_BUDGET = "over_budget"
+    BUDGET_RAISED = "budget_raised"
 
 
 #: The entry that ends a token, by the status it ends with.

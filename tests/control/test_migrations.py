@@ -76,6 +76,8 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0022.
+UNDO_0022 = ("DROP TABLE budget_holds", "DROP TABLE budgets")
 #: What takes a database of the latest version back to before 0020 (its queues by
 #: `queued_at` again; the index spelled the same on both backends is enough here).
 UNDO_0020 = (
@@ -109,6 +111,7 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0022,
     *UNDO_0020,
     *UNDO_0019,
     *UNDO_0018,
@@ -194,7 +197,8 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "claims, control_plane, counts, credentials, fair_clocks, graphs, ledger, memory, "
+    "budget_holds, budgets, claims, control_plane, counts, credentials, fair_clocks, graphs, "
+    "ledger, memory, "
     "plan_tokens, plans, preferred, resource_keys, resources, schedule_history, schedules, "
     "settings, task_resources, tasks, timers, tokens"
 )

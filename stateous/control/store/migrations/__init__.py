@@ -59,6 +59,7 @@ VERSIONS = (
     "0018",
     "0019",
     "0020",
+    "0022",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

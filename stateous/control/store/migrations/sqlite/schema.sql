@@ -278,3 +278,22 @@ CREATE TABLE preferred (
     label TEXT NOT NULL,
     until REAL NOT NULL
 ) WITHOUT ROWID;
+
+-- A token that holds a budget (0022): its limits by unit, the share at which the ledger
+-- warns, its tree's spend by unit, the units warned of, and whether the spend reached a
+-- limit. A claimed task of a state with `reserve=` holds what it reserved until its
+-- attempt ends (`budget_holds`).
+CREATE TABLE budgets (
+    token TEXT PRIMARY KEY,
+    limits TEXT NOT NULL,
+    warn REAL NOT NULL,
+    spent TEXT NOT NULL,
+    warned TEXT NOT NULL,
+    over INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE budget_holds (
+    task INTEGER PRIMARY KEY,
+    budget TEXT NOT NULL,
+    amounts TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX budget_holds_budget ON budget_holds (budget);
