@@ -4,7 +4,9 @@ what its routines spent.
 A budget is kept under the top token of its tree (`budgets`); each child spends from it.
 A claim of a task whose tree has a budget is granted only when the state's reservation
 fits what is left (the limit, less what the tree spent and what its other claimed tasks
-reserved) and the tree's spend has not reached a limit; a task that does not fit leaves
+reserved) and the tree's spend has not reached a limit (then only the top token's own
+tasks that reserve nothing run: where its graph routed `over_budget`); a task that does
+not fit leaves
 its queue's index (`tasks.waits_for`) until the tree's budget frees up, so a claim never
 passes over it again. The attempt's end settles its reservation. Until a database holds
 its first budget, a claim does not look for one: a workflow without budgets pays nothing.
@@ -91,6 +93,8 @@ class Budgets:
         if token is None or budget is None:
             return True
         reserve = self.reserve(tx, token)
+        if budget.over and not reserve and token.token == budget.token:
+            return True
         if fits(budget, tx.holds(budget.token) if reserve else [], reserve):
             if reserve:
                 tx.hold(task.id, budget.token, reserve)

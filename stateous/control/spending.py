@@ -20,13 +20,13 @@ from stateous.control.moves import Arrival, NoRoute, Unrouted
 from stateous.control.store import BudgetRow, TaskRow, TokenRow, Tx
 from stateous.model.budgets import (
     BUDGET_WARN,
-    OVER_BUDGET_EVENT,
     amounts_problem,
     amounts_text,
     graph_reserves,
     reserve_problem,
     summed,
 )
+from stateous.model.names import OVER_BUDGET_EVENT
 from stateous.model.vocabulary import Kind, TokenStatus
 from stateous.model.wire import BudgetView, ReportBody, SpentView
 

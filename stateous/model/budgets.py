@@ -19,8 +19,6 @@ from stateous.model.graph_file import GraphFile
 UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")
 #: The share of a budget spent at which the ledger warns, unless the workflow says.
 BUDGET_WARN = 0.8
-#: The event the top token of a tree gets when its spend reaches its budget.
-OVER_BUDGET_EVENT = "over_budget"
 
 
 def amounts_problem(field: str, amounts: object, *, positive: bool = False) -> str | None:
