@@ -71,9 +71,7 @@ def claim_all(served: Served, states: list[str] = CHILDREN) -> list[dict[str, An
 
 def report(served: Served, grant: dict[str, Any], **fields: Any) -> tuple[int, Any]:
     body = {"kind": "event", "event": "done", "supervisor": "box", "attempt": grant["attempt"]}
-    status, _, answer = served.request(
-        "POST", f"/tasks/{grant['task']}/report", {**body, **fields}
-    )
+    status, _, answer = served.request("POST", f"/tasks/{grant['task']}/report", {**body, **fields})
     return status, answer
 
 
@@ -145,9 +143,7 @@ def test_four_children_reserving_0_3_of_1_usd_run_three_at_once_and_over_budget_
     assert (shown["state"], shown["status"]) == ("over", "active")
     assert shown["spent"]["budget"]["over"] is True
     over = entries(routed, "T", "over_budget")
-    assert over == [
-        {"reason": "the tree spent usd=1.05 of its budget of usd=1", "routed": True}
-    ]
+    assert over == [{"reason": "the tree spent usd=1.05 of its budget of usd=1", "routed": True}]
     assert claim(routed) is None
     assert claim(routed, ["over"]) is not None  # the top token's own work, where it routed
 
