@@ -134,6 +134,8 @@ class MessageKind(StrEnum):
     REPORT = "report"
     NOTE = "note"
     MEMORY = "memory"
+    #: What the routine spent (`ctx.spend`), sent at once as a note is.
+    SPEND = "spend"
 
 
 #: What an occurrence does while the last one's token is live: nothing (recorded as a
