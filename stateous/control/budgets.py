@@ -4,7 +4,8 @@ what its routines spent.
 A budget is kept under the top token of its tree (`budgets`); each child spends from it.
 A claim of a task whose tree has a budget is granted only when the state's reservation
 fits what is left (the limit, less what the tree spent and what its other claimed tasks
-reserved) and the tree's spend has not reached a limit (then only the top token's own
+reserved) and the tree's spend has not reached a limit (a reservation that can never fit,
+since no other task holds any, counts as reaching it; then only the top token's own
 tasks that reserve nothing run: where its graph routed `over_budget`); a task that does
 not fit leaves
 its queue's index (`tasks.waits_for`) until the tree's budget frees up, so a claim never
@@ -16,13 +17,17 @@ reached its budget is `stateous.control.over_budget`'s.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from stateous.control.store import BudgetRow, TaskRow, TokenRow, Tx
 from stateous.control.versions import Graphs
 from stateous.model.budgets import added, summed
 from stateous.model.vocabulary import Kind
+
+#: What becomes of a tree whose spend reached its budget, by its top token's id, in a change
+#: (`stateous.control.spending.reach`).
+Reach = Callable[[Tx, str], None]
 
 
 def waits(budget: str) -> str:
@@ -50,8 +55,9 @@ def reached(budget: BudgetRow) -> bool:
 class Budgets:
     """The budgets of token trees, as claims, reports and starts meet them."""
 
-    def __init__(self, graphs: Graphs) -> None:
+    def __init__(self, graphs: Graphs, reach: Reach | None = None) -> None:
         self.graphs = graphs
+        self.reach = reach
         #: Whether the database holds a budget (None: not read yet); once true, it stays.
         self._live: bool | None = None
 
@@ -95,11 +101,17 @@ class Budgets:
         reserve = self.reserve(tx, token)
         if budget.over and not reserve and token.token == budget.token:
             return True
-        if fits(budget, tx.holds(budget.token) if reserve else [], reserve):
+        held = tx.holds(budget.token) if reserve else []
+        if fits(budget, held, reserve):
             if reserve:
                 tx.hold(task.id, budget.token, reserve)
             return True
         tx.wait_for(task.id, waits(budget.token))
+        if not budget.over and not held and self.reach is not None:
+            # Nothing is held that could free the budget: what is left is spent for good.
+            budget.over = True
+            tx.put_budget(budget)
+            self.reach(tx, budget.token)
         return False
 
     def settle(self, tx: Tx, task: int) -> None:

@@ -82,7 +82,7 @@ class Engine:
         #: The graphs that tokens move by: this one, and the older ones the database keeps.
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
-        self.moves = Moves(self.graphs)
+        self.moves = Moves(self.graphs, lambda tx, top: spending.reach(self, tx, top))
         self.fleet = Fleet(store.clock)
         #: The pages of tokens, tasks and supervisors that the API lists.
         self.listings = Listings(self.store, lambda state: self.fleet.unmet(needs_of(graph, state)))

@@ -18,7 +18,7 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from stateous.control import checks, resources, turns
-from stateous.control.budgets import Budgets
+from stateous.control.budgets import Budgets, Reach
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
@@ -103,9 +103,9 @@ _FAILURES = {
 class Moves:
     """The rules by which tokens move: each token's by the graph it started on."""
 
-    def __init__(self, graphs: Graphs) -> None:
+    def __init__(self, graphs: Graphs, reach: Reach | None = None) -> None:
         self.graphs = graphs
-        self.budgets = Budgets(graphs)
+        self.budgets = Budgets(graphs, reach)
 
     def flow(self, tx: Tx, token: TokenRow) -> Flow:
         """The workflow that moves the token, in the graph it is pinned to."""

@@ -174,6 +174,22 @@ def test_a_tree_whose_graph_does_not_take_over_budget_pauses_and_a_raise_lets_it
     assert token(unrouted, "T")["status"] == "completed"
 
 
+def test_a_tree_whose_budget_left_fits_no_reservation_and_holds_none_is_over_budget(
+    unrouted: Served,
+) -> None:
+    assert start(unrouted, "T", {"usd": 1})[0] == 201
+    first, second = claim(unrouted), claim(unrouted)
+    assert first is not None and second is not None
+    assert report(unrouted, first, spent={"usd": 0.4})[0] == 200
+    assert report(unrouted, second, spent={"usd": 0.4})[0] == 200
+    assert token(unrouted, "T")["status"] == "active"
+    assert claim(unrouted) is None  # 0.2 is left for 0.3, and no task holds any
+    assert token(unrouted, "T")["status"] == "paused"
+    assert entries(unrouted, "T", "over_budget") == [
+        {"reason": "the tree spent usd=0.8 of its budget of usd=1", "routed": False}
+    ]
+
+
 def test_a_workflow_budget_applies_to_a_token_started_without_one(backend: Backend) -> None:
     engine = plane_for(fanout(routed=True, budget={"usd": 0.6}), backend).engine
     with serving(engine) as served:
