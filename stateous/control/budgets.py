@@ -83,14 +83,14 @@ class Budgets:
             row = tx.token(row.parent)
         return None
 
-    def reserve(self, tx: Tx, token: TokenRow) -> dict[str, float]:
+    def reservation(self, tx: Tx, token: TokenRow) -> dict[str, float]:
         """What the task of the token's state reserves of its tree's budget."""
         graph = self.graphs.of(tx, token.checksum)
         return graph.flows[token.workflow or graph.name].state(token.state).reserve or {}
 
     def admits(self, tx: Tx, task: TaskRow) -> bool:
         """Whether a claim may take this queued task: its tree has no budget, or its
-        reservation fits what is left (then held). A task that does not fit leaves its
+        reservation fits what is left (then kept). A task that does not fit leaves its
         queue until its tree's budget frees up."""
         if not self.live(tx):
             return True
@@ -98,13 +98,13 @@ class Budgets:
         budget = None if token is None else self.of(tx, token)
         if token is None or budget is None:
             return True
-        reserve = self.reserve(tx, token)
+        reserve = self.reservation(tx, token)
         if budget.over and not reserve and token.token == budget.token:
             return True
-        held = tx.holds(budget.token) if reserve else []
+        held = tx.reserved(budget.token) if reserve else []
         if fits(budget, held, reserve):
             if reserve:
-                tx.hold(task.id, budget.token, reserve)
+                tx.reserve(task.id, budget.token, reserve)
             return True
         tx.wait_for(task.id, waits(budget.token))
         if not budget.over and not held and self.reach is not None:
@@ -119,8 +119,8 @@ class Budgets:
         tasks that waited for its tree's budget, unless its spend reached a limit."""
         if not self.live(tx):
             return
-        held = tx.unhold(task)
-        budget = None if held is None else tx.budget(held)
+        kept = tx.unreserve(task)
+        budget = None if kept is None else tx.budget(kept)
         if budget is not None and not budget.over and tx.let_in_budget(waits(budget.token)):
             tx.let_in()
 

@@ -152,7 +152,7 @@ def budget_view(tx: Tx, budget: BudgetRow) -> BudgetView:
         token=budget.token,
         limits=budget.limits,
         spent=budget.spent,
-        reserved=summed(tx.holds(budget.token)),
+        reserved=summed(tx.reserved(budget.token)),
         warn=budget.warn,
         over=budget.over,
     )

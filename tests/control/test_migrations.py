@@ -77,7 +77,7 @@ UNDO_0015 = (
     "DROP TABLE graphs",
 )
 #: What takes a database of the latest version back to before 0022.
-UNDO_0022 = ("DROP TABLE budget_holds", "DROP TABLE budgets")
+UNDO_0022 = ("DROP TABLE budget_reservations", "DROP TABLE budgets")
 #: What takes a database of the latest version back to before 0020 (its queues by
 #: `queued_at` again; the index spelled the same on both backends is enough here).
 UNDO_0020 = (
@@ -197,7 +197,7 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "budget_holds, budgets, claims, control_plane, counts, credentials, fair_clocks, graphs, "
+    "budget_reservations, budgets, claims, control_plane, counts, credentials, fair_clocks, graphs, "
     "ledger, memory, "
     "plan_tokens, plans, preferred, resource_keys, resources, schedule_history, schedules, "
     "settings, task_resources, tasks, timers, tokens"
@@ -381,6 +381,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0022,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -411,6 +412,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0022,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -441,6 +443,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0022,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -475,6 +478,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0022,
         *UNDO_0020,
         *UNDO_0019,
         *UNDO_0018,
@@ -507,7 +511,7 @@ def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued
         old.engine.start(token, {"title": "x"})
         old.clock.advance(1)
     old.store.close()
-    run_sql(backend, *UNDO_0020, "UPDATE stateous_version SET version_num = '0019'")
+    run_sql(backend, *UNDO_0022, *UNDO_0020, "UPDATE stateous_version SET version_num = '0019'")
 
     upgraded = plane_for(orders(), backend)
     try:

@@ -2,7 +2,7 @@
 task reserved of it.
 
 A row of `budgets` is the budget of a tree of tokens, kept under its top token: its
-limits and what the tree has spent, by unit. A row of `budget_holds` is what a claimed
+limits and what the tree has spent, by unit. A row of `budget_reservations` is what a claimed
 task reserved until its attempt ends. Nothing here decides what fits:
 `stateous.control.budgets` does.
 """
@@ -66,20 +66,20 @@ class BudgetSql(Statements):
             ),
         )
 
-    def holds(self, budget: str) -> list[dict[str, float]]:
+    def reserved(self, budget: str) -> list[dict[str, float]]:
         """What each claimed task of the tree of `budget` reserved."""
-        rows = self.execute("SELECT amounts FROM budget_holds WHERE budget = ?", (budget,))
+        rows = self.execute("SELECT amounts FROM budget_reservations WHERE budget = ?", (budget,))
         return [decode(amounts) for (amounts,) in rows]
 
-    def hold(self, task: int, budget: str, amounts: dict[str, float]) -> None:
+    def reserve(self, task: int, budget: str, amounts: dict[str, float]) -> None:
         self.change(
-            "INSERT INTO budget_holds (task, budget, amounts) VALUES (?, ?, ?)",
+            "INSERT INTO budget_reservations (task, budget, amounts) VALUES (?, ?, ?)",
             (task, budget, json_text(amounts)),
         )
 
-    def unhold(self, task: int) -> str | None:
-        """Let go of what a task reserved; the budget it held of, if any."""
-        rows = self.execute("DELETE FROM budget_holds WHERE task = ? RETURNING budget", (task,))
+    def unreserve(self, task: int) -> str | None:
+        """Let go of what a task reserved; the budget it reserved of, if any."""
+        rows = self.execute("DELETE FROM budget_reservations WHERE task = ? RETURNING budget", (task,))
         return str(rows[0][0]) if rows else None
 
     def let_in_budget(self, waits_for: str) -> int:

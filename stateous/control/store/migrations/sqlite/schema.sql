@@ -282,7 +282,7 @@ CREATE TABLE preferred (
 -- A token that holds a budget (0022): its limits by unit, the share at which the ledger
 -- warns, its tree's spend by unit, the units warned of, and whether the spend reached a
 -- limit. A claimed task of a state with `reserve=` holds what it reserved until its
--- attempt ends (`budget_holds`).
+-- attempt ends (`budget_reservations`).
 CREATE TABLE budgets (
     token TEXT PRIMARY KEY,
     limits TEXT NOT NULL,
@@ -291,9 +291,9 @@ CREATE TABLE budgets (
     warned TEXT NOT NULL,
     over INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
-CREATE TABLE budget_holds (
+CREATE TABLE budget_reservations (
     task INTEGER PRIMARY KEY,
     budget TEXT NOT NULL,
     amounts TEXT NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX budget_holds_budget ON budget_holds (budget);
+CREATE INDEX budget_reservations_budget ON budget_reservations (budget);
