@@ -197,8 +197,8 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "budget_reservations, budgets, claims, control_plane, counts, credentials, fair_clocks, graphs, "
-    "ledger, memory, "
+    "budget_reservations, budgets, claims, control_plane, counts, credentials, fair_clocks, "
+    "graphs, ledger, memory, "
     "plan_tokens, plans, preferred, resource_keys, resources, schedule_history, schedules, "
     "settings, task_resources, tasks, timers, tokens"
 )

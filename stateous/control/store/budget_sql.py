@@ -79,7 +79,9 @@ class BudgetSql(Statements):
 
     def unreserve(self, task: int) -> str | None:
         """Let go of what a task reserved; the budget it reserved of, if any."""
-        rows = self.execute("DELETE FROM budget_reservations WHERE task = ? RETURNING budget", (task,))
+        rows = self.execute(
+            "DELETE FROM budget_reservations WHERE task = ? RETURNING budget", (task,)
+        )
         return str(rows[0][0]) if rows else None
 
     def let_in_budget(self, waits_for: str) -> int:
