@@ -255,9 +255,9 @@ HTTP_DOOR = "stateous.control.serve"
 #: The engine's wing as the HTTP wing reaches it: the engine and its public operations
 #: (plans, migrations, schedules, resources' steering, spending and budgets, credentials),
 #: the errors it refuses with, the views and figures it answers, the waiters of claims,
-#: the defaults and histograms; and the store's package face (`Store`, `Tx`, rows, `joined`: a stream reads
-#: the ledger, the loop opens turns), never a module inside the store, nor `moves`,
-#: `checks`, `claiming`, `graph`.
+#: the defaults and histograms; and the store's package face (`Store`, `Tx`, rows,
+#: `joined`: a stream reads the ledger, the loop opens turns), never a module inside the
+#: store, nor `moves`, `checks`, `claiming`, `graph`.
 ENGINE_DOORS = {
     f"stateous.control.{name}"
     for name in (
