@@ -146,6 +146,10 @@ def test_four_children_reserving_0_3_of_1_usd_run_three_at_once_and_over_budget_
     assert over == [{"reason": "the tree spent usd=1.05 of its budget of usd=1", "routed": True}]
     assert claim(routed) is None
     assert claim(routed, ["over"]) is not None  # the top token's own work, where it routed
+    _, _, text = routed.request("GET", "/metrics")
+    lines = text.decode().splitlines()
+    assert "stateous_budget_warnings_total 1" in lines
+    assert "stateous_budgets_spent_total 1" in lines
 
 
 def test_a_tree_whose_graph_does_not_take_over_budget_pauses_and_a_raise_lets_it_finish(

@@ -47,6 +47,9 @@ class Counter(StrEnum):
     TIMERS_FIRED = "timers_fired"
     #: Tokens that retention removed, children included (`stateous.control.retention`).
     TOKENS_REMOVED = "tokens_removed"
+    #: Trees whose spend crossed the warning share of a budget's unit, and reached a limit.
+    BUDGET_WARNINGS = "budget_warnings"
+    BUDGETS_SPENT = "budgets_spent"
     #: Gauges, kept as counts that go up and down: live tokens by status and state, and
     #: live tasks by status and state, each labelled `status state`; pending timers.
     LIVE_TOKENS = "live_tokens"
@@ -65,6 +68,8 @@ BY_KIND: dict[str, tuple[Counter, str]] = {
     Kind.COMPLETED: (Counter.TOKENS_ENDED, Kind.COMPLETED.value),
     Kind.FAILED: (Counter.TOKENS_ENDED, Kind.FAILED.value),
     Kind.CANCELLED: (Counter.TOKENS_ENDED, Kind.CANCELLED.value),
+    Kind.BUDGET_WARNED: (Counter.BUDGET_WARNINGS, ""),
+    Kind.OVER_BUDGET: (Counter.BUDGETS_SPENT, ""),
 }
 #: The counters that also keep a ring of the last sixty minutes, for `/stats`.
 HOURLY = frozenset({Counter.EVENTS_FIRED, Counter.LEASES_ENDED, Counter.ATTEMPTS_FAILED})
