@@ -232,7 +232,7 @@ class RetentionSql(Statements):
             self.change(
                 f"DELETE FROM {table} WHERE id IN ({_made_by(self.listed, kind, name)})", listed
             )
-        for table in ("memory", "ledger", "tokens"):
+        for table in ("memory", "budgets", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )
