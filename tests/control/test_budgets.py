@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from stateous import END, START, Workflow
+from stateous.compiler.compile import compile_workflow
 from stateous.model.errors import DefinitionError
+from stateous.model.graph_file import dump, structure
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, plane_for
 
@@ -265,3 +267,14 @@ def test_flow_py_refuses_a_reservation_larger_than_its_workflow_budget() -> None
         Workflow("negative", budget={"usd": -1})
     with pytest.raises(DefinitionError, match=r"budget_warn is 2"):
         Workflow("warned", budget={"usd": 1}, budget_warn=2)
+
+
+def test_the_graph_file_keeps_the_budget_and_reservations_outside_the_structure() -> None:
+    plain, budgeted = fanout(routed=True), fanout(routed=True, budget={"usd": 5})
+    budgeted.budget_warn = 0.5
+    document = compile_workflow(budgeted)
+    assert (document.budget, document.budget_warn) == ({"usd": 5}, 0.5)
+    assert document.workflows["job1"].states["call"].reserve == {"usd": 0.3}
+    assert structure(document) == structure(compile_workflow(plain))
+    unbudgeted = fanout(routed=True)
+    assert '"budget' not in dump(compile_workflow(unbudgeted)).decode()
