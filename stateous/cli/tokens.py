@@ -236,17 +236,6 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
     )
     started.set_defaults(run=with_client(start))
 
-    budgeted = verbs.add_parser(
-        "budget", parents=[url], help="raise the budget of a token's tree: its work goes on"
-    )
-    budgeted.add_argument("id", metavar="ID", help="the token (any of its tree)")
-    budgeted.add_argument("--usd", type=float, help="the new limit in usd")
-    budgeted.add_argument("--tokens", type=float, help="the new limit in tokens")
-    budgeted.add_argument(
-        "--limit", type=limit, action="append", metavar="UNIT=AMOUNT", help="any other unit"
-    )
-    budgeted.set_defaults(run=with_client(budget))
-
     fired = verbs.add_parser("fire", parents=[url], help="fire an event on a token")
     fired.add_argument("id", metavar="ID", help="the token's id")
     fired.add_argument("event", metavar="EVENT", help="the event's name")
@@ -284,4 +273,15 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
         steered.add_argument("id", metavar="ID", nargs="?", help="the token's id")
         plans.add_options(steered)
         steered.set_defaults(run=with_client(steer(verb)))
+
+    budgeted = verbs.add_parser(
+        "budget", parents=[url], help="raise the budget of a token's tree: its work goes on"
+    )
+    budgeted.add_argument("id", metavar="ID", help="the token (any of its tree)")
+    budgeted.add_argument("--usd", type=float, help="the new limit in usd")
+    budgeted.add_argument("--tokens", type=float, help="the new limit in tokens")
+    budgeted.add_argument(
+        "--limit", type=limit, action="append", metavar="UNIT=AMOUNT", help="any other unit"
+    )
+    budgeted.set_defaults(run=with_client(budget))
     return verbs
