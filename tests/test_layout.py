@@ -210,7 +210,7 @@ def test_the_rule_on_codes_catches_a_spelled_code(tmp_path: Path) -> None:
 HOLDING = {
     "stateous.supervisor.held",
     "stateous.control.errors.TaskNotHeld",
-    "stateous.control.engine.Engine._held_task",
+    "stateous.control.holding.held_task",
     "stateous.supervisor.heartbeat.Heart.holds",
     "stateous.supervisor.heartbeat.Heart.held",
 }
@@ -253,11 +253,11 @@ def test_the_rule_on_hold_reads_words_not_letters() -> None:
 #: engine (the command line reaches the server's limits through it).
 HTTP_DOOR = "stateous.control.serve"
 #: The engine's wing as the HTTP wing reaches it: the engine and its public operations
-#: (plans, migrations, schedules, resources' steering, credentials), the errors it refuses
-#: with, the views and figures it answers, the waiters of claims, the defaults and
-#: histograms; and the store's package face (`Store`, `Tx`, rows, `joined`: a stream reads
-#: the ledger, the loop opens turns), never a module inside the store, nor `moves`,
-#: `checks`, `claiming`, `graph`.
+#: (plans, migrations, schedules, resources' steering, spending and budgets, credentials),
+#: the errors it refuses with, the views and figures it answers, the waiters of claims,
+#: the defaults and histograms; and the store's package face (`Store`, `Tx`, rows,
+#: `joined`: a stream reads the ledger, the loop opens turns), never a module inside the
+#: store, nor `moves`, `checks`, `claiming`, `graph`.
 ENGINE_DOORS = {
     f"stateous.control.{name}"
     for name in (
@@ -267,6 +267,7 @@ ENGINE_DOORS = {
         "migration",
         "schedules",
         "resource_steering",
+        "spending",
         "credentials",
         "webhooks",
         "views",

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from stateous.model.budgets import amounts_text
 from stateous.model.names import BUILTIN_EVENTS
 from stateous.model.sentences import Narrator, state_name
 from stateous.model.vocabulary import LIVE_TOKEN, TokenStatus
@@ -127,8 +128,25 @@ def shown_lines(
         lines.append(f"its task {token['waits_for']}")
     if token.get("waits"):
         lines.append(f"its task waits: {token['waits']}")
+    if token.get("spent"):
+        lines.append(spent_line(token["spent"]))
     lines += history_lines(entries)
     return lines
+
+
+def spent_line(spent: Data) -> str:
+    """What `token show` says of a token's spend: its own, its tree's, its tree's budget."""
+    line = f"spent: {amounts_text(spent['token'])}; its tree: {amounts_text(spent['tree'])}"
+    budget = spent.get("budget")
+    return line if budget is None else f"{line}; {budget_line(budget)}"
+
+
+def budget_line(budget: Data) -> str:
+    """A tree's budget in one line: its limits, what is reserved, whether it is spent."""
+    line = f"budget of {budget['token']}: {amounts_text(budget['limits'])}"
+    if budget["reserved"]:
+        line += f", reserved {amounts_text(budget['reserved'])}"
+    return line + (", spent: no task is granted" if budget["over"] else "")
 
 
 def history_lines(entries: Iterable[Data]) -> Iterator[str]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from stateous.cli import plans
 from stateous.cli.access import add_access_options
 from stateous.cli.errors import CommandError
-from stateous.cli.history import accepted_events, shown_lines, token_line
+from stateous.cli.history import accepted_events, budget_line, shown_lines, token_line
 from stateous.cli.parser import Commands
 from stateous.cli.watch import watch
 from stateous.control.defaults import DEFAULT_URL
@@ -90,10 +90,37 @@ def start(client: Client, args: argparse.Namespace) -> list[str]:
     """Start the token; one line on stderr when it existed, so a script can tell, while the
     exit code stays 0 as for a start that did happen."""
     context = json_object(args.context, "CONTEXT_JSON")
-    token, created = client.start_token(args.id, context, args.priority)
+    token, created = client.start_token(args.id, context, args.priority, limits(args.budget))
     if not created:
         print(f"token {args.id!r} exists already; nothing was started", file=sys.stderr)
     return [token_line(token)]
+
+
+def limit(text: str) -> tuple[str, float]:
+    """One `UNIT=AMOUNT` of a budget, as `--budget usd=5` and `--limit gpu_hours=2` give it."""
+    unit, equals, amount = text.partition("=")
+    try:
+        if equals:
+            return unit.strip(), float(amount)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not UNIT=AMOUNT, as usd=5")
+
+
+def limits(pairs: list[tuple[str, float]] | None) -> dict[str, float] | None:
+    return dict(pairs) if pairs else None
+
+
+def budget(client: Client, args: argparse.Namespace) -> list[str]:
+    """Raise the budget of the token's tree: one line, its limits and what it spent."""
+    asked = dict(args.limit or [])
+    for unit in ("usd", "tokens"):
+        if getattr(args, unit) is not None:
+            asked[unit] = getattr(args, unit)
+    if not asked:
+        raise CommandError("say the new limits, as --usd 10, --tokens 50000 or --limit UNIT=N")
+    shown = client.raise_budget(args.id, asked)
+    return [budget_line(shown)]
 
 
 def fire(client: Client, args: argparse.Namespace) -> list[str]:
@@ -200,6 +227,13 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
     started.add_argument(
         "--priority", type=int, default=0, help="higher first, -100 to 100; default 0"
     )
+    started.add_argument(
+        "--budget",
+        type=limit,
+        action="append",
+        metavar="UNIT=AMOUNT",
+        help="what the token and all its children may spend, as usd=5; again for more units",
+    )
     started.set_defaults(run=with_client(start))
 
     fired = verbs.add_parser("fire", parents=[url], help="fire an event on a token")
@@ -239,4 +273,15 @@ def add_commands(commands: Commands, url: argparse.ArgumentParser) -> Commands:
         steered.add_argument("id", metavar="ID", nargs="?", help="the token's id")
         plans.add_options(steered)
         steered.set_defaults(run=with_client(steer(verb)))
+
+    budgeted = verbs.add_parser(
+        "budget", parents=[url], help="raise the budget of a token's tree: its work goes on"
+    )
+    budgeted.add_argument("id", metavar="ID", help="the token (any of its tree)")
+    budgeted.add_argument("--usd", type=float, help="the new limit in usd")
+    budgeted.add_argument("--tokens", type=float, help="the new limit in tokens")
+    budgeted.add_argument(
+        "--limit", type=limit, action="append", metavar="UNIT=AMOUNT", help="any other unit"
+    )
+    budgeted.set_defaults(run=with_client(budget))
     return verbs

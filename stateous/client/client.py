@@ -131,14 +131,21 @@ class Client:
         return self.start_token(token, context)[0]
 
     def start_token(
-        self, token: str, context: dict[str, Any] | None = None, priority: int = 0
+        self,
+        token: str,
+        context: dict[str, Any] | None = None,
+        priority: int = 0,
+        budget: dict[str, float] | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Start a token, or find the one that has this id already; tell which (True when
-        this call started it: the control plane answered 201, not 200). `priority` is sent
-        only when it is not 0, so an older control plane takes the start as before."""
+        this call started it: the control plane answered 201, not 200). `priority` and
+        `budget` are sent only when given, so an older control plane takes the start as
+        before."""
         body: dict[str, Any] = {"token": token, "context": context or {}}
         if priority:
             body["priority"] = priority
+        if budget:
+            body["budget"] = budget
         status, answer = self._exchange("POST", "/tokens", body)
         return answer, status == 201
 
@@ -226,6 +233,10 @@ class Client:
     def resume(self, token: str) -> dict[str, Any]:
         """Resume a paused token; its held events apply in the order they arrived."""
         return self._call("POST", f"/tokens/{segment(token)}/resume")
+
+    def raise_budget(self, token: str, budget: dict[str, float]) -> dict[str, Any]:
+        """Raise limits of the budget of the token's tree; its tasks are granted again."""
+        return self._call("POST", f"/tokens/{segment(token)}/budget", {"budget": budget})
 
     def cancel(self, token: str) -> dict[str, Any]:
         """Cancel an active or paused token for good."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from stateous.compiler.resource_rules import resource_specs
 from stateous.compiler.schedule_rules import schedule_specs
 from stateous.compiler.schemas import Models
+from stateous.model.budgets import BUDGET_WARN
 from stateous.model.graph_file import (
     FORMAT,
     EventSpec,
@@ -45,6 +46,7 @@ def _state_spec(workflow: Workflow, state: State) -> StateSpec:
         needs=state.needs or None,
         prefers=state.prefers or None,
         prefer_for=state.prefer_for,
+        reserve=state.reserve or None,
     )
 
 
@@ -86,4 +88,6 @@ def build_graph(tree: list[Workflow], models: Models) -> GraphFile:
         schedules=schedule_specs(tree[0]),
         resources=resource_specs(tree),
         fairness=top.fairness,
+        budget=tree[0].budget or None,
+        budget_warn=None if tree[0].budget_warn == BUDGET_WARN else tree[0].budget_warn,
     )

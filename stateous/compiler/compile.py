@@ -9,7 +9,7 @@ from pathlib import Path
 from stateous.compiler.build import build_graph
 from stateous.compiler.guard_rules import Group
 from stateous.compiler.load import load_flow, workflow_tree
-from stateous.compiler.resource_rules import check_resources
+from stateous.compiler.resource_rules import check_reserves, check_resources
 from stateous.compiler.rules import (
     check_builtin_events,
     check_ends,
@@ -47,6 +47,7 @@ def problems_of(top: Workflow, tree: list[Workflow], models: Models) -> list[str
     problems.extend(check_nesting(top))
     problems.extend(check_schedules(top, tree))
     problems.extend(check_resources(tree))
+    problems.extend(check_reserves(tree))
     for workflow in tree:
         problems.extend(check_ends(workflow, top))
         problems.extend(check_paths(workflow, top))

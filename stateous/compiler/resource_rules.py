@@ -1,11 +1,13 @@
 """The compiler's rules for resources: each resource a state uses is declared in the
 workflow tree, once (or alike in each workflow that declares it), each key expression
-reads the context, and each count fits the resource's slots."""
+reads the context, and each count fits the resource's slots; and each state's reservation
+fits the top workflow's budget (a child's tasks spend its top token's)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from stateous.model.budgets import budget_problems
 from stateous.model.graph_file import ResourceSpec
 from stateous.model.resources import use_problem
 from stateous.model.workflow import Workflow
@@ -22,6 +24,17 @@ def resource_specs(tree: list[Workflow]) -> dict[str, ResourceSpec]:
                 ResourceSpec(slots=resource.slots, rate=resource.rate, breaker=resource.breaker),
             )
     return specs
+
+
+def check_reserves(tree: list[Workflow]) -> Iterator[str]:
+    """The reservations of a workflow tree's states against the top workflow's budget."""
+    reserves = [
+        (f"state {state.name!r} of workflow {workflow.name!r}: reserve", state.reserve)
+        for workflow in tree
+        for state in workflow.states.values()
+        if state.reserve
+    ]
+    yield from budget_problems(tree[0].budget or None, None, reserves)
 
 
 def check_resources(tree: list[Workflow]) -> Iterator[str]:

@@ -8,18 +8,27 @@ A claim that names the graph its supervisor was built for (`checksum`) takes fro
 queues of its states' contracts in that graph, not from its states' queues: a task is
 queued under the contract of its state in its own token's graph, so a supervisor is
 granted a task of another version only when its state's contract is the same there.
-A claim that names no graph takes from its states' queues, tasks of any version."""
+A claim that names no graph takes from its states' queues, tasks of any version.
+
+A task of a tree with a budget is taken only when its state's reservation fits what is
+left (`stateous.control.budgets`); one that does not leaves its queue, and the claim takes
+the next."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+from stateous.control.budgets import Budgets
 from stateous.control.store import ClaimRow, QueueBy, Queues, TaskRow, TokenRow, Tx
 from stateous.control.versions import Graphs
 from stateous.control.waiting_claims import Waiter
 from stateous.model.names import STARTED
 from stateous.model.vocabulary import Kind, TaskStatus, TokenStatus
 from stateous.model.wire import EnteredBy, Grant
+
+#: How many tasks of trees whose budget they do not fit a claim sets aside, at most, before
+#: it answers that it found none.
+SET_ASIDE = 64
 
 #: How old a supervisor's claim row may grow before an empty claim writes it again, in
 #: seconds: `GET /supervisors` shows the last claim true to about this much.
@@ -103,10 +112,11 @@ def take(
     request: str | None,
     lease: float,
     prefer: TaskRow | None = None,
+    budgets: Budgets | None = None,
 ) -> TaskRow | None:
     """The task this claim takes, claimed: the one granted to its request already (its lease
     renewed), else `prefer` (queued, of its queues), else the oldest of its queues; None when
-    none is queued."""
+    none is queued (or none that its tree's budget `budgets` admits)."""
     reads = tx.claim_reads(supervisor, request, Queues([], queues.by) if prefer else queues)
     again = claimed_again(tx, supervisor, reads.granted)
     if again is not None:
@@ -116,6 +126,8 @@ def take(
     if claim_time_old(tx.now, reads.last):
         tx.put_claim(supervisor)
     task = prefer or reads.queued
+    if budgets is not None:
+        task = _admitted(tx, budgets, queues, task, prefer is None)
     if task is None:
         return None
     if queues.prefer is not None:
@@ -133,6 +145,18 @@ def take(
     return task
 
 
+def _admitted(
+    tx: Tx, budgets: Budgets, queues: Queues, task: TaskRow | None, more: bool
+) -> TaskRow | None:
+    """The first of `task` and, with `more`, the next queued tasks that its tree's budget
+    admits; the others leave their queues (`Budgets.admits`)."""
+    for _ in range(SET_ASIDE):
+        if task is None or budgets.admits(tx, task):
+            return task
+        task = tx.next_queued(queues) if more else None
+    return None
+
+
 def decide(
     tx: Tx,
     supervisor: str,
@@ -140,10 +164,11 @@ def decide(
     request: str | None,
     lease: float,
     prefer: TaskRow | None = None,
+    budgets: Budgets | None = None,
 ) -> Grant | None:
     """What a supervisor that asks for a task of `queues` is granted, in `tx`: the task that
     `take` takes, else None."""
-    task = take(tx, supervisor, queues, request, lease, prefer)
+    task = take(tx, supervisor, queues, request, lease, prefer, budgets)
     if task is not None:
         token = tx.token(task.token)
         assert token is not None  # a task's token is deleted only with it

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from stateous.control import checks, claiming
+from stateous.control.budgets import Budgets
 from stateous.control.errors import GraphNotFound
 from stateous.control.store import Queues, TokenRow, Tx
 from stateous.control.versions import Graphs
@@ -50,9 +51,13 @@ def asked(queues_of: QueuesOf, body: ReportBody) -> Asked | None:
     return Asked(body.supervisor, wanted.states, queues, wanted.request)
 
 
-def answer(tx: Tx, graphs: Graphs, wanted: Asked, token: TokenRow, lease: float) -> Reported:
+def answer(
+    tx: Tx, graphs: Graphs, wanted: Asked, token: TokenRow, lease: float, budgets: Budgets
+) -> Reported:
     """The answer of a report that asked `next`, in its transaction: its token, and the
     grant of the supervisor's next task (the one queued for `token`, if it may take it)."""
     prefer = claiming.queued_for(tx, graphs, token, wanted.queues)
-    grant = claiming.decide(tx, wanted.supervisor, wanted.queues, wanted.request, lease, prefer)
+    grant = claiming.decide(
+        tx, wanted.supervisor, wanted.queues, wanted.request, lease, prefer, budgets
+    )
     return Reported(**msgspec.structs.asdict(view(token)), grant=grant)

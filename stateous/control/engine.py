@@ -12,9 +12,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from stateous.control import checks, claiming, eager, mending, outcomes, quota, resources
+from stateous.control import checks, claiming, eager, mending, quota, resources, spending
 from stateous.control.errors import (
-    AttemptOver,
     ChildToken,
     DatabaseBusy,
     EventNotAllowed,
@@ -22,13 +21,12 @@ from stateous.control.errors import (
     InvalidPayload,
     InvalidTokenId,
     OutcomeUnknown,
-    TaskNotFound,
-    TaskNotHeld,
     TokenNotActive,
     TokenNotFound,
 )
 from stateous.control.fleet import SEEN_FOR, Fleet, needs_of
 from stateous.control.graph import Graph, Route
+from stateous.control.holding import held_task
 from stateous.control.listings import Listings
 from stateous.control.moves import Arrival, Moves, Unrouted
 from stateous.control.store import (
@@ -37,7 +35,6 @@ from stateous.control.store import (
     Queues,
     Result,
     Store,
-    TaskRow,
     TokenRow,
     Tx,
 )
@@ -48,9 +45,7 @@ from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
     LIVE_TOKEN,
-    WORKED_ON,
     Kind,
-    TaskStatus,
     TokenStatus,
 )
 from stateous.model.wire import (
@@ -65,6 +60,8 @@ from stateous.model.wire import (
 
 #: A token's context as a start gives it (None: empty).
 Context = dict[str, Any] | None
+#: A token's budget, checked, by unit (None: its workflow's, if any).
+Limits = dict[str, float] | None
 
 
 class Engine:
@@ -80,7 +77,7 @@ class Engine:
         #: The graphs that tokens move by: this one, and the older ones the database keeps.
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
-        self.moves = Moves(self.graphs)
+        self.moves = Moves(self.graphs, lambda tx, top: spending.reach(self, tx, top))
         self.fleet = Fleet(store.clock)
         self.fleet.load(self.store.read(lambda tx: tx.labels_seen(tx.now - SEEN_FOR)))
         #: The pages of tokens, tasks and supervisors that the API lists.
@@ -140,22 +137,29 @@ class Engine:
     # starting and firing
 
     def start(
-        self, token: str, context: Context = None, *, by: str | None = None, priority: int = 0
+        self,
+        token: str,
+        context: Context = None,
+        *,
+        by: str | None = None,
+        priority: int = 0,
+        budget: Any = None,
     ) -> tuple[TokenView, bool]:
-        """Start a token, or answer the one that exists with this id, whatever the context
-        and the priority (both are checked only for a token that is new)."""
+        """Start a token, or answer the one that exists with this id, whatever the context,
+        the priority and the budget (checked only for a token that is new)."""
         checks.token_id(token)
         checks.priority(priority)
-        return self._write(lambda tx: self.start_in(tx, token, context, priority), by)
+        limits = None if budget is None else spending.checked_budget(self, budget)
+        return self._write(lambda tx: self.start_in(tx, token, context, priority, limits), by)
 
     def start_in(
-        self, tx: Tx, token: str, context: Context, priority: int = 0
+        self, tx: Tx, token: str, context: Context, priority: int = 0, budget: Limits = None
     ) -> tuple[TokenView, bool]:
         """Start a token in `tx`, or answer the one of this id (a schedule's start)."""
         existing = self._existing(tx, token)
         if existing is not None:
             return view(existing), False
-        return self._start(tx, token, context, None, priority), True
+        return self._start(tx, token, context, None, priority, budget), True
 
     @staticmethod
     def _existing(tx: Tx, token: str) -> TokenRow | None:
@@ -168,7 +172,13 @@ class Engine:
         return existing
 
     def _start(
-        self, tx: Tx, token: str, context: Context, key: str | None = None, priority: int = 0
+        self,
+        tx: Tx,
+        token: str,
+        context: Context,
+        key: str | None = None,
+        priority: int = 0,
+        budget: Limits = None,
     ) -> TokenView:
         """Start a token that does not exist; its `started` entry keeps the idempotency key
         of the delivery that started it, so that a redelivery is a duplicate."""
@@ -185,6 +195,7 @@ class Engine:
         row.checksum, row.priority = self.graph.checksum, priority
         tx.insert_token(row)
         tx.record(token, Kind.STARTED, {"context": checked}, key)
+        spending.open_in(self, tx, token, budget)
         self.moves.first_move(tx, row)
         return view(row)
 
@@ -273,13 +284,6 @@ class Engine:
             raise TokenNotActive(f"token {token!r} is {row.status}; it cannot be {done}")
         return row
 
-    def _family(self, tx: Tx, row: TokenRow) -> list[TokenRow]:
-        """The token and its descendants, parents first."""
-        family = [row]
-        for member in family:
-            family.extend(tx.children(member.token))
-        return family
-
     # Each steering verb is also a step of its own (`pause_in`, ...) that acts inside a
     # transaction opened by its caller: a plan's apply marks the token in the same one.
 
@@ -289,7 +293,7 @@ class Engine:
 
     def pause_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
-        for member in self._family(tx, row):
+        for member in tx.family(row):
             if member.status == TokenStatus.ACTIVE:
                 member.status = TokenStatus.PAUSED
                 tx.save_token(member)
@@ -304,7 +308,7 @@ class Engine:
     def resume_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
         deferred = []
-        for member in self._family(tx, row):
+        for member in tx.family(row):
             if member.status != TokenStatus.PAUSED:
                 continue
             paused = tx.last_entry(member.token, (Kind.PAUSED,))
@@ -442,7 +446,9 @@ class Engine:
         labels = self.fleet.to_keep(supervisor)
 
         def operation(tx: Tx) -> Grant | None:
-            grant = claiming.decide(tx, supervisor, queues, request, self.lease)
+            grant = claiming.decide(
+                tx, supervisor, queues, request, self.lease, budgets=self.moves.budgets
+            )
             if labels is not None:
                 tx.keep_labels(supervisor, labels)
             return grant
@@ -486,39 +492,6 @@ class Engine:
             self.leases_owed = True
             raise
 
-    def _held_task(
-        self,
-        tx: Tx,
-        ident: int,
-        attempt: int | None,
-        supervisor: str | None,
-        *,
-        outside: bool = False,
-    ) -> tuple[TaskRow, TokenRow]:
-        """Find a task that the sender still works on, on this attempt.
-
-        A supervisor's report, note or memory write needs its own claim; a report from
-        outside needs a waiting task; a note or a memory write that names no supervisor
-        needs a live attempt. A refusal names only what the sender sent: never the
-        supervisor that holds the task, nor the attempt it is at.
-        """
-        task = tx.task(ident)
-        if task is None:
-            raise TaskNotFound(f"no task has the id {ident}")
-        if attempt is not None and attempt != task.attempt:
-            if attempt < task.attempt:
-                raise AttemptOver(f"task {ident} has moved on from attempt {attempt}")
-            raise TaskNotHeld(f"task {ident} is not at attempt {attempt}")
-        if outside:
-            if task.status != TaskStatus.WAITING or tx.retry_planned(task.token):
-                raise TaskNotHeld(f"task {ident} is not waiting for an outcome from outside")
-        elif supervisor is not None:
-            if task.status != TaskStatus.CLAIMED or task.claimed_by != supervisor:
-                raise TaskNotHeld(f"task {ident} is not held by supervisor {supervisor!r}")
-        elif task.status not in WORKED_ON or tx.retry_planned(task.token):
-            raise TaskNotHeld(f"nobody works on task {ident} now")
-        return task, self.token_row(tx, task.token)
-
     def note(
         self,
         task: int,
@@ -536,7 +509,7 @@ class Engine:
             checks.supervisor_name(supervisor)
 
         def operation(tx: Tx) -> None:
-            row, token = self._held_task(tx, task, attempt, supervisor)
+            row, token = held_task(tx, task, attempt, supervisor)
             tx.record(token.token, Kind.NOTE, {"task": row.id, "text": kept})
 
         self._write(operation, by)
@@ -559,7 +532,7 @@ class Engine:
             checks.supervisor_name(supervisor)
 
         def operation(tx: Tx) -> None:
-            row, token = self._held_task(tx, task, attempt, supervisor)
+            row, token = held_task(tx, task, attempt, supervisor)
             if value is None:
                 tx.delete_memory(token.token, token.state, key)
                 kind = Kind.MEMORY_DELETED
@@ -581,14 +554,14 @@ class Engine:
         wanted = eager.asked(self._queues, body)
 
         def operation(tx: Tx) -> TokenView | Reported:
-            row, token = self._held_task(
+            row, token = held_task(
                 tx, task, body.attempt, body.supervisor, outside=body.supervisor is None
             )
             tx.count(Counter.REPORTS, body.kind)
-            outcomes.apply(tx, self.moves, row, token, body)
+            spending.apply(self, tx, row, token, body)
             if wanted is None:
                 return view(token)
-            return eager.answer(tx, self.graphs, wanted, token, self.lease)
+            return eager.answer(tx, self.graphs, wanted, token, self.lease, self.moves.budgets)
 
         answer = self._write(operation, by)
         if wanted is not None:

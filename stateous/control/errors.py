@@ -169,6 +169,24 @@ class KeyNotParked(EngineError, ValueError):
     code = RefusalCode.KEY_NOT_PARKED
 
 
+class InvalidSpend(EngineError, ValueError):
+    """What a routine spent is units and numbers, each 0 or more."""
+
+    code = RefusalCode.INVALID_SPEND
+
+
+class InvalidBudget(EngineError, ValueError):
+    """A budget is units and numbers above 0, which each reservation of the workflow fits."""
+
+    code = RefusalCode.INVALID_BUDGET
+
+
+class NoBudget(EngineError):
+    """The token's tree has no budget to raise."""
+
+    code = RefusalCode.NO_BUDGET
+
+
 class InvalidSchedule(EngineError, ValueError):
     """A schedule's cron line, time zone, overlap, catch-up or context cannot be used."""
 

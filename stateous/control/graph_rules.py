@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from stateous.model.backoff import backoff_problem
+from stateous.model.budgets import budget_problems, graph_reserves
 from stateous.model.durations import parse_duration
 from stateous.model.graph_file import GraphFile, StateSpec, WorkflowSpec
 from stateous.model.guards import GuardSyntaxError, parse
@@ -41,6 +42,7 @@ def problems(document: GraphFile) -> Iterator[str]:
         ):
             yield f"schedules.{name}.{problem}"
     yield from _resources(document)
+    yield from budget_problems(document.budget, document.budget_warn, graph_reserves(document))
 
 
 def _resources(document: GraphFile) -> Iterator[str]:

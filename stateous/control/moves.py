@@ -18,13 +18,14 @@ from enum import Enum
 from typing import Any, NoReturn
 
 from stateous.control import breaker, checks, repeats, resources, turns
+from stateous.control.budgets import Budgets, Reach
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
 from stateous.control.store import KeepAndRaise, TaskRow, TokenRow, Tx, to_iso
 from stateous.control.versions import Graphs
-from stateous.model.backoff import ceiling, jittered
+from stateous.model.backoff import retry_wait
 from stateous.model.durations import parse_duration
-from stateous.model.graph_file import ResourceSpec, StateSpec
+from stateous.model.graph_file import ResourceSpec
 from stateous.model.limits import TOKEN_ID_LIMIT
 from stateous.model.names import (
     END_NAME,
@@ -102,8 +103,9 @@ _FAILURES = {
 class Moves:
     """The rules by which tokens move: each token's by the graph it started on."""
 
-    def __init__(self, graphs: Graphs) -> None:
+    def __init__(self, graphs: Graphs, reach: Reach | None = None) -> None:
         self.graphs = graphs
+        self.budgets = Budgets(graphs, reach)
 
     def flow(self, tx: Tx, token: TokenRow) -> Flow:
         """The workflow that moves the token, in the graph it is pinned to."""
@@ -314,9 +316,10 @@ class Moves:
         return self.graphs.of(tx, token.checksum).document.resources
 
     def release(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
-        """Give back what the task holds, when its state uses resources."""
+        """Give back what the task holds: its resources' slots, its budget's reservation."""
         if self.uses(tx, token):
             resources.release(tx, task.id)
+        self.budgets.settle(tx, task.id)
 
     def queued_uses(self, tx: Tx, token: TokenRow, then: Callable[[Tx, int], object]) -> None:
         """Apply `then` to the token's queued task when its state uses resources: a paused
@@ -383,24 +386,14 @@ class Moves:
         task.claimed_by, task.lease_until = None, None
         if spec.uses:
             breaker.failed(tx, task, token.token, failed, self.declared(tx, token))
-            resources.release(tx, task.id)
+        self.release(tx, token, task)
         if task.attempt <= spec.retries and not repeats.stopped(tx, token, spec, failed):
-            self.retry(tx, token, task, self.retry_wait(spec, task, retry_after))
+            delay, cap = spec.retry_delay, spec.retry_delay_max
+            self.retry(tx, token, task, retry_wait(delay, cap, task.id, task.attempt, retry_after))
             return
         task.status = TaskStatus.FAILED
         tx.save_task(task)
         self.route(tx, token, Arrival(ERROR_EVENT, detail=error), Unrouted.FAIL)
-
-    @staticmethod
-    def retry_wait(spec: StateSpec, task: TaskRow, asked: float | None) -> float:
-        """The seconds before the next attempt: what the routine asked for, else the state's
-        backoff after this attempt (none without `retry_delay`)."""
-        if asked is not None:
-            return asked
-        if spec.retry_delay is None:
-            return 0.0
-        longest = ceiling(spec.retry_delay, spec.retry_delay_max, task.attempt)
-        return jittered(longest, f"{task.id}:{task.attempt}")
 
     def retry(self, tx: Tx, token: TokenRow, task: TaskRow, wait: float) -> None:
         """Bring a failed task to its next attempt: queued now, or waiting for a `retry`

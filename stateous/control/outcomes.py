@@ -2,7 +2,7 @@
 keeps the task for a report from outside, `failed` ends the attempt (a retry, or the
 token fails), `quota` gives the attempt back and parks its resource key (`quota.py`); all
 but `quota` keep the report's context changes. The engine finds the task and its token
-first (`Engine._held_task`)."""
+first (`holding.held_task`)."""
 
 from __future__ import annotations
 

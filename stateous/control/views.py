@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from stateous.control import resource_steering
+from stateous.control import resource_steering, spending
 from stateous.control.store import Entry, TokenRow, Tx, to_iso
 from stateous.model.sentences import Narrator
 from stateous.model.vocabulary import LIVE_TOKEN, TaskStatus
@@ -45,6 +45,12 @@ def detail(token: TokenRow, waits_for: str | None = None, waits: str | None = No
 
 
 def live_detail(token: TokenRow, tx: Tx, engine: Engine) -> TokenView:
+    """`_live_detail`, with what the token and its tree spent (`spending.spent_view`)."""
+    shown = _live_detail(token, tx, engine)
+    return msgspec.structs.replace(shown, spent=spending.spent_view(engine, tx, token))
+
+
+def _live_detail(token: TokenRow, tx: Tx, engine: Engine) -> TokenView:
     """`detail` of a token read in `tx`: its queued task is read only where its state uses a
     resource, or needs labels that no supervisor seen in the last hour has (`Fleet.unmet`,
     asked of the state's claim name as `GET /tasks` asks it)."""

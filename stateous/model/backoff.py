@@ -50,3 +50,15 @@ def jittered(ceiling_seconds: float, seed: str) -> float:
     stays a function of what it reads: run again after a conflict, it draws the same wait.
     """
     return random.Random(seed).uniform(0.0, ceiling_seconds)
+
+
+def retry_wait(
+    delay: str | None, cap: str | None, task: int, attempt: int, asked: float | None
+) -> float:
+    """The seconds before a task's next attempt: what its routine asked for, else its
+    state's backoff after `attempt` (none without a `retry_delay`)."""
+    if asked is not None:
+        return asked
+    if delay is None:
+        return 0.0
+    return jittered(ceiling(delay, cap, attempt), f"{task}:{attempt}")

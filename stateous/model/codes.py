@@ -36,6 +36,9 @@ class RefusalCode(StrEnum):
     INVALID_DELIVERY = "invalid_delivery"
     INVALID_SCHEDULE = "invalid_schedule"
     INVALID_SLOTS = "invalid_slots"
+    INVALID_SPEND = "invalid_spend"
+    INVALID_BUDGET = "invalid_budget"
+    NO_BUDGET = "no_budget"
     INVALID_BODY = "invalid_body"
     INVALID_QUOTA = "invalid_quota"
     RESOURCE_NOT_USED = "resource_not_used"
@@ -85,6 +88,9 @@ STATUS: dict[RefusalCode, int] = {
     RefusalCode.INVALID_DELIVERY: 422,
     RefusalCode.INVALID_SCHEDULE: 422,
     RefusalCode.INVALID_SLOTS: 422,
+    RefusalCode.INVALID_SPEND: 422,
+    RefusalCode.INVALID_BUDGET: 422,
+    RefusalCode.NO_BUDGET: 409,
     RefusalCode.INVALID_BODY: 422,
     RefusalCode.INVALID_QUOTA: 422,
     RefusalCode.RESOURCE_NOT_USED: 409,

@@ -15,7 +15,15 @@ import msgspec
 
 FORMAT = 1
 #: The keys of a state that tell only when its work runs: changing them keeps the structure.
-TIMING = ("timeout", "retries", "retry_delay", "retry_delay_max", "stop_on_repeat", "uses")
+TIMING = (
+    "timeout",
+    "retries",
+    "retry_delay",
+    "retry_delay_max",
+    "stop_on_repeat",
+    "uses",
+    "reserve",
+)
 
 
 class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -41,6 +49,8 @@ class StateSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     #: offered the state's work first, for `prefer_for` (a duration; 30s by default).
     prefers: dict[str, str] | None = None
     prefer_for: str | None = None
+    #: What its task reserves of its tree's budget before it runs, by unit.
+    reserve: dict[str, float] | None = None
 
 
 class EventSpec(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown_fields=True):
@@ -112,6 +122,11 @@ class GraphFile(msgspec.Struct, kw_only=True, omit_defaults=True, forbid_unknown
     resources: dict[str, ResourceSpec] = {}
     #: The top workflow's fairness key expression; absent without one, as `schedules`.
     fairness: str | None = None
+    #: What a token of the top workflow and all its children may spend, by unit, unless its
+    #: start says; absent without one, as `schedules`.
+    budget: dict[str, float] | None = None
+    #: The share of the budget at which the ledger warns; absent at the default, 0.8.
+    budget_warn: float | None = None
 
     def workflow_spec(self, name: str) -> WorkflowSpec:
         """Return the top workflow or a child workflow in the same shape."""
@@ -171,8 +186,8 @@ def checksum(graph: GraphFile) -> str:
 
 def structure(graph: GraphFile) -> str:
     """Hash the graph without the states' timing (`timeout`, `retries`, `retry_delay`,
-    `retry_delay_max` and `stop_on_repeat`), their `uses`, and without its schedules,
-    resources and fairness keys.
+    `retry_delay_max` and `stop_on_repeat`), their `uses` and `reserve`, and without its
+    schedules, resources, fairness keys and budget.
 
     Changing only those keeps the structure, so a database with live tokens can take the
     new file: a schedule says when tokens start, a resource when a task may run, a fairness
@@ -181,6 +196,8 @@ def structure(graph: GraphFile) -> str:
     document = msgspec.to_builtins(graph)
     document.pop("schedules", None)
     document.pop("resources", None)
+    document.pop("budget", None)
+    document.pop("budget_warn", None)
     for workflow in (document, *document.get("workflows", {}).values()):
         workflow.pop("fairness", None)
         for state in workflow["states"].values():

@@ -22,7 +22,9 @@ TIMEOUT_EVENT: Final = "timeout"
 ERROR_EVENT: Final = "error"
 #: Every child of a parallel state ended.
 JOINED_EVENT: Final = "joined"
-BUILTIN_EVENTS: Final = (TIMEOUT_EVENT, ERROR_EVENT, JOINED_EVENT)
+#: The spend of the token's tree reached its budget (`stateous.model.budgets`).
+OVER_BUDGET_EVENT: Final = "over_budget"
+BUILTIN_EVENTS: Final = (TIMEOUT_EVENT, ERROR_EVENT, JOINED_EVENT, OVER_BUDGET_EVENT)
 #: The event that moves a new token out of START.
 STARTED = "__started__"
 START_NAME = "__start__"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from stateous.model.budgets import amounts_text
 from stateous.model.names import END_NAME, START_NAME
 from stateous.model.vocabulary import Kind
 
@@ -133,6 +134,15 @@ SENTENCES: dict[str, Callable[[Data], str]] = {
     Kind.MEMORY_DELETED: lambda data: f"memory deleted: {data['memory_key']} (in {data['state']})",
     Kind.BRANCH_STARTED: lambda data: f"branch {data['workflow']} started: {data['token']}",
     Kind.EVENT_DROPPED: lambda data: f"{data['event']} dropped: {data['reason']}",
+    Kind.SPENT: lambda data: f"task {data['task']} spent {amounts_text(data['spent'])}",
+    Kind.BUDGET_SET: lambda data: f"budget of the tree: {amounts_text(data['budget'])}",
+    Kind.BUDGET_WARNED: lambda data: (
+        f"the tree spent {data['spent']:g} {data['unit']} of its budget of {data['limit']:g}"
+    ),
+    Kind.OVER_BUDGET: lambda data: (
+        f"over budget: {data['reason']}" + ("" if data["routed"] else "; the tree pauses")
+    ),
+    Kind.BUDGET_RAISED: lambda data: f"budget raised: {amounts_text(data['budget'])}",
 }
 
 

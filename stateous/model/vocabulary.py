@@ -116,6 +116,12 @@ class Kind(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: Spend and budgets (0022).
+    SPENT = "spent"
+    BUDGET_SET = "budget_set"
+    BUDGET_WARNED = "budget_warned"
+    OVER_BUDGET = "over_budget"
+    BUDGET_RAISED = "budget_raised"
 
 
 #: The entry that ends a token, by the status it ends with.
@@ -146,6 +152,8 @@ class MessageKind(StrEnum):
     REPORT = "report"
     NOTE = "note"
     MEMORY = "memory"
+    #: What the routine spent (`ctx.spend`), sent at once as a note is.
+    SPEND = "spend"
 
 
 #: What an occurrence does while the last one's token is live: nothing (recorded as a

@@ -32,6 +32,28 @@ StateName = Annotated[str, msgspec.Meta(min_length=1, max_length=CLAIM_NAME_LIMI
 Code = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z_]{0,63}\Z")]
 
 
+class BudgetView(msgspec.Struct, kw_only=True):
+    """The budget of a tree of tokens, kept under its top `token`: its limits, what the tree
+    spent and what its claimed tasks reserved, by unit; the share at which the ledger
+    warns; whether the spend reached a limit."""
+
+    token: str
+    limits: dict[str, float]
+    spent: dict[str, float]
+    reserved: dict[str, float]
+    warn: float
+    over: bool
+
+
+class SpentView(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a token spent, and its whole tree (its children included), by unit; the budget
+    of its tree, if it has one."""
+
+    token: dict[str, float]
+    tree: dict[str, float]
+    budget: BudgetView | None = None
+
+
 class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     """A token as the API shows it; `parent` only on a child token; `checksum` (the graph
     file it moves by) only where one token is asked for."""
@@ -50,6 +72,9 @@ class TokenView(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: Where one token is asked for and its queued task's state needs labels that no
     #: supervisor seen in the last hour has: `TaskView.waits`, the same sentence.
     waits: str | None = None
+    #: Where one token is asked for and it, a child or its tree's budget has a spend: what
+    #: it and its tree spent (`SpentView`).
+    spent: SpentView | None = None
 
 
 class VersionView(msgspec.Struct, kw_only=True):
@@ -213,6 +238,8 @@ class StartBody(msgspec.Struct, kw_only=True):
     context: dict[str, Any] | None = None
     #: Higher first; inherited by the token's children (`PRIORITY_LIMIT` either way).
     priority: int = 0
+    #: What the token and all its children may spend, by unit (its workflow's otherwise).
+    budget: dict[str, Any] | None = None
 
 
 class FireBody(msgspec.Struct, kw_only=True):
@@ -357,6 +384,8 @@ class ReportBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     #: Ours: the supervisor's next task, granted in the answer (`Reported`) as a claim
     #: with these fields would be; a report from outside cannot ask it.
     next: NextBody | None = None
+    #: Ours: what the attempt spent, by unit (`ctx.spend`'s units), kept before the outcome.
+    spent: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind == ReportKind.EVENT.value and not self.event:
@@ -377,6 +406,21 @@ class NoteBody(msgspec.Struct, kw_only=True):
     attempt: int | None = None
     #: The supervisor that holds the task; required of a bound supervisor credential.
     supervisor: str | None = None
+
+
+class SpendBody(msgspec.Struct, kw_only=True):
+    """What a routine spent during its attempt, by unit (`ctx.spend`)."""
+
+    spent: dict[str, Any]
+    attempt: int | None = None
+    #: The supervisor that holds the task; required of a bound supervisor credential.
+    supervisor: str | None = None
+
+
+class BudgetBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """New limits of the budget of a token's tree, by unit."""
+
+    budget: dict[str, Any]
 
 
 class MemoryBody(msgspec.Struct, kw_only=True):

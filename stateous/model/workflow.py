@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from stateous.model.backoff import backoff_problem
+from stateous.model.budgets import BUDGET_WARN, amounts_problem, reserve_problem, warn_problem
 from stateous.model.durations import parse_duration
 from stateous.model.errors import DefinitionError
 from stateous.model.guards import GuardSyntaxError
@@ -23,6 +24,8 @@ from stateous.model.names import BUILTIN_EVENTS, END_NAME, START_NAME, name_prob
 from stateous.model.repeats import repeat_problem
 from stateous.model.resources import resource_problems
 from stateous.model.schedule import problems
+
+_T = TypeVar("_T")
 
 JOINS = ("all", "any")
 #: The keywords of `Workflow.state`, in the order an error lists them.
@@ -39,6 +42,7 @@ STATE_KEYWORDS = (
     "needs",
     "prefers",
     "prefer_for",
+    "reserve",
 )
 
 
@@ -81,6 +85,8 @@ class State:
     #: should have to be offered the state's work first, and for how long (a duration).
     prefers: dict[str, str] = field(default_factory=dict)
     prefer_for: str | None = None
+    #: What its task reserves of its tree's budget before it runs, by unit.
+    reserve: dict[str, float] = field(default_factory=dict)
 
     @property
     def is_parallel(self) -> bool:
@@ -160,6 +166,13 @@ def _check_name(what: str, name: object) -> str:
     return name  # type: ignore[return-value]
 
 
+def _checked(problem: str | None, value: _T) -> _T:
+    """`value`, unless `problem` says why it cannot be."""
+    if problem is not None:
+        raise DefinitionError(problem)
+    return value
+
+
 def _check_key(what: str, text: object) -> str | None:
     if text is None:
         return None
@@ -209,13 +222,27 @@ class Workflow:
         context: type | None = None,
         *,
         fairness: str | None = None,
+        budget: dict[str, float] | None = None,
+        budget_warn: float = BUDGET_WARN,
         **unknown: Any,
     ) -> None:
-        _unknown_keywords(f"workflow {name!r}", unknown, ("context", "fairness"))
+        _unknown_keywords(
+            f"workflow {name!r}", unknown, ("context", "fairness", "budget", "budget_warn")
+        )
         self.name = _check_name("workflow", name)
         self.context = _check_model(f"workflow {name!r}: context", context)
         #: The key expression that names each task's fairness key (`stateous.model.keys`).
         self.fairness = _check_key(f"workflow {name!r}: fairness", fairness)
+        #: What a token of it and all its children may spend, by unit, unless its start says.
+        self.budget = _checked(
+            amounts_problem(f"workflow {name!r}: budget", budget, positive=True)
+            if budget is not None
+            else None,
+            dict(budget or {}),
+        )
+        self.budget_warn = _checked(
+            warn_problem(f"workflow {name!r}: budget_warn", budget_warn), budget_warn
+        )
         self.states: dict[str, State] = {}
         self.events: dict[str, Event] = {}
         self.transitions: list[Transition] = []
@@ -241,6 +268,7 @@ class Workflow:
         needs: dict[str, str] | None = None,
         prefers: dict[str, str] | None = None,
         prefer_for: str | None = None,
+        reserve: dict[str, float] | None = None,
         **unknown: Any,
     ) -> State:
         """Declare a state; with `parallel=`, a state whose work is child workflows."""
@@ -268,6 +296,7 @@ class Workflow:
         if problem is not None:
             raise DefinitionError(f"{what}: {problem}")
         self._check_uses(what, uses, children)
+        self._check_reserve(what, reserve, children)
         state = State(
             self,
             name,
@@ -283,6 +312,7 @@ class Workflow:
             needs=dict(needs or {}),
             prefers=dict(prefers or {}),
             prefer_for=prefer_for,
+            reserve=dict(reserve or {}),
         )
         self.states[name] = state
         return state
@@ -308,6 +338,18 @@ class Workflow:
                     raise DefinitionError(
                         f"{what}: uses {resource!r}: {use!r} is no key expression: {ex}"
                     ) from None
+
+    def _check_reserve(self, what: str, reserve: object, children: tuple[Workflow, ...]) -> None:
+        """The shape of `reserve=`, and that it fits the workflow's own budget, if any."""
+        if reserve is None:
+            return
+        problem = amounts_problem(f"{what}: reserve", reserve)
+        if problem is None and children:
+            problem = f"{what}: a parallel state has no task, so it cannot have reserve="
+        if problem is None and self.budget and isinstance(reserve, dict):
+            problem = reserve_problem(f"{what}: reserve", reserve, self.budget)
+        if problem is not None:
+            raise DefinitionError(problem)
 
     def resource(
         self,

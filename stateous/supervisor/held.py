@@ -64,6 +64,9 @@ class Sink:
     def memory(self, key: str, value: Any) -> None:
         self._send("memory", {"key": key, "value": value})
 
+    def spend(self, amounts: dict[str, float]) -> None:
+        self._send("spend", {"spent": amounts})
+
     def _send(self, kind: str, body: dict[str, Any]) -> None:
         running = self._running
         if running.gone is None:

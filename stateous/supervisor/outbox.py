@@ -25,7 +25,15 @@ import msgspec
 
 from stateous.model.errors import Failure
 from stateous.model.vocabulary import MessageKind
-from stateous.model.wire import Count, MemoryBody, NoteBody, ReportBody, TaskId, TokenId
+from stateous.model.wire import (
+    Count,
+    MemoryBody,
+    NoteBody,
+    ReportBody,
+    SpendBody,
+    TaskId,
+    TokenId,
+)
 
 log = logging.getLogger("stateous.supervisor")
 
@@ -35,7 +43,7 @@ CREATE TABLE IF NOT EXISTS messages (
     task INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
     token TEXT NOT NULL,
-    kind TEXT NOT NULL CHECK (kind IN ('report', 'note', 'memory')),
+    kind TEXT NOT NULL CHECK (kind IN ('report', 'note', 'memory', 'spend')),
     body TEXT NOT NULL,
     created_at REAL NOT NULL
 )
@@ -47,6 +55,7 @@ BODIES: dict[str, type[msgspec.Struct]] = {
     MessageKind.REPORT: ReportBody,
     MessageKind.NOTE: NoteBody,
     MessageKind.MEMORY: MemoryBody,
+    MessageKind.SPEND: SpendBody,
 }
 #: What the log says of a message that is dropped unsent.
 DROPPED: dict[str | None, str] = {
@@ -56,6 +65,8 @@ DROPPED: dict[str | None, str] = {
     "can never take: %s",
     MessageKind.MEMORY: "dropped a memory write of task %r from the outbox, which the "
     "control plane can never take: %s",
+    MessageKind.SPEND: "dropped a spend of task %r from the outbox, which the control plane "
+    "can never take: %s",
     None: "dropped a message of task %r from the outbox, which the control plane can never "
     "take: %s",
 }
@@ -108,6 +119,7 @@ class Outbox:
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.execute(SCHEMA)
+        _take_spends(self._db)
         self._guard = threading.Lock()
         #: The attempts dropped since the last `pending`, whose messages it may still list.
         self._dropped: set[tuple[int, int]] = set()
@@ -175,6 +187,19 @@ class Outbox:
         self._db.close()
         fcntl.flock(self._lock_file, fcntl.LOCK_UN)
         self._lock_file.close()
+
+
+def _take_spends(db: apsw.Connection) -> None:
+    """Let an outbox made before spends existed keep them too: its table is made anew with
+    the kinds of today, its messages copied in their order."""
+    made = db.execute("SELECT sql FROM sqlite_master WHERE name = 'messages'").fetchone()
+    if made is None or "'spend'" in str(made[0]):
+        return
+    with db:
+        db.execute("ALTER TABLE messages RENAME TO messages_before")
+        db.execute(SCHEMA)
+        db.execute("INSERT INTO messages SELECT * FROM messages_before")
+        db.execute("DROP TABLE messages_before")
 
 
 def _message(ident: int, task: Any, attempt: Any, token: Any, kind: Any, body: Any) -> Message:

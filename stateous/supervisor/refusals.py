@@ -53,11 +53,14 @@ KEPT_AT_STOP: dict[str, str] = {
     "for the next start",
     MessageKind.MEMORY: "%s: the control plane cannot be reached; the memory write stays in "
     "the outbox for the next start",
+    MessageKind.SPEND: "%s: the control plane cannot be reached; the spend stays in the outbox "
+    "for the next start",
 }
 #: What the log says of a refused note or memory write, which is then dropped.
 REFUSED: dict[str, str] = {
     MessageKind.NOTE: "%s: the control plane refused a note: %s",
     MessageKind.MEMORY: "%s: the control plane refused a memory write: %s",
+    MessageKind.SPEND: "%s: the control plane refused a spend: %s",
 }
 #: What the log says of a message kept at a stop because the credential is refused.
 KEPT_DENIED: dict[str, str] = {
@@ -67,6 +70,8 @@ KEPT_DENIED: dict[str, str] = {
     "note stays in the outbox for a start with a good one",
     MessageKind.MEMORY: "%s: the control plane refuses this supervisor's credential; the "
     "memory write stays in the outbox for a start with a good one",
+    MessageKind.SPEND: "%s: the control plane refuses this supervisor's credential; the "
+    "spend stays in the outbox for a start with a good one",
 }
 
 

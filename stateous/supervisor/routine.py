@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import msgspec
 
+from stateous.model.budgets import amounts_problem
 from stateous.model.durations import parse_duration
 from stateous.model.limits import MEMORY_KEY_LIMIT, NOTE_LIMIT
 from stateous.model.names import BUILTIN_EVENTS, plain_text
@@ -315,6 +316,7 @@ class Sink(Protocol):
     def gone(self) -> str | None: ...
     def note(self, text: str) -> None: ...
     def memory(self, key: str, value: Any) -> None: ...
+    def spend(self, amounts: dict[str, float]) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -428,6 +430,15 @@ class Context(Generic[Model]):
         if len(text) > NOTE_LIMIT:
             raise ValueError(f"a note has at most {NOTE_LIMIT} characters, not {len(text)}")
         self._sink.note(text)
+
+    def spend(self, **amounts: float) -> None:
+        """Record what this attempt spent, at once, by unit (`usd=0.12, tokens=3400`): a row
+        of the ledger, counted against the budget of the token's tree."""
+        problem = amounts_problem("ctx.spend", amounts)
+        if problem is not None:
+            raise ValueError(problem)
+        if amounts:
+            self._sink.spend({unit: float(amount) for unit, amount in amounts.items()})
 
     def schedule(self, event: Occurrence[Any] | type[Occurrence[Any]], *, after: str) -> None:
         """Fire `event` on the token after a duration such as '10m', if it is still here."""

@@ -258,8 +258,9 @@ class Supervisor:
                         body["next"] = asked
                     path = f"/tasks/{message.task}/report"
                     grant = await self._call(connection, "POST", path, body, answers.read_next)
-                elif message.kind == MessageKind.NOTE:
-                    await self._call(connection, "POST", f"/tasks/{message.task}/note", body)
+                elif message.kind in (MessageKind.NOTE, MessageKind.SPEND):
+                    path = f"/tasks/{message.task}/{message.kind}"
+                    await self._call(connection, "POST", path, body)
                 else:
                     await self._call(connection, "PUT", f"/tasks/{message.task}/memory", body)
             except (Unreachable, BadAnswer) as ex:

@@ -48,8 +48,8 @@ CASES = [
         ("token", "bogus"),
         "usage: stateous token ",
         "stateous token: error: argument VERB: invalid choice: 'bogus' "
-        "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'retry', "
-        "'migrate', 'list')",
+        "(choose from 'start', 'fire', 'show', 'watch', 'pause', 'resume', 'cancel', 'budget', "
+        "'retry', 'migrate', 'list')",
     ),
     (
         ("--bogus", "token", "show"),

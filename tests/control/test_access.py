@@ -149,6 +149,7 @@ REQUESTS = {
     ("POST", "/tokens/{token}/pause"): ("/tokens/ORDER-1/pause", None),
     ("POST", "/tokens/{token}/resume"): ("/tokens/ORDER-1/resume", None),
     ("POST", "/tokens/{token}/cancel"): ("/tokens/ORDER-1/cancel", None),
+    ("POST", "/tokens/{token}/budget"): ("/tokens/ORDER-1/budget", {"budget": {"usd": 1}}),
     ("POST", "/tokens/{token}/retry"): ("/tokens/ORDER-1/retry", None),
     ("POST", "/tokens/{token}/migrate"): ("/tokens/ORDER-1/migrate", None),
     ("POST", "/plans"): ("/plans", {"action": "pause", "where": "status=active"}),
@@ -173,6 +174,10 @@ REQUESTS = {
         {"kind": "waiting", "supervisor": SUPERVISOR},
     ),
     ("POST", "/tasks/{task}/note"): ("/tasks/999/note", {"text": "hi", "supervisor": SUPERVISOR}),
+    ("POST", "/tasks/{task}/spend"): (
+        "/tasks/999/spend",
+        {"spent": {"usd": 1}, "supervisor": SUPERVISOR},
+    ),
     ("PUT", "/tasks/{task}/memory"): (
         "/tasks/999/memory",
         {"key": "k", "value": 1, "supervisor": SUPERVISOR},
@@ -197,6 +202,7 @@ MAY = {
         ("POST", "/tasks/heartbeat"),
         ("POST", "/tasks/{task}/report"),
         ("POST", "/tasks/{task}/note"),
+        ("POST", "/tasks/{task}/spend"),
         ("PUT", "/tasks/{task}/memory"),
     },
     "hook": {*OPEN, ("POST", "/tokens/{token}/events/{event}")},

@@ -141,6 +141,25 @@ MISTAKES: dict[str, tuple[Callable[[Document], None], str]] = {
         set_in(["schemas", "Ticket", "properties", "repo"], {"$ref": "#/$defs/Nothing"}),
         "schemas.Ticket: cannot resolve $ref '#/$defs/Nothing'",
     ),
+    "a budget in a unit that is no word": (
+        set_in(["budget"], {"US Dollars": 5}),
+        "budget: 'US Dollars' is not a unit name",
+    ),
+    "a budget_warn above 1": (
+        set_in(["budget_warn"], 1.5),
+        "budget_warn is 1.5; it must be a share above 0 and at most 1",
+    ),
+    "a reservation larger than the budget": (
+        lambda document: (
+            document.update(budget={"usd": 1})
+            or document["states"]["coding"].update(reserve={"usd": 2})
+        ),
+        "states.coding.reserve: usd 2 is more than the budget's 1",
+    ),
+    "a negative reservation in a child workflow": (
+        set_in([*REVIEWS, "states", "triage", "reserve"], {"usd": -1}),
+        "workflows.security-review.states.triage.reserve: usd is -1",
+    ),
 }
 
 

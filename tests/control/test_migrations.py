@@ -93,6 +93,8 @@ UNDO_0025 = (
 )
 #: What takes a database of version 0024 back to before 0024.
 UNDO_0024 = ("ALTER TABLE claims DROP COLUMN labels",)
+#: What takes a database of version 0022 back to before 0022.
+UNDO_0022 = ("DROP TABLE budget_reservations", "DROP TABLE budgets")
 #: What takes a database of version 0021 back to before 0021 (no parked keys).
 UNDO_0021 = ("DROP TABLE key_parkings",)
 #: What takes a database of version 0020 back to before 0020 (its queues by
@@ -130,6 +132,7 @@ UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 BACK_TO_0008 = (
     *UNDO_0025,
     *UNDO_0024,
+    *UNDO_0022,
     *UNDO_0021,
     *UNDO_0020,
     *UNDO_0019,
@@ -216,9 +219,10 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 
 OURS = (
-    "claim_requests, claims, control_plane, counts, credentials, fair_clocks, graphs, "
-    "key_parkings, ledger, memory, plan_tokens, plans, preferred, resource_keys, resources, "
-    "schedule_history, schedules, settings, task_resources, tasks, timers, tokens"
+    "budget_reservations, budgets, claim_requests, claims, control_plane, counts, credentials, "
+    "fair_clocks, graphs, key_parkings, ledger, memory, plan_tokens, plans, preferred, "
+    "resource_keys, resources, schedule_history, schedules, settings, task_resources, tasks, "
+    "timers, tokens"
 )
 
 
@@ -401,6 +405,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         *UNDO_0020,
         *UNDO_0019,
@@ -434,6 +439,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         *UNDO_0020,
         *UNDO_0019,
@@ -467,6 +473,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         *UNDO_0020,
         *UNDO_0019,
@@ -504,6 +511,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         *UNDO_0020,
         *UNDO_0019,
@@ -541,6 +549,7 @@ def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         *UNDO_0020,
         "UPDATE stateous_version SET version_num = '0019'",
@@ -569,6 +578,7 @@ def test_a_supervisor_that_claimed_before_0024_might_offer_any_label_until_it_cl
         backend,
         *UNDO_0025,
         *UNDO_0024,
+        *UNDO_0022,
         *UNDO_0021,
         "UPDATE stateous_version SET version_num = '0020'",
     )

@@ -6,6 +6,7 @@ that a context hands it, in order, so a test sees what would be sent and when.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -41,7 +42,8 @@ class states:  # noqa: N801 - named as contract.py names it
 
 
 class Recorder:
-    """A sink that records what a context sends at once: ("note", text) or ("memory", k, v)."""
+    """A sink that records what a context sends at once: ("note", text), ("memory", k, v)
+    or ("spend", amounts)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[Any, ...]] = []
@@ -49,6 +51,9 @@ class Recorder:
 
     def note(self, text: str) -> None:
         self.sent.append(("note", text))
+
+    def spend(self, amounts: dict[str, float]) -> None:
+        self.sent.append(("spend", amounts))
 
     def memory(self, key: str, value: Any) -> None:
         self.sent.append(("memory", key, value))
@@ -255,6 +260,35 @@ def test_a_note_goes_to_the_sink_at_once_in_order() -> None:
     ctx.note("step 2")
 
     assert sink.sent == [("note", "step 1"), ("memory", "session", "abc"), ("note", "step 2")]
+
+
+def test_a_spend_goes_to_the_sink_at_once_in_any_units() -> None:
+    ctx, sink = make_context()
+
+    ctx.spend(usd=0.12, tokens=3400)
+    ctx.note("step 1")
+
+    assert sink.sent == [("spend", {"usd": 0.12, "tokens": 3400.0}), ("note", "step 1")]
+
+
+@pytest.mark.parametrize(
+    ("amounts", "words"),
+    [
+        ({"usd": -1}, "ctx.spend: usd is -1; it must be a number 0 or more"),
+        ({"usd": "1"}, "ctx.spend: usd is '1', not a number"),
+        ({"USD": 1}, "ctx.spend: 'USD' is not a unit name"),
+    ],
+    ids=["negative", "text", "unit"],
+)
+def test_a_bad_spend_raises_value_error_and_sends_nothing(
+    amounts: dict[str, Any], words: str
+) -> None:
+    ctx, sink = make_context()
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        ctx.spend(**amounts)
+
+    assert sink.sent == []
 
 
 def test_a_note_of_500_characters_is_sent_whole() -> None:

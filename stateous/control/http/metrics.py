@@ -69,6 +69,16 @@ PLAIN = (
         "Ended tokens that retention removed (serve --keep-ended), children included.",
         Counter.TOKENS_REMOVED,
     ),
+    (
+        "stateous_budget_warnings_total",
+        "Trees whose spend crossed the warning share of a unit of their budget (budget_warn=).",
+        Counter.BUDGET_WARNINGS,
+    ),
+    (
+        "stateous_budgets_spent_total",
+        "Trees whose spend reached their budget: over_budget, routed or the tree paused.",
+        Counter.BUDGETS_SPENT,
+    ),
 )
 
 

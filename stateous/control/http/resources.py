@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 import falcon
 import msgspec
 
-from stateous.control import migration, plans, resource_steering, schedules, stats
+from stateous.control import migration, plans, resource_steering, schedules, spending, stats
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import TaskNotFound
 from stateous.control.http import metrics, ui
@@ -226,7 +226,7 @@ class Tokens(Resource):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
         token, created = self.engine.start(
-            body.token, body.context, by=caller(req), priority=body.priority
+            body.token, body.context, by=caller(req), priority=body.priority, budget=body.budget
         )
         answer(resp, for_caller(req, token), falcon.HTTP_201 if created else falcon.HTTP_200)
 
@@ -266,6 +266,10 @@ class Token(Resource):
     def on_post_resume(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
         answer(resp, self.engine.resume(token, by=caller(req)))
+
+    def on_post_budget(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
+        body = read_shape(req, wire.BudgetBody)
+        answer(resp, spending.raise_budget(self.engine, token, body.budget, caller(req)))
 
     def on_post_cancel(self, req: falcon.Request, resp: falcon.Response, token: str) -> None:
         read_body(req)
@@ -403,6 +407,13 @@ class Tasks(Resource):
         self.engine.note(
             number, body.text, body.attempt, supervisor=body.supervisor, by=caller(req)
         )
+        resp.status = falcon.HTTP_204
+
+    def on_post_spend(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
+        number = task_id(task)
+        body = read_shape(req, wire.SpendBody)
+        act_as(req, body.supervisor)
+        spending.spend(self.engine, number, body, caller(req))
         resp.status = falcon.HTTP_204
 
     def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:

@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable
 from types import ModuleType
 
+from stateous.control.store.budget_sql import BudgetRow
 from stateous.control.store.columns import QueueBy, Queues
 from stateous.control.store.contract import KeepAndRaise, Result, Store, Tx
 from stateous.control.store.counts import Counter
@@ -84,6 +85,7 @@ POSTGRES = ("postgresql://", "postgres://")
 __all__ = [
     "COMMITTED",
     "POSTGRES",
+    "BudgetRow",
     "ClaimReads",
     "ClaimRow",
     "ControlRow",

@@ -51,6 +51,9 @@ class Counter(StrEnum):
     TOKENS_REMOVED = "tokens_removed"
     #: Keys parked by a quota report or a breaker, labelled `resource cause`.
     PARKINGS = "parkings"
+    #: Trees whose spend crossed the warning share of a budget's unit, and reached a limit.
+    BUDGET_WARNINGS = "budget_warnings"
+    BUDGETS_SPENT = "budgets_spent"
     #: Gauges, kept as counts that go up and down: live tokens by status and state, and
     #: live tasks by status and state, each labelled `status state`; pending timers.
     LIVE_TOKENS = "live_tokens"
@@ -70,6 +73,8 @@ BY_KIND: dict[str, tuple[Counter, str]] = {
     Kind.COMPLETED: (Counter.TOKENS_ENDED, Kind.COMPLETED.value),
     Kind.FAILED: (Counter.TOKENS_ENDED, Kind.FAILED.value),
     Kind.CANCELLED: (Counter.TOKENS_ENDED, Kind.CANCELLED.value),
+    Kind.BUDGET_WARNED: (Counter.BUDGET_WARNINGS, ""),
+    Kind.OVER_BUDGET: (Counter.BUDGETS_SPENT, ""),
 }
 #: The counters that also keep a ring of the last sixty minutes, for `/stats`.
 HOURLY = frozenset({Counter.EVENTS_FIRED, Counter.LEASES_ENDED, Counter.ATTEMPTS_FAILED})

@@ -237,7 +237,7 @@ class RetentionSql(Statements):
             f"WHERE task_id IN ({_made_by(self.listed, Kind.TASK_QUEUED, 'task')})",
             listed,
         )
-        for table in ("memory", "ledger", "tokens"):
+        for table in ("memory", "budgets", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from stateous.control.store.budget_sql import BudgetSql
 from stateous.control.store.columns import (
     DUE_TIMERS,
     ENTRY_COLUMNS,
@@ -88,6 +89,7 @@ class SqlTx(
     LeaseSql,
     MemorySql,
     ResourceSql,
+    BudgetSql,
     ParkingSql,
     TenureSql,
     FleetSql,
@@ -254,6 +256,13 @@ class SqlTx(
             (parent,),
         )
         return [self.keep(row) for row in rows]
+
+    def family(self, row: TokenRow) -> list[TokenRow]:
+        """The token and its descendants, parents first."""
+        family = [row]
+        for member in family:
+            family.extend(self.children(member.token))
+        return family
 
     # ledger
 

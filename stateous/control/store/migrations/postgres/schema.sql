@@ -301,3 +301,22 @@ CREATE TABLE key_parkings (
     streak INTEGER NOT NULL,
     PRIMARY KEY (resource, key)
 );
+
+-- A token that holds a budget (0022): its limits by unit, the share at which the ledger
+-- warns, its tree's spend by unit, the units warned of, and whether the spend reached a
+-- limit. A claimed task of a state with `reserve=` holds what it reserved until its
+-- attempt ends (`budget_reservations`).
+CREATE TABLE budgets (
+    token TEXT COLLATE "C" PRIMARY KEY,
+    limits TEXT NOT NULL,
+    warn DOUBLE PRECISION NOT NULL,
+    spent TEXT NOT NULL,
+    warned TEXT NOT NULL,
+    over INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE budget_reservations (
+    task BIGINT PRIMARY KEY,
+    budget TEXT COLLATE "C" NOT NULL,
+    amounts TEXT NOT NULL
+);
+CREATE INDEX budget_reservations_budget ON budget_reservations (budget);
