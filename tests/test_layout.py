@@ -210,6 +210,7 @@ def test_the_rule_on_codes_catches_a_spelled_code(tmp_path: Path) -> None:
 HOLDING = {
     "stateous.supervisor.held",
     "stateous.control.errors.TaskNotHeld",
+    "stateous.control.holding",
     "stateous.control.holding.held_task",
     "stateous.supervisor.heartbeat.Heart.holds",
     "stateous.supervisor.heartbeat.Heart.held",

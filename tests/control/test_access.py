@@ -19,7 +19,8 @@ import pytest
 from stateous.control.credentials import add_credential, revoke_credential
 from stateous.control.http.access import Access, Hook, served_hosts, served_origins
 from stateous.control.http.app import Guard, create_app
-from stateous.control.http.routes import ROUTES, RULES, paths
+from stateous.control.http.routes import ROUTES
+from stateous.control.http.routing import RULES, paths
 from stateous.model.vocabulary import Role
 from tests.control.conftest import Served, build_engine, serving
 from tests.control.raw import exchange, is_refusal, request_bytes

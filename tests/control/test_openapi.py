@@ -14,7 +14,8 @@ from schemathesis.config import SchemathesisConfig
 
 from stateous.control.http import openapi
 from stateous.control.http.operations import ALWAYS, Route
-from stateous.control.http.routes import ROUTES, RULES
+from stateous.control.http.routes import ROUTES
+from stateous.control.http.routing import RULES
 from stateous.control.waiting_claims import LONGEST_WAIT
 from stateous.model.codes import BAD_REQUEST_STATUSES, STATUS, RefusalCode
 from tests.control.conftest import Served

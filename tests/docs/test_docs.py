@@ -583,7 +583,7 @@ def _may(rule, role: str) -> str:
 
 
 def test_the_role_table_says_what_the_route_table_allows_each_caller() -> None:
-    from stateous.control.http.routes import RULES
+    from stateous.control.http.routing import RULES
 
     callers = ("operator", "supervisor", "webhook", "none", "off")
     table = {}

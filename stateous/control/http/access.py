@@ -7,7 +7,7 @@ only the SHA-256. Authentication is on from the first credential added until
 is live, since revoking the last one must not open the door: then every request
 but `GET /health` carries `Authorization: Bearer SECRET`, looked up at each
 request, so that a revocation counts at once. Each route names the roles that may call it
-(`routes.RULES`); a webhook may fire only its own events, and start tokens only when it
+(`routing.RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body, and a signed delivery without `Authorization` names its
 webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only); a

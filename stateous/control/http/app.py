@@ -34,7 +34,7 @@ from stateous.control.http.bodies import raw_body
 from stateous.control.http.hooks import PLAIN, Hooks
 from stateous.control.http.refusals import engine_refused, failed, falcon_refused
 from stateous.control.http.resources import Parts
-from stateous.control.http.routes import has_rule, methods_of, paths, rule_of
+from stateous.control.http.routing import has_rule, methods_of, paths, rule_of
 from stateous.control.http.streams import Streams
 
 if TYPE_CHECKING:

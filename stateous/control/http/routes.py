@@ -6,7 +6,7 @@ the roles, and what a webhook may do there; None: every caller); and its `Operat
 (`operations.py`): what it is for, the shape of its body, its answers by status and the
 codes of its refusals (their statuses are the codes', `codes.STATUS`), besides those that
 any request may get (`ALWAYS`). The app routes each path to its resource from this table
-(`app.create_app`), the guard looks up each request's rule in it (`rule_of`), and
+(`app.create_app`), the guard looks up each request's rule in it (`routing.rule_of`), and
 `/openapi.json` describes each operation from it (`openapi.document`). A new route is one
 entry here and its responder. `HEAD` follows `GET`.
 """
@@ -565,42 +565,3 @@ ROUTES: tuple[Route, ...] = (
         ),
     ),
 )
-#: The rule of each route, by method and path template.
-RULES: dict[tuple[str, str], Rule | None] = {
-    (route.method, route.path): route.rule for route in ROUTES
-}
-
-
-def _route(method: str, template: str) -> tuple[str, str]:
-    """The key of a request's route in `RULES`: `HEAD` is the `GET` of its path."""
-    return ("GET" if method == "HEAD" else method, template)
-
-
-def has_rule(method: str, template: str) -> bool:
-    """Whether the path takes the method."""
-    return _route(method, template) in RULES
-
-
-def methods_of(template: str) -> list[str]:
-    """The methods that a path takes, for the `Allow` header of a 405: `HEAD` beside `GET`."""
-    methods = {method for method, path in RULES if path == template}
-    return sorted(methods | {"HEAD"} if "GET" in methods else methods)
-
-
-def rule_of(method: str, template: str) -> Rule | None:
-    """The rule of a route; every route the app serves has one, by the table."""
-    return RULES[_route(method, template)]
-
-
-def paths() -> dict[str, tuple[type[resources.Resource], str | None]]:
-    """The resource and responder suffix of each path, in the table's order. Falcon routes
-    a path to one resource and suffix for all its methods, so the table gives each path
-    one; `ValueError` names a path that it gives two, or a route declared twice."""
-    found: dict[str, tuple[type[resources.Resource], str | None]] = {}
-    for route in ROUTES:
-        served = (route.resource, route.suffix)
-        if found.setdefault(route.path, served) != served:
-            raise ValueError(f"{route.path} is served by two resources or suffixes")
-    if len(RULES) != len(ROUTES):
-        raise ValueError("a route is declared twice")
-    return found
