@@ -42,6 +42,12 @@ def full_reads(plan: str) -> list[str]:
     ]
 
 
+#: The statements a control plane runs once (as it starts, or at its first claim), then keeps
+#: what they read: the plan each keeps is never used again, and each reads its table whole on
+#: purpose (the supervisors seen in the last hour; whether any token holds a budget).
+READ_ONCE = ("SELECT supervisor, labels, claimed_at FROM claims", "SELECT 1 FROM budgets LIMIT 1")
+
+
 def test_the_plans_kept_from_a_new_database_read_rows_by_their_keys(backend: Backend) -> None:
     plane = plane_for(orders(), backend)
     try:
@@ -65,4 +71,5 @@ def test_the_plans_kept_from_a_new_database_read_rows_by_their_keys(backend: Bac
         plane.store.close()
     timers = [sql for sql, plan in plans.items() if "timers" in plan and "token" in sql]
     assert len(timers) >= 3, plans.keys()
-    assert {sql[:60]: full_reads(plan) for sql, plan in plans.items() if full_reads(plan)} == {}
+    kept = {sql: plan for sql, plan in plans.items() if not sql.startswith(READ_ONCE)}
+    assert {sql[:60]: full_reads(plan) for sql, plan in kept.items() if full_reads(plan)} == {}
