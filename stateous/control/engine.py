@@ -80,6 +80,7 @@ class Engine:
         self.moves = Moves(self.graphs, lambda tx, top: spending.reach(self, tx, top))
         self.fleet = Fleet(store.clock)
         self.fleet.load(self.store.read(lambda tx: tx.labels_seen(tx.now - SEEN_FOR)))
+        self.store.read(self.moves.budgets.live)  # read as it starts, not in a request
         #: The pages of tokens, tasks and supervisors that the API lists.
         self.listings = Listings(self.store, lambda state: self.fleet.unmet(needs_of(graph, state)))
         #: Set whenever the database failed the clock or a heartbeat: the next tick renews

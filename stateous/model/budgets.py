@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stateous.model.graph_file import GraphFile
+if TYPE_CHECKING:  # `token show` reads amounts without loading msgspec
+    from stateous.model.graph_file import GraphFile
 
 #: A unit's name: a letter, then letters, digits and underscores, 32 at most.
 UNIT = re.compile(r"[a-z][a-z0-9_]{0,31}")

@@ -42,7 +42,7 @@ def full_reads(plan: str) -> list[str]:
     ]
 
 
-#: The statements a control plane runs once (as it starts, or at its first claim), then keeps
+#: The statements a control plane runs once, as it starts, then keeps
 #: what they read: the plan each keeps is never used again, and each reads its table whole on
 #: purpose (the supervisors seen in the last hour; whether any token holds a budget).
 READ_ONCE = ("SELECT supervisor, labels, claimed_at FROM claims", "SELECT 1 FROM budgets LIMIT 1")
