@@ -1,6 +1,6 @@
 """The dashboard and budgets, in a real headless Chromium against a real control plane: a
 token's page says what it and its tree (its children included) spent and its tree's
-budget, in the words of `token show`."""
+budget, in the words of `token show` (its own function, on the same answer of the API)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from stateous.cli.history import spent_line
 from tests.control.conftest import serving
 from tests.control.support import open_backend, plane_for
-from tests.control.test_budgets import claim, fanout, report
+from tests.control.test_budgets import claim, fanout, report, token
 from tests.control.test_dashboard import browser, call, screenshot, text_of, wait
 
 __all__ = ["browser"]
@@ -33,6 +34,7 @@ def test_a_token_page_shows_what_the_token_and_its_tree_spent_and_the_budget(
                 "spent: tokens=3400 usd=0.2; its tree: tokens=3400 usd=0.2; "
                 "budget of T: usd=1, reserved usd=0.3"
             )
+            assert text_of(browser, "#spent") == spent_line(token(served, first["token"])["spent"])
             screenshot(browser, tmp_path / "spent.png")
 
             browser.get(f"{served.url}/ui/#/tokens/T")
@@ -41,3 +43,4 @@ def test_a_token_page_shows_what_the_token_and_its_tree_spent_and_the_budget(
                 "spent: nothing; its tree: tokens=3400 usd=0.2; "
                 "budget of T: usd=1, reserved usd=0.3"
             )
+            assert text_of(browser, "#spent") == spent_line(token(served, "T")["spent"])
