@@ -4,7 +4,8 @@ The provider's address is `PROVIDER_URL` (by default the stand-in of
 examples/agents-within-quotas/provider.py). A 429 raises `QuotaExhausted` with the
 provider's `Retry-After`: the control plane gives the attempt back and lets no task of
 this account in until then; one task then probes the provider, and the rest follow in
-growing cohorts.
+growing cohorts. An answer says what it cost, which the routine records with
+`ctx.spend`: a `spent` row of the token's history, counted against its budget.
 """
 
 import json
@@ -27,7 +28,7 @@ def answer(ctx: AskContext) -> events.answered:
     )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
-            text = json.loads(response.read())["text"]
+            answered = json.loads(response.read())
     except urllib.error.HTTPError as ex:
         if ex.code != 429:
             raise
@@ -37,5 +38,6 @@ def answer(ctx: AskContext) -> events.answered:
             retry_after=wait,
             reason=f"429 from the provider: {ex.read().decode()[:200]}",
         ) from None
-    ctx.note(text[:200])
+    ctx.spend(**answered["cost"])
+    ctx.note(answered["text"][:200])
     return events.answered

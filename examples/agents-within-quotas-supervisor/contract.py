@@ -5,7 +5,7 @@ import msgspec
 from stateous import Context, Occurrence, StateRef
 
 __workflow__ = "agents"
-__checksum__ = "sha256:452148ab51f2f95a962b99c4d84599fa3a4c94bcbcbc1653c792a44f4d9a6c28"
+__checksum__ = "sha256:b350612a5c8e4f0affbdccca6f46fd0285ff79267fa68d2f7dce4d5622ccca42"
 
 
 class Ask(msgspec.Struct):

@@ -1,8 +1,9 @@
 """A stand-in language-model provider for the agents example: `python provider.py PORT`.
 
-It answers `POST /v1/answer` with `{"text": ...}`, except that its first `QUOTA_429S`
-calls (1 by default) are answered 429 with `Retry-After: 2`, as a provider whose quota
-is used up does. It stands in for the real one in the how-to and its test.
+It answers `POST /v1/answer` with `{"text": ..., "cost": {"usd": 0.002, "tokens": N}}`
+(a token per word of the prompt and the answer), except that its first `QUOTA_429S` calls
+(1 by default) are answered 429 with `Retry-After: 2`, as a provider whose quota is used
+up does; a 429 costs nothing. It stands in for the real one in the how-to and its test.
 """
 
 import json
@@ -12,6 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REFUSALS = int(os.environ.get("QUOTA_429S", "1"))
+#: What an answer costs in usd, whatever its length.
+PRICE = 0.002
 _lock = threading.Lock()
 _calls = 0
 
@@ -26,7 +29,9 @@ class Provider(BaseHTTPRequestHandler):
         if refused:
             body, status = {"error": "rate limit reached for this account"}, 429
         else:
-            body, status = {"text": f"an answer to {asked['prompt']!r}"}, 200
+            text = f"an answer to {asked['prompt']!r}"
+            used = len(asked["prompt"].split()) + len(text.split())
+            body, status = {"text": text, "cost": {"usd": PRICE, "tokens": used}}, 200
         data = json.dumps(body).encode()
         self.send_response(status)
         if refused:

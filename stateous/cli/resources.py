@@ -59,8 +59,13 @@ def parked_text(name: str, key: dict[str, Any], parked: dict[str, Any]) -> str:
     return text
 
 
+#: What `resource list` prints when no resource is declared, rather than nothing at all.
+NO_RESOURCES = "no resources: no workflow served declares one"
+
+
 def listed(client: Client, args: argparse.Namespace) -> list[str]:
-    return [line for resource in client.resources() for line in resource_lines(resource)]
+    lines = [line for resource in client.resources() for line in resource_lines(resource)]
+    return lines or [NO_RESOURCES]
 
 
 def acted(client: Client, args: argparse.Namespace) -> list[str]:

@@ -70,13 +70,13 @@ def report(tx: Tx, moves: Moves, task: TaskRow, token: TokenRow, body: ReportBod
     task.attempt, task.claimed_by, task.lease_until = task.attempt - 1, None, None
     if use is None:
         tx.record(token.token, Kind.TASK_PARKED, detail)
-        if moves.uses(tx, token):
-            resources.release(tx, task.id)
+        # Its slots and its budget's reservation go back: its next claim takes them anew.
+        moves.release(tx, token, task)
         moves.retry(tx, token, task, until - tx.now)
         return
     tx.record(token.token, Kind.TASK_PARKED, {**detail, "resource": use.resource, "key": use.key})
     park(tx, token.token, use.resource, use.key, ParkingCause.QUOTA, reason, until)
-    resources.release(tx, task.id)
+    moves.release(tx, token, task)
     moves.requeue(tx, token, task)
 
 

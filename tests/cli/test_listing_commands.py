@@ -115,3 +115,7 @@ def test_bad_filters_are_one_error_line(lister: Lister) -> None:
     assert lister.error("token", "list", "--limit", "0") == (
         "error: --limit must be a whole number from 1, not '0'"
     )
+
+
+def test_resource_list_says_so_when_no_workflow_declares_a_resource(lister: Lister) -> None:
+    assert lister.lines("resource", "list") == ["no resources: no workflow served declares one"]

@@ -1,6 +1,7 @@
 """Quota reports in the engine, on both backends, with a hand-moved clock: what a report
 without a resource, with a resource the task does not hold, with a reset in the past or too
-far ahead, and without a stated reset does; and a breaker's streak broken by a success."""
+far ahead, and without a stated reset does; a parked attempt lets go of its budget's
+reservation; and a breaker's streak broken by a success."""
 
 from __future__ import annotations
 
@@ -23,11 +24,15 @@ class Job(msgspec.Struct):
     repo: str
 
 
-def coding(*, uses: bool = True, breaker: int | None = None) -> Workflow:
-    """`code` takes one slot of the token's repo (or none)."""
-    flow = Workflow("coding", context=Job)
+def coding(
+    *, uses: bool = True, breaker: int | None = None, reserve: dict[str, float] | None = None
+) -> Workflow:
+    """`code` takes one slot of the token's repo (or none); with `reserve`, it reserves that
+    of a budget of 1 usd."""
+    flow = Workflow("coding", context=Job, budget={"usd": 1} if reserve else None)
     flow.resource("repo", slots=2, breaker=breaker)
-    code = flow.state("code", uses={"repo": "ctx['repo']"} if uses else {}, retries=3)
+    uses_repo: dict[str, str | int] = {"repo": "ctx['repo']"} if uses else {}
+    code = flow.state("code", uses=uses_repo, retries=3, reserve=reserve)
     flow.transition(START, code)
     flow.transition(code, END, on=flow.event("done"))
     return flow
@@ -76,6 +81,28 @@ def test_a_quota_report_without_a_resource_parks_only_its_own_task(backend: Back
         resources.open_due(plane.store)
         grant = plane.engine.claim("box", ["code"])
         assert grant is not None and (grant.token, grant.attempt) == ("A", 1)
+    finally:
+        plane.store.close()
+
+
+@pytest.mark.parametrize("uses", [True, False], ids=["parks-the-key", "parks-the-task"])
+def test_a_parked_attempt_lets_go_of_its_reservation_and_is_claimed_again_at_the_reset(
+    backend: Backend, uses: bool
+) -> None:
+    plane = plane_of(coding(uses=uses, reserve={"usd": 0.4}), backend)
+    try:
+        plane.engine.start("A", {"repo": "acme/api"})
+        task = claim(plane)
+        assert task is not None
+        quota(plane, task, retry_after=30, reason="429", resource="repo" if uses else None)
+        budget = plane.store.read(lambda tx: tx.reserved("A"))
+        assert budget == []
+        plane.clock.advance(30)
+        tick(plane.engine)
+        resources.open_due(plane.store)
+        grant = plane.engine.claim("box", ["code"])
+        assert grant is not None and (grant.token, grant.attempt) == ("A", 1)
+        assert plane.store.read(lambda tx: tx.reserved("A")) == [{"usd": 0.4}]
     finally:
         plane.store.close()
 

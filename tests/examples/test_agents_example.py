@@ -1,6 +1,7 @@
 """The agents example, run as the how-to runs it: a stand-in provider that answers 429 once
-with `Retry-After: 2`, `serve --supervise`, and eight tokens of one account that all
-complete, the account's key parked once and reopened by a probe, without an attempt spent."""
+with `Retry-After: 2` and says what each answer cost, `serve --supervise`, and eight tokens
+of one account that all complete, the account's key parked once and reopened by a probe,
+without an attempt spent; each token's one answer is a `spent` row within its budget."""
 
 from __future__ import annotations
 
@@ -109,6 +110,19 @@ def test_the_agents_example_parks_the_account_on_a_429_and_completes_every_token
         assert set(claims) == {1}
         parked = "\n".join(s.stdout for s in shown)
         assert "(attempt given back): 429 from the provider" in parked, parked
+        # The 429 cost nothing; each answer cost what the provider said: 0.002 usd, and a
+        # token per word of the prompt and the answer ("question ASK-n", "an answer to ...").
+        cost = {"usd": 0.002, "tokens": 7}
+        for token in tokens:
+            rows = [e["data"] for e in history(url, token) if e["kind"] == "spent"]
+            assert [row["spent"] for row in rows] == [cost]
+            with urllib.request.urlopen(f"{url}/tokens/{token}") as answer:
+                spent = json.loads(answer.read())["spent"]
+            assert (spent["token"], spent["tree"]) == (cost, cost)
+            budget = spent["budget"]
+            assert (budget["limits"], budget["spent"], budget["reserved"]) == ({"usd": 1}, cost, {})
+        line = "spent: tokens=7 usd=0.002; its tree: tokens=7 usd=0.002; budget of ASK-0: usd=1"
+        assert line in shown[0].stdout.splitlines()
     finally:
         serve.send_signal(signal.SIGINT)
         serve.wait(timeout=30)

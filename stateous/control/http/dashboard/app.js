@@ -5,7 +5,7 @@
    route that this control plane does not have (404) leaves its panel saying so. */
 "use strict";
 
-const { el, fill, drawGraph, sentence, compact, stateName, utc, clock, ago, BUILTIN_EVENTS } = window.Draw;
+const { el, fill, drawGraph, sentence, compact, spentLine, stateName, utc, clock, ago, BUILTIN_EVENTS } = window.Draw;
 const POLL_MS = 3000;
 /* While `GET /stream` is open, each entry it brings updates the view (at most once a
    second), and polling is only a safety net. */
@@ -591,6 +591,7 @@ function memoryKeys(history) {
 function mountToken(main, id) {
   const title = el("h1", {}, id);
   const facts = el("p", { id: "facts" });
+  const spent = el("p", { id: "spent", hidden: true });
   const result = el("p", { id: "action-result", role: "status" });
   const picture = el("div");
   const context = el("pre", { id: "context" });
@@ -617,7 +618,7 @@ function mountToken(main, id) {
   };
   document.title = `${id} · Stateous`;
   fill(main, [
-    el("section", {}, title, facts,
+    el("section", {}, title, facts, spent,
       el("div", { class: "actions" }, buttons.pause, buttons.resume, buttons.cancel,
         el("div", { class: "fire" }, el("label", {}, "Event", eventChoice),
           el("label", {}, "Payload (a JSON object, may be empty)", payload), fire)), result),
@@ -683,6 +684,9 @@ function mountToken(main, id) {
       token.waits ? `; its task waits: ${token.waits}` : "",
       token.parent ? [", a child of ", tokenLink(token.parent)] : "");
     facts.dataset.status = token.status;
+    // Only when the tree spent something or has a budget does the API give `spent`.
+    spent.textContent = token.spent ? spentLine(token.spent) : "";
+    spent.hidden = !token.spent;
     const live = token.status === "active" || token.status === "paused";
     buttons.pause.disabled = token.status !== "active" || Boolean(token.parent);
     buttons.resume.disabled = token.status !== "paused" || Boolean(token.parent);

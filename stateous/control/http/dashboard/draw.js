@@ -143,5 +143,23 @@ function sentence(entry) {
   return Object.keys(data).length ? `${entry.kind}: ${compact(data)}` : entry.kind;
 }
 
-return { el, fill, svgEl, drawGraph, sentence, compact, stateName, utc, clock, ago, BUILTIN_EVENTS };
+/* Amounts by unit as `token show` writes them, units in order, numbers to 6 digits:
+   `tokens=3400 usd=0.42`, or `nothing`. */
+function amounts(byUnit) {
+  const units = Object.keys(byUnit).sort();
+  return units.map((unit) => `${unit}=${Number(byUnit[unit].toPrecision(6))}`).join(" ") || "nothing";
+}
+
+/* What a token and its tree spent, and its tree's budget (`spent` of GET /tokens/{id}),
+   in the line of `token show`: `spent: usd=0.2; its tree: usd=0.5; budget of T: usd=1`. */
+function spentLine(spent) {
+  const line = `spent: ${amounts(spent.token)}; its tree: ${amounts(spent.tree)}`;
+  const budget = spent.budget;
+  if (!budget) return line;
+  const reserved = Object.keys(budget.reserved).length ? `, reserved ${amounts(budget.reserved)}` : "";
+  const over = budget.over ? ", spent: no task is granted" : "";
+  return `${line}; budget of ${budget.token}: ${amounts(budget.limits)}${reserved}${over}`;
+}
+
+return { el, fill, svgEl, drawGraph, sentence, compact, spentLine, stateName, utc, clock, ago, BUILTIN_EVENTS };
 })();
