@@ -12,7 +12,7 @@ its queue's index (`tasks.waits_for`) until the tree's budget frees up, so a cla
 passes over it again. The attempt's end settles its reservation. Until a database holds
 its first budget, a claim does not look for one: a workflow without budgets pays nothing.
 Everything runs inside the caller's transaction; what becomes of a tree whose spend
-reached its budget is `stateous.control.over_budget`'s.
+reached its budget is `spending.reach`'s.
 """
 
 from __future__ import annotations
@@ -144,6 +144,7 @@ class Budgets:
                     {"unit": unit, "spent": budget.spent[unit], "limit": limit},
                 )
         newly = not budget.over and reached(budget)
-        budget.over = budget.over or newly
+        if newly:
+            budget.over = True
         tx.put_budget(budget)
         return budget.token if newly else None

@@ -17,7 +17,8 @@ from stateous.control.clock import tick
 from stateous.control.errors import InvalidQuota, ResourceNotUsed
 from stateous.control.store.rows import to_iso
 from stateous.model.wire import ReportBody
-from tests.control.support import Backend, Plane, plane_for
+from tests.control.support import Backend, Plane
+from tests.control.test_resources import plane_of
 
 
 class Job(msgspec.Struct):
@@ -36,12 +37,6 @@ def coding(
     flow.transition(START, code)
     flow.transition(code, END, on=flow.event("done"))
     return flow
-
-
-def plane_of(flow: Workflow, backend: Backend) -> Plane:
-    plane = plane_for(flow, backend, lease=60)
-    plane.store.write(lambda tx: resources.declare(tx, plane.engine.graph.document.resources))
-    return plane
 
 
 @pytest.fixture
