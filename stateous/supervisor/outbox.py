@@ -121,8 +121,6 @@ class Outbox:
         self._db.execute(SCHEMA)
         _take_spends(self._db)
         self._guard = threading.Lock()
-        #: The attempts dropped since the last `pending`, whose messages it may still list.
-        self._dropped: set[tuple[int, int]] = set()
 
     def put(self, task: int, attempt: int, token: str, kind: str, body: dict[str, Any]) -> int:
         """Keep a message on disk; return its number in the order of sending."""
@@ -137,18 +135,42 @@ class Outbox:
     def pending(self) -> list[Message]:
         """Every message that has not landed yet, oldest first; drop those that never can."""
         with self._guard:
-            self._dropped.clear()
             rows: list[tuple[Any, ...]] = self._db.execute(
                 "SELECT id, task, attempt, token, kind, body FROM messages ORDER BY id"
             ).fetchall()
-        messages = []
-        for row in rows:
-            try:
-                messages.append(_message(*row))
-            except Unsendable as ex:
-                log.warning(DROPPED.get(row[4], DROPPED[None]), row[1], ex)
-                self.remove(row[0])
-        return messages
+        return [message for row in rows if (message := self._sendable(row)) is not None]
+
+    def tasks(self) -> list[int]:
+        """The tasks that have messages here, the one of the oldest message first."""
+        with self._guard:
+            rows: list[tuple[Any, ...]] = self._db.execute(
+                "SELECT task FROM messages GROUP BY task ORDER BY min(id)"
+            ).fetchall()
+        return [task for (task,) in rows]
+
+    def next_of(self, task: int) -> Message | None:
+        """The oldest message of `task`, read as it is sent; drop those that never can be."""
+        while True:
+            with self._guard:
+                row = self._db.execute(
+                    "SELECT id, task, attempt, token, kind, body FROM messages "
+                    "WHERE task = ? ORDER BY id LIMIT 1",
+                    (task,),
+                ).fetchone()
+            if row is None:
+                return None
+            if (message := self._sendable(row)) is not None:
+                return message
+
+    def _sendable(self, row: tuple[Any, ...]) -> Message | None:
+        """The row as a message, or None when the control plane could never take it (the
+        row is dropped, with one log line)."""
+        try:
+            return _message(*row)
+        except Unsendable as ex:
+            log.warning(DROPPED.get(row[4], DROPPED[None]), row[1], ex)
+            self.remove(row[0])
+            return None
 
     def reporting(self) -> dict[int, int]:
         """The tasks whose report waits here, with the attempt it reports: the supervisor
@@ -175,13 +197,7 @@ class Outbox:
         """Drop the messages of an attempt that is lost; return how many."""
         with self._guard:
             self._db.execute("DELETE FROM messages WHERE task = ? AND attempt = ?", (task, attempt))
-            self._dropped.add((task, attempt))
             return int(self._db.changes())
-
-    def was_dropped(self, message: Message) -> bool:
-        """Tell whether a message listed by `pending` belongs to an attempt dropped since."""
-        with self._guard:
-            return (message.task, message.attempt) in self._dropped
 
     def close(self) -> None:
         self._db.close()

@@ -65,13 +65,12 @@ from stateous.supervisor.refusals import (
     refused_report,
 )
 from stateous.supervisor.routine import Context, EnteredBy, TaskGone, context_misfit
+from stateous.supervisor.streams import Streams
 from stateous.supervisor.versions import Watch, unkept
 from stateous.supervisor.workers import Workers
 
 log = logging.getLogger("stateous.supervisor")
 
-#: How many tasks' messages are sent at once; one task's messages always go in order.
-LANES = 4
 #: Seconds that a stop with the outbox waiting gives the sender to say what it keeps.
 KEPT_SAID_WITHIN = 2.0
 #: Seconds a claim waits on the control plane for a task (less than ANSWER_SECONDS).
@@ -102,8 +101,7 @@ class Supervisor:
         self.denials = Denials()  # what the log says of a refused credential, once a minute
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop = asyncio.Event()
-        self._wake = asyncio.Event()
-        self._drained = asyncio.Event()
+        self.streams = Streams(outbox, self._connect, self._send_message, self._halted)
         self._sender: asyncio.Task[None] | None = None
         self.heart = Heart(
             settings.name, self.running, self._connect, self._lose, outbox.reporting, self.workers
@@ -134,12 +132,7 @@ class Supervisor:
         """Write a message to the outbox, then wake the sender; safe from any thread."""
         self.outbox.put(grant.task, grant.attempt, grant.token, kind, body)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._kept)
-
-    def _kept(self) -> None:
-        """A message waits: the outbox is not drained, and the sender has work."""
-        self._drained.clear()
-        self._wake.set()
+            self._loop.call_soon_threadsafe(self.streams.kept)
 
     async def _call(
         self,
@@ -174,40 +167,16 @@ class Supervisor:
         """A new connection to the control plane, with this folder's credential and CA."""
         return BoundedConnection(self.urls, access=self.settings.access)
 
-    async def _send_loop(self) -> None:
-        """Send the outbox: the messages of one task in order, several tasks at once."""
-        connections = [self._connect() for _ in range(LANES)]
-        while True:
-            pending = self.outbox.pending()
-            if not pending:
-                self._drained.set()
-                await self._wake.wait()
-                self._wake.clear()
-                continue
-            self._drained.clear()
-            lanes: list[list[Message]] = [[] for _ in range(LANES)]
-            for message in pending:
-                lanes[message.task % LANES].append(message)
-            await asyncio.gather(
-                *(
-                    self._send_lane(connection, lane)
-                    for connection, lane in zip(connections, lanes, strict=True)
-                    if lane
-                )
-            )
-            if self.outbox_waits and self.stopping:
-                return
+    def _halted(self) -> bool:
+        """Sending ends: a stop came while the outbox waits for the control plane."""
+        return self.outbox_waits and self.stopping
 
-    async def _send_lane(self, connection: BoundedConnection, messages: list[Message]) -> None:
-        for message in messages:
-            if self.outbox.was_dropped(message):
-                continue
-            if self.eager.carries(message.task, message.attempt):
-                await self._send_eager(connection, message)
-            else:
-                await self._send(connection, message)
-            if self.outbox_waits and self.stopping:
-                return
+    async def _send_message(self, connection: BoundedConnection, message: Message) -> None:
+        """Send one message of the outbox; a report that carries its task's slot asks `next`."""
+        if self.eager.carries(message.task, message.attempt):
+            await self._send_eager(connection, message)
+        else:
+            await self._send(connection, message)
 
     async def _send_eager(self, connection: BoundedConnection, message: Message) -> None:
         """Send a report that carries its task's slot, asking `next` with it; run the task it
@@ -505,7 +474,7 @@ class Supervisor:
     def _take_no_more(self) -> None:
         self.stopping = True
         self._stop.set()
-        self._wake.set()
+        self.streams.wake.set()
         if self._claiming is not None:
             self._claiming.abort()
 
@@ -561,8 +530,8 @@ class Supervisor:
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)
-            sender = self._sender = self._watched(self._send_loop(), "sending")
-            self._wake.set()
+            sender = self._sender = self._watched(self.streams.run(), "sending")
+            self.streams.wake.set()
             await asyncio.sleep(0)
             await self._drained_or_stopped()
             heart = self._watched(self.heart.loop(), "heartbeat")
@@ -570,7 +539,7 @@ class Supervisor:
             await self._claim_loop()
             await all_ended(self.running)
             if not self.outbox_waits:
-                self._wake.set()
+                self.streams.wake.set()
                 await self._drained_or_stopped(final=True)
             else:
                 # Woken by the stop, the sender tries once more and says what it keeps.
@@ -594,7 +563,8 @@ class Supervisor:
 
     async def _drained_or_stopped(self, *, final: bool = False) -> None:
         """Wait until the outbox is empty, the control plane is gone at a stop, or sending died."""
-        while not self._drained.is_set() and not (self._sender is None or self._sender.done()):
+        sending = self._sender
+        while not self.streams.drained.is_set() and not (sending is None or sending.done()):
             if self.outbox_waits and (self.stopping or final):
                 return
             await asyncio.sleep(0.05)
