@@ -6,7 +6,7 @@ of its heartbeat answers (then `{"lost": []}`), each report with the next of its
 answers (then `{}`), and notes and memory writes with 204. It keeps every claim,
 heartbeat and report it got, with the time it came. An answer is JSON, raw bytes, or
 one that misbehaves: an answer that never ends, one that trickles, one whose length
-says a terabyte. The misbehaving ones stop after a cap, so that a supervisor without
+says a terabyte, one held back. The misbehaving ones stop after a cap, so that a supervisor without
 limits fails its test and does not take the machine down with it.
 """
 
@@ -98,6 +98,19 @@ class Trickle:
         while time.monotonic() < deadline and not handler.plane.closing.wait(self.every):
             handler.wfile.write(b" ")
             handler.wfile.flush()
+
+
+@dataclass(frozen=True)
+class Delayed:
+    """An answer sent after `seconds` (or at once when the plane closes), as a control plane
+    that holds a request sends it."""
+
+    seconds: float
+    then: Raw
+
+    def send(self, handler: Handler) -> None:
+        handler.plane.closing.wait(self.seconds)
+        self.then.send(handler)
 
 
 @dataclass(frozen=True)
