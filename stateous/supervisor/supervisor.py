@@ -349,18 +349,21 @@ class Supervisor:
 
     async def _claim_loop(self) -> None:
         connection = self._claiming = self._connect()
+        granted = False
         while not self.stopping:
             await self._slots.acquire()
             if self.stopping:
                 self._slots.release()
                 break
             # While a task runs or reports here, its report is likely the next ask: claim
-            # after a pause or a freed slot, and do not wait on the control plane (granting.py).
-            if self._busy() and not self._nudge.is_set():
+            # after a pause or a freed slot, and do not wait on the control plane
+            # (granting.py); but at once after a claim that was granted, since more may wait.
+            if self._busy() and not self._nudge.is_set() and not granted:
                 await granting.idle(self._stop, self._nudge, None)
             self._nudge.clear()
             began = time.monotonic()
             grant = await self._claim(connection, 0 if self._busy() else CLAIM_WAIT)
+            granted = grant is not None
             if grant is None:
                 self._slots.release()
                 # Answered before its wait: a control plane that holds its most waiting

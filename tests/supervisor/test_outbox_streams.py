@@ -1,7 +1,7 @@
-"""The outbox's sender: each task's messages go in order, and no task's wait for another's.
+"""A busy supervisor keeps its slots full: no task's report waits for another's, and free
+slots are claimed for at once while claims are granted.
 
-A real `stateous supervise` process against the fake control plane (`fake_plane.py`),
-which holds the answer to the first report it gets.
+A real `stateous supervise` process against the fake control plane (`fake_plane.py`).
 """
 
 from __future__ import annotations
@@ -20,8 +20,24 @@ SUBMITS = """
 def draft(ctx: ItemContext) -> events.submitted:
     return events.submitted
 """
+#: A draft routine that notes it ran, then submits once the file `gate` is there.
+GATED = """
+@on_state(states.draft)
+def draft(ctx: ItemContext) -> events.submitted:
+    (HERE / f"ran-{ctx.task}").touch()
+    while not (HERE / "gate").exists():
+        time.sleep(0.02)
+    return events.submitted
+"""
 #: How long the fake control plane holds the answer to the first report.
 HELD = 20.0
+#: Tasks granted one claim after another, each to a slot of its own.
+GRANTED = 6
+
+
+def ran(folder: Path) -> list[Path]:
+    """The notes of the routines that began."""
+    return sorted(folder.glob("ran-*"))
 
 
 @pytest.fixture
@@ -53,6 +69,30 @@ def test_a_report_held_by_the_control_plane_holds_back_no_other_tasks_report(
         plane.closing.set()  # the held answer goes now
         supervisor.wait_log("task 1 of ORDER-1: reported submitted")
         assert [task for task, _ in plane.seen.reports] == [1, 2]
+        assert supervisor.stop() == 0
+        assert outbox(folder) == []
+    finally:
+        plane.close()
+
+
+def test_free_slots_are_claimed_for_at_once_while_claims_are_granted(
+    supervisors: Supervisors, tmp_path: Path, graph: Path
+) -> None:
+    # A supervisor whose tasks run waits for a report's `next` or a pause of half a second
+    # to a second before it claims again, but only after a claim that got nothing.
+    grants = [json(grant(task, f"ORDER-{task}")) for task in range(1, GRANTED + 1)]
+    plane = FakePlane(graph, claims=grants)
+    try:
+        folder = write_folder(tmp_path / "box-1", plane.url, graph, GATED, tasks=GRANTED)
+        supervisor = supervisors.serving(folder)
+        wait_until(lambda: ran(folder), "the first routine", 15)
+        first = time.monotonic()
+
+        wait_until(lambda: len(ran(folder)) == GRANTED, "every routine", 15)
+        assert time.monotonic() - first < 2.0  # one pause each would take 2.5 s at least
+        (folder / "gate").touch()
+        for task in range(1, GRANTED + 1):
+            supervisor.wait_log(f"task {task} of ORDER-{task}: reported submitted")
         assert supervisor.stop() == 0
         assert outbox(folder) == []
     finally:
