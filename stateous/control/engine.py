@@ -90,9 +90,11 @@ class Engine:
         #: their next claim reads before it writes (`claiming.must_write`).
         self.idle: set[str] = set()
 
-    def _write(self, operation: Callable[[Tx], Result], by: str | None) -> Result:
-        """Run a change in one transaction; `by`, the credential that asked for it, is named
-        by the first ledger row that the change writes."""
+    def write(self, operation: Callable[[Tx], Result], by: str | None = None) -> Result:
+        """Run a change in one transaction through the engine's store, whose writes wake the
+        claims waiting for a task they queued; `by`, the credential that asked for it, is
+        named by the first ledger row that the change writes. The verbs beside the engine
+        that a credential asks for (`spending.py`) run through it too."""
         if by is None:
             return self.store.write(operation)
 
@@ -151,7 +153,7 @@ class Engine:
         checks.token_id(token)
         checks.priority(priority)
         limits = None if budget is None else spending.checked_budget(self, budget)
-        return self._write(lambda tx: self.start_in(tx, token, context, priority, limits), by)
+        return self.write(lambda tx: self.start_in(tx, token, context, priority, limits), by)
 
     def start_in(
         self, tx: Tx, token: str, context: Context, priority: int = 0, budget: Limits = None
@@ -217,7 +219,7 @@ class Engine:
         def operation(tx: Tx) -> TokenView | Duplicate:
             return self._fire(tx, self.token_row(tx, token, key), event, payload, key)
 
-        return self._write(operation, by)
+        return self.write(operation, by)
 
     def _fire(
         self, tx: Tx, row: TokenRow, event: str, payload: dict[str, Any] | None, key: str | None
@@ -267,7 +269,7 @@ class Engine:
                 )
             return self._start(tx, token, context(), key), True
 
-        return self._write(operation, by)
+        return self.write(operation, by)
 
     # steering
 
@@ -290,7 +292,7 @@ class Engine:
 
     def pause(self, token: str, *, by: str | None = None) -> TokenView:
         """Pause an active token and its live children."""
-        return self._write(lambda tx: self.pause_in(tx, token), by)
+        return self.write(lambda tx: self.pause_in(tx, token), by)
 
     def pause_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.ACTIVE,), "pause", "paused")
@@ -304,7 +306,7 @@ class Engine:
 
     def resume(self, token: str, *, by: str | None = None) -> TokenView:
         """Resume a paused token; its deferred events, and its children's, apply in order."""
-        return self._write(lambda tx: self.resume_in(tx, token), by)
+        return self.write(lambda tx: self.resume_in(tx, token), by)
 
     def resume_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, (TokenStatus.PAUSED,), "resume", "resumed")
@@ -357,7 +359,7 @@ class Engine:
     def cancel(self, token: str, *, by: str | None = None) -> TokenView:
         """Cancel an active or paused token for good, with its tasks, timers and children."""
 
-        return self._write(lambda tx: self.cancel_in(tx, token), by)
+        return self.write(lambda tx: self.cancel_in(tx, token), by)
 
     def cancel_in(self, tx: Tx, token: str) -> TokenView:
         row = self._steerable(tx, token, LIVE_TOKEN, "cancel", "cancelled")
@@ -375,7 +377,7 @@ class Engine:
         """Bring a failed or cancelled token back, active, in `state` (its last state when
         None), with `context` changes merged (`mending.retry`)."""
 
-        return self._write(lambda tx: self.retry_in(tx, token, state, context), by)
+        return self.write(lambda tx: self.retry_in(tx, token, state, context), by)
 
     def retry_in(
         self, tx: Tx, token: str, state: str | None, context: dict[str, Any] | None
@@ -463,7 +465,7 @@ class Engine:
             and not self.store.read(lambda tx: claiming.must_write(tx, supervisor, request, queues))
         ):
             return None
-        grant = self._write(operation, by)
+        grant = self.write(operation, by)
         if labels is not None:
             self.fleet.kept(supervisor, labels)
         self._seen_idle(supervisor, grant)
@@ -513,7 +515,7 @@ class Engine:
             row, token = held_task(tx, task, attempt, supervisor)
             tx.record(token.token, Kind.NOTE, {"task": row.id, "text": kept})
 
-        self._write(operation, by)
+        self.write(operation, by)
 
     def memory(
         self,
@@ -542,7 +544,7 @@ class Engine:
                 kind = Kind.MEMORY_SET
             tx.record(token.token, kind, {"task": row.id, "state": token.state, "memory_key": key})
 
-        self._write(operation, by)
+        self.write(operation, by)
 
     def report(self, task: int, body: ReportBody, *, by: str | None = None) -> TokenView | Reported:
         """Take the outcome of a task: an event, waiting, or a failed attempt; with `next`,
@@ -564,7 +566,7 @@ class Engine:
                 return view(token)
             return eager.answer(tx, self.graphs, wanted, token, self.lease, self.moves.budgets)
 
-        answer = self._write(operation, by)
+        answer = self.write(operation, by)
         if wanted is not None:
             self._seen_idle(wanted.supervisor, getattr(answer, "grant", None))
         return answer

@@ -12,7 +12,6 @@ report without a resource parks only its own task, for the same wait. A reset mo
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -21,6 +20,7 @@ from stateous.control import resources
 from stateous.control.errors import InvalidQuota, ResourceNotUsed
 from stateous.control.store import Counter, KeyRow, ParkingRow, TaskRow, TokenRow, Tx
 from stateous.control.store.rows import to_iso
+from stateous.model.backoff import doubling_wait
 from stateous.model.vocabulary import Kind, ParkingCause, TimerKind
 from stateous.model.wire import ReportBody
 
@@ -134,8 +134,7 @@ def open_key(tx: Tx, resource: str, key: str) -> bool:
 def doubled(times: int, seed: str) -> float:
     """The wait of the `times`-th parking in a row: a minute doubled each time, at most an
     hour, drawn between half of it and the whole (seeded, so a rerun draws the same)."""
-    longest = min(LONGEST_WAIT, FIRST_WAIT * 2.0 ** min(times - 1, 32))
-    return random.Random(seed).uniform(longest / 2, longest)
+    return doubling_wait(FIRST_WAIT, LONGEST_WAIT, times, 0.5, seed)
 
 
 def _reset(tx: Tx, body: ReportBody) -> tuple[float | None, bool]:

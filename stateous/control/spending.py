@@ -84,7 +84,7 @@ def spend(engine: Engine, task: int, body: Any, by: str | None = None) -> None:
         if top is not None:
             reach(engine, tx, top)
 
-    engine._write(operation, by)
+    engine.write(operation, by)
 
 
 def reach(engine: Engine, tx: Tx, top: str) -> None:
@@ -133,7 +133,7 @@ def raise_budget(engine: Engine, token: str, limits: Any, by: str | None = None)
             engine.resume_in(tx, top.token)
         return budget_view(tx, budget)
 
-    return engine._write(operation, by)
+    return engine.write(operation, by)
 
 
 def _paused_by_budget(tx: Tx, top: TokenRow) -> bool:

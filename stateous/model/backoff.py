@@ -3,7 +3,8 @@
 
 A provider that is down for a minute must not take every attempt of every task in the
 same second: each wait doubles, and each is drawn at random between none and the whole
-of it, so that tasks failed together come back apart.
+of it, so that tasks failed together come back apart. A key parked for a quota with no
+stated reset waits by the same doubling draw, from half of the wait to the whole.
 """
 
 from __future__ import annotations
@@ -34,31 +35,27 @@ def backoff_problem(retries: int, delay: object, cap: object) -> str | None:
     return None
 
 
-def ceiling(delay: str, cap: str | None, attempt: int) -> float:
-    """The longest wait after failed attempt `attempt` (1 for the first): `delay` doubled
-    once per attempt before it, at most `cap`."""
-    longest = delay_seconds = float(parse_duration(delay))
-    if cap is not None:
-        longest = float(parse_duration(cap))
-    return min(longest, delay_seconds * 2.0 ** min(attempt - 1, 64))
+def doubling_wait(first: float, longest: float, times: int, least: float, seed: str) -> float:
+    """The `times`-th wait of a series (1 for the first): `first` doubled each time, at most
+    `longest`, drawn evenly between the fraction `least` of it and the whole.
 
-
-def jittered(ceiling_seconds: float, seed: str) -> float:
-    """A wait drawn evenly from [0, `ceiling_seconds`] (full jitter).
-
-    The draw is seeded by `seed` (the task and its attempt), so the engine's operation
-    stays a function of what it reads: run again after a conflict, it draws the same wait.
+    Retry backoff and quota parking share it. The draw is seeded by `seed`, so the engine's
+    operation stays a function of what it reads: run again after a conflict, it draws the
+    same wait.
     """
-    return random.Random(seed).uniform(0.0, ceiling_seconds)
+    ceiling = min(longest, first * 2.0 ** min(times - 1, 64))
+    return random.Random(seed).uniform(ceiling * least, ceiling)
 
 
 def retry_wait(
     delay: str | None, cap: str | None, task: int, attempt: int, asked: float | None
 ) -> float:
     """The seconds before a task's next attempt: what its routine asked for, else its
-    state's backoff after `attempt` (none without a `retry_delay`)."""
+    state's backoff after `attempt` (none without a `retry_delay`), with full jitter."""
     if asked is not None:
         return asked
     if delay is None:
         return 0.0
-    return jittered(ceiling(delay, cap, attempt), f"{task}:{attempt}")
+    first = float(parse_duration(delay))
+    longest = first if cap is None else float(parse_duration(cap))
+    return doubling_wait(first, longest, attempt, 0.0, f"{task}:{attempt}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from typing import Any
 from stateous.compiler.contract import contract
 from stateous.model.graph_file import load
 from tests.conftest import ROOT, run_stateous
-from tests.examples.test_demo_and_examples import free_address
+from tests.examples.test_demo_and_examples import free_address, serving
 
 EXAMPLES = ROOT / "examples"
 
@@ -63,68 +62,53 @@ def test_the_agents_example_parks_the_account_on_a_429_and_completes_every_token
         stdout=subprocess.PIPE,
         text=True,
     )
-    serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stateous",
-            "serve",
-            "agents-within-quotas/build/agents.json",
-            "--listen",
-            address,
-            "--supervise",
-            "agents-within-quotas-supervisor",
-        ],
-        cwd=tmp_path,
-        env={**env, "PROVIDER_URL": f"http://{provider_address}"},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    args = ["agents-within-quotas/build/agents.json", "--listen", address]
+    args += ["--supervise", "agents-within-quotas-supervisor"]
+    env["PROVIDER_URL"] = f"http://{provider_address}"
     url = f"http://{address}"
     try:
-        assert provider.stdout is not None and serve.stderr is not None
+        assert provider.stdout is not None
         assert provider.stdout.readline().startswith("provider on ")
-        while "serves answer" not in serve.stderr.readline():
-            assert serve.poll() is None
-        tokens = [f"ASK-{n}" for n in range(8)]
-        for token in tokens:
-            context = json.dumps({"account": "acct-1", "prompt": f"question {token}"})
-            started = run_stateous("token", "start", token, context, "--url", url, cwd=tmp_path)
-            assert started.returncode == 0, started.stderr
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            shown = [run_stateous("token", "show", t, "--url", url, cwd=tmp_path) for t in tokens]
-            if all(", completed" in s.stdout.splitlines()[0] for s in shown):
-                break
-            time.sleep(0.5)
-        else:
-            raise AssertionError([s.stdout for s in shown])
-        kinds = [entry["kind"] for token in tokens for entry in history(url, token)]
-        assert kinds.count("resource_parked") == 1 and kinds.count("resource_probe") == 1
-        claims = [
-            entry["data"]["attempt"]
-            for token in tokens
-            for entry in history(url, token)
-            if entry["kind"] == "task_claimed"
-        ]
-        assert set(claims) == {1}
-        parked = "\n".join(s.stdout for s in shown)
-        assert "(attempt given back): 429 from the provider" in parked, parked
-        # The 429 cost nothing; each answer cost what the provider said: 0.002 usd, and a
-        # token per word of the prompt and the answer ("question ASK-n", "an answer to ...").
-        cost = {"usd": 0.002, "tokens": 7}
-        for token in tokens:
-            rows = [e["data"] for e in history(url, token) if e["kind"] == "spent"]
-            assert [row["spent"] for row in rows] == [cost]
-            with urllib.request.urlopen(f"{url}/tokens/{token}") as answer:
-                spent = json.loads(answer.read())["spent"]
-            assert (spent["token"], spent["tree"]) == (cost, cost)
-            budget = spent["budget"]
-            assert (budget["limits"], budget["spent"], budget["reserved"]) == ({"usd": 1}, cost, {})
-        line = "spent: tokens=7 usd=0.002; its tree: tokens=7 usd=0.002; budget of ASK-0: usd=1"
-        assert line in shown[0].stdout.splitlines()
+        with serving(args, tmp_path, env, "serves answer"):
+            tokens = [f"ASK-{n}" for n in range(8)]
+            for token in tokens:
+                context = json.dumps({"account": "acct-1", "prompt": f"question {token}"})
+                started = run_stateous("token", "start", token, context, "--url", url, cwd=tmp_path)
+                assert started.returncode == 0, started.stderr
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                shown = [
+                    run_stateous("token", "show", t, "--url", url, cwd=tmp_path) for t in tokens
+                ]
+                if all(", completed" in s.stdout.splitlines()[0] for s in shown):
+                    break
+                time.sleep(0.5)
+            else:
+                raise AssertionError([s.stdout for s in shown])
+            kinds = [entry["kind"] for token in tokens for entry in history(url, token)]
+            assert kinds.count("resource_parked") == 1 and kinds.count("resource_probe") == 1
+            claims = [
+                entry["data"]["attempt"]
+                for token in tokens
+                for entry in history(url, token)
+                if entry["kind"] == "task_claimed"
+            ]
+            assert set(claims) == {1}
+            parked = "\n".join(s.stdout for s in shown)
+            assert "(attempt given back): 429 from the provider" in parked, parked
+            # The 429 cost nothing; each answer cost what the provider said: 0.002 usd, and a
+            # token per word of the prompt and the answer ("question ASK-n", "an answer to ...").
+            cost = {"usd": 0.002, "tokens": 7}
+            for token in tokens:
+                rows = [e["data"] for e in history(url, token) if e["kind"] == "spent"]
+                assert [row["spent"] for row in rows] == [cost]
+                with urllib.request.urlopen(f"{url}/tokens/{token}") as answer:
+                    spent = json.loads(answer.read())["spent"]
+                assert (spent["token"], spent["tree"]) == (cost, cost)
+                budget = [spent["budget"][k] for k in ("limits", "spent", "reserved")]
+                assert budget == [{"usd": 1}, cost, {}]
+            line = "spent: tokens=7 usd=0.002; its tree: tokens=7 usd=0.002; budget of ASK-0: usd=1"
+            assert line in shown[0].stdout.splitlines()
     finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(timeout=30)
         provider.kill()
         provider.wait(timeout=10)

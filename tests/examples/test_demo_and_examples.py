@@ -11,7 +11,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from importlib.resources import files
 from pathlib import Path
 from queue import Empty, Queue
@@ -97,6 +98,35 @@ def lines_until(
             pytest.fail(f"the process ended first: {seen}")
         seen.append(line)
     return seen
+
+
+@contextmanager
+def serving(args: list[str], cwd: Path, env: dict[str, str], ready: str) -> Iterator[None]:
+    """Run `stateous serve ARGS` in `cwd` until the block ends (stopped by Ctrl-C, as a user
+    stops it), once its stderr has a line with `ready`.
+
+    Its stderr goes to a file, not a pipe: a pipe nobody reads fills and stalls it. If it
+    ends, or prints no `ready` within 30 s, the test fails at once and shows its stderr.
+    """
+    log = cwd / "serve.stderr"
+    with log.open("wb") as stderr:
+        serve = subprocess.Popen(
+            [sys.executable, "-m", "stateous", "serve", *args], cwd=cwd, env=env, stderr=stderr
+        )
+    deadline = time.monotonic() + 30
+    while ready not in log.read_text(errors="replace"):
+        code = serve.poll()
+        if code is not None or time.monotonic() > deadline:
+            serve.kill()
+            serve.wait()
+            why = f"it ended with {code}" if code is not None else "30 s went by"
+            pytest.fail(f"serve printed no {ready!r}: {why}; its stderr:\n{log.read_text()}")
+        time.sleep(0.1)
+    try:
+        yield
+    finally:
+        serve.send_signal(signal.SIGINT)
+        serve.wait(timeout=30)
 
 
 def suggested(output: str, heading: str) -> list[str]:
@@ -278,28 +308,10 @@ def test_the_sdlc_example_runs_the_tests_of_a_checkout(tmp_path: Path) -> None:
     checkout.mkdir()
     (checkout / "test_ok.py").write_text("def test_ok() -> None:\n    assert True\n")
     address = free_address()
-    serve = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "stateous",
-            "serve",
-            "sdlc/build/sdlc.json",
-            "--listen",
-            address,
-            "--supervise",
-            "sdlc-supervisor",
-        ],
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     url = f"http://{address}"
-    try:
-        assert serve.stderr is not None
-        while "serves testing" not in serve.stderr.readline():
-            assert serve.poll() is None
+    args = ["sdlc/build/sdlc.json", "--listen", address, "--supervise", "sdlc-supervisor"]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    with serving(args, tmp_path, env, "serves testing"):
         started = run_stateous(
             "token", "start", "TICKET-1", f'{{"repo": "{checkout}"}}', "--url", url, cwd=tmp_path
         )
@@ -313,6 +325,3 @@ def test_the_sdlc_example_runs_the_tests_of_a_checkout(tmp_path: Path) -> None:
         assert shown.stdout.startswith("TICKET-1: testing, completed\n"), shown.stdout
         assert "1 passed, 0 failed" in shown.stdout
         assert 'passed in testing: {"passed": 1, "failed": 0}' in shown.stdout
-    finally:
-        serve.send_signal(signal.SIGINT)
-        serve.wait(timeout=30)
