@@ -80,12 +80,14 @@ def extract(
     archive), into folder, each checked against its hash; refuse anything else that the
     archive holds and any file it lacks.
 
-    The archive is read as a stream, one member at a time, in the order it was packed.
+    The archive is read as a stream, one member at a time, in the order it was packed, and
+    then to the end of its compressed stream: one cut short may end where tar sees the end
+    of its members, and must still be called damaged, not lacking files.
     """
     where = f"{group} in {archive}"
     left = dict(listed)
     try:
-        with tarfile.open(fileobj=packed, mode="r|xz") as tar:
+        with lzma.open(packed) as stream, tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
                 digest = left.pop(member.name, None)
                 content = tar.extractfile(member) if member.isfile() else None
@@ -101,6 +103,7 @@ def extract(
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "wb") as out:
                     out.write(data)
+            stream.read()
     except (tarfile.TarError, lzma.LZMAError, EOFError) as ex:
         raise OSError(f"{where} is damaged: {ex}") from None
     if left:

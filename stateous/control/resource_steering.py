@@ -149,7 +149,8 @@ def waits_lines(tx: Tx, tasks: list[int]) -> dict[int, str]:
 
 def waits_line(tx: Tx, waits_for: str) -> str:
     """What a waiting task's listing says: `waits for repo=acme/api, held by task 17 of PR-12`
-    (or `paused`, or `until` the time its rate's bucket holds a token again)."""
+    (or `paused`, or `parked: ...` until its reset, or `until` the time its rate's bucket
+    holds a token again)."""
     line = f"waits for {waits_shown(waits_for)}"
     resource, equals, key = waits_for.partition("=")
     if not equals:
@@ -157,14 +158,15 @@ def waits_line(tx: Tx, waits_for: str) -> str:
     row = tx.resource(resource)
     if row is not None and row.paused:
         return f"{line} (paused)"
-    takers = tx.takers(resource, key)
-    if takers:
-        shown = ", ".join(f"task {taker.task} of {taker.token}" for taker in takers[:3])
-        return f"{line}, held by {shown}"
+    # A parked key lets nothing in until its reset, even once its holders are done.
     parked = tx.parking(resource, key)
     if parked is not None and parked.cause is not None and parked.until is not None:
         waiting = tx.waiting_counts(resource).get(key, 0)
         return f"{line}: {parked_line(resource, key, parked, waiting)}"
+    takers = tx.takers(resource, key)
+    if takers:
+        shown = ", ".join(f"task {taker.task} of {taker.token}" for taker in takers[:3])
+        return f"{line}, held by {shown}"
     state = tx.resource_key(resource, key)
     if state is not None and state.closed_until is not None:
         return f"{line} (its rate lets one in at {when(state.closed_until)})"
