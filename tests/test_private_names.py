@@ -342,6 +342,13 @@ def test_http_client_still_has_the_names_the_clients_use() -> None:
             Use(
                 "HTTPResponse",
                 answer,
+                ("chunked", "chunk_left"),
+                "stateous/supervisor/answers.py _Answer reads an answer's head itself and sets "
+                "them as HTTPResponse.begin does; without them a chunked answer is read wrong",
+            ),
+            Use(
+                "HTTPResponse",
+                answer,
                 ("will_close",),
                 "stateous/client/http.py Connection closes a connection that the control "
                 "plane will close; without it the next request goes to a closed socket",
