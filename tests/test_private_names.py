@@ -362,6 +362,24 @@ def test_http_client_still_has_the_names_the_clients_use() -> None:
     assert not found, "\n".join(found)
 
 
+def test_logging_still_has_the_names_the_commands_use() -> None:
+    import logging
+
+    uses = [
+        Use(
+            "logging",
+            logging,
+            ("_srcfile",),
+            "stateous/cli/supervising.py start_logging sets it to None (the logging HOWTO's "
+            "Optimization) so that no record looks up the code that logged it, which the "
+            "format never shows; without it every log line of serve and supervise costs a "
+            "fifth more",
+        ),
+    ]
+    found = gone(f"logging of Python {platform.python_version()}", uses)
+    assert not found, "\n".join(found)
+
+
 def test_psycopg_still_has_the_names_the_postgres_store_uses() -> None:
     psycopg = pytest.importorskip("psycopg")
     from psycopg import adapt, errors, generators, pq
