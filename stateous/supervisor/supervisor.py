@@ -132,7 +132,7 @@ class Supervisor:
         """Write a message to the outbox, then wake the sender; safe from any thread."""
         self.outbox.put(grant.task, grant.attempt, grant.token, kind, body)
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.streams.kept)
+            self._loop.call_soon_threadsafe(self.streams.kept, grant.task)
 
     async def _call(
         self,

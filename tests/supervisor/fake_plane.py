@@ -6,8 +6,9 @@ of its heartbeat answers (then `{"lost": []}`), each report with the next of its
 answers (then `{}`), and notes and memory writes with 204. It keeps every claim,
 heartbeat and report it got, with the time it came. An answer is JSON, raw bytes, or
 one that misbehaves: an answer that never ends, one that trickles, one whose length
-says a terabyte, one held back. The misbehaving ones stop after a cap, so that a supervisor without
-limits fails its test and does not take the machine down with it.
+says a terabyte, one held back, or bytes written as they are. The misbehaving ones stop
+after a cap, so that a supervisor without limits fails its test and does not take the
+machine down with it.
 """
 
 from __future__ import annotations
@@ -139,6 +140,18 @@ class Halved:
         handler.send_header("Content-Length", str(len(self.whole.body)))
         handler.end_headers()
         handler.wfile.write(self.whole.body[: len(self.whole.body) // 2])
+
+
+@dataclass(frozen=True)
+class Written:
+    """An answer written as it is given, head and body, byte for byte; then the connection
+    closes."""
+
+    data: bytes
+
+    def send(self, handler: Handler) -> None:
+        handler.close_connection = True
+        handler.wfile.write(self.data)
 
 
 _NOBODY_LOST = json({"lost": []})

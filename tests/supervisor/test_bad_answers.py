@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from stateous.supervisor.outbox import SCHEMA
@@ -29,6 +30,7 @@ from tests.supervisor.fake_plane import (
     Halved,
     Raw,
     Trickle,
+    Written,
     grant,
     json,
     nested,
@@ -204,6 +206,78 @@ def test_a_grant_cut_off_halfway_is_claimed_again_with_the_same_request_id(
         assert first == second
         assert bad_claim_reasons(supervisor) == []
         assert any("trying again in 1s" in line for line in supervisor.log), supervisor.log
+        assert_clean_stop(supervisor, folder)
+    finally:
+        plane.close()
+
+
+# answer heads as HTTP allows them, and heads without end
+
+GRANT_2 = msgspec.json.encode(grant(2, "ORDER-2"))
+CHUNKED = b"".join(
+    b"%x\r\n%s\r\n" % (len(piece), piece) for piece in (GRANT_2[:10], GRANT_2[10:], b"")
+)
+HEADS: dict[str, bytes] = {
+    "http-1.0-to-its-close": b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + GRANT_2,
+    "chunked": b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\nConnection: close\r\n\r\n"
+    + CHUNKED,
+    "names-in-any-case-and-spaces": b"HTTP/1.1 200 Fine\r\nX-Other:\r\nCONTENT-LENGTH:  "
+    + str(len(GRANT_2)).encode()
+    + b" \r\n\n"
+    + GRANT_2,
+}
+
+
+@pytest.mark.parametrize("head", list(HEADS.values()), ids=list(HEADS.keys()))
+def test_a_grant_in_an_answer_of_any_head_that_http_allows_is_run_and_reported(
+    supervisors: Supervisors, tmp_path: Path, graph: Path, head: bytes
+) -> None:
+    plane = fake(graph, claims=[Written(head)])
+    try:
+        folder = folder_of(plane, tmp_path, graph, NOTED)
+        supervisor = supervisors.serving(folder)
+
+        assert reported(plane, 2) == SUBMITTED
+        assert not any("trying again" in line for line in supervisor.log), supervisor.log
+        assert_clean_stop(supervisor, folder)
+    finally:
+        plane.close()
+
+
+ENDLESS_HEADS: dict[str, tuple[bytes, str]] = {
+    "header-lines-without-end": (
+        b"HTTP/1.1 200 OK\r\n" + b"X-More: yes\r\n" * 10_000,
+        "the answer's headers are malformed or too many",
+    ),
+    "a-header-line-past-64-kib": (
+        b"HTTP/1.1 200 OK\r\nX-Long: " + b"x" * 100_000 + b"\r\n\r\n",
+        "got more than 65536 bytes when reading header line",
+    ),
+    "a-status-line-past-64-kib": (
+        b"HTTP/1.1 200 " + b"x" * 100_000 + b"\r\n\r\n",
+        "got more than 65536 bytes when reading status line",
+    ),
+    "no-http": (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "SSH-2.0-OpenSSH_9.6"),
+}
+
+
+@pytest.mark.parametrize(
+    ("head", "reason"), list(ENDLESS_HEADS.values()), ids=list(ENDLESS_HEADS.keys())
+)
+def test_an_answer_whose_head_passes_the_bounds_is_lost_and_claimed_again_with_its_id(
+    supervisors: Supervisors, tmp_path: Path, graph: Path, head: bytes, reason: str
+) -> None:
+    plane = fake(graph, claims=[Written(head), json(grant(2, "ORDER-2"))])
+    try:
+        folder = folder_of(plane, tmp_path, graph, NOTED)
+        supervisor = supervisors.serving(folder)
+
+        assert reported(plane, 2) == SUBMITTED
+        first, second = plane.seen.claim_requests[:2]
+        assert first == second
+        assert any(reason in line and "trying again" in line for line in supervisor.log), (
+            supervisor.log
+        )
         assert_clean_stop(supervisor, folder)
     finally:
         plane.close()
