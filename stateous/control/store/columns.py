@@ -25,7 +25,14 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerKind, TimerStatus, TokenStatus
+from stateous.model.vocabulary import (
+    LIVE_TASK,
+    Kind,
+    TaskStatus,
+    TimerKind,
+    TimerStatus,
+    TokenStatus,
+)
 
 _encode = msgspec.json.encode
 decode = msgspec.json.decode
@@ -349,6 +356,13 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
 
 #: Whether a token's ledger holds an idempotency key.
 KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
+#: The data of the event that brought a token into its state: its last `event_accepted`.
+LAST_ACCEPTED = (
+    f"SELECT data FROM ledger WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} "
+    "ORDER BY seq DESC LIMIT 1"
+)
+#: The memory of a token's state, as a grant shows it.
+GRANT_MEMORY = "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key"
 #: A supervisor's claim row.
 LAST_CLAIM = "SELECT claimed_at FROM claims WHERE supervisor = ?"
 #: The task (and its attempt) last granted to a supervisor under a request id.

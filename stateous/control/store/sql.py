@@ -18,10 +18,11 @@ from stateous.control.store.budget_sql import BudgetSql
 from stateous.control.store.columns import (
     DUE_TIMERS,
     ENTRY_COLUMNS,
+    GRANT_MEMORY,
     GRANTED,
     INSERT_TOKEN,
     KEY_USED,
-    LAST_CLAIM,
+    LAST_ACCEPTED,
     LEDGER_BATCH,
     PENDING_DUE,
     PLANNED_RETRY,
@@ -35,7 +36,6 @@ from stateous.control.store.columns import (
     Queues,
     any_queued_sql,
     any_word,
-    claim_row,
     decode,
     entry_row,
     granted_of,
@@ -63,7 +63,6 @@ from stateous.control.store.resource_sql import ResourceSql
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimReads,
-    ClaimRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -380,18 +379,38 @@ class SqlTx(
     ) -> int:
         for watcher in self.watchers:
             watcher.task_queued(state, contract)
-        self._live.pop(token, None)
         task = self.insert_row(
             "tasks",
             "token, state, visit, status, attempt, queued_at, contract, turn_at",
             (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn.turn_at),
         )
+        # The token's newest task is its live one: a report's `next` need not read it.
+        self._live[token] = (
+            task,
+            token,
+            state,
+            visit,
+            TaskStatus.QUEUED,
+            0,
+            None,
+            None,
+            self.stamp,
+        )
         self.prefer(task, turn)
         return task
 
     def task(self, task: int) -> TaskRow | None:
-        row = self.one(TASK_BY_ID, (task,))
-        return None if row is None else task_row(row)
+        """A task, read with its token's state (kept): whoever reads a task by its id reads
+        its token next. A task that is not its token's live one (it ended) is read alone."""
+        row = self.one(token_state_sql("(SELECT token FROM tasks WHERE id = ?)"), (task,))
+        if row is None:
+            return None
+        if row[0] not in self._rows:
+            self.keep_state(row)
+        if row[STATE_TASK] == task:
+            return task_row(row[STATE_TASK:])
+        found = self.one(TASK_BY_ID, (task,))
+        return None if found is None else task_row(found)
 
     def task_values(self, row: TaskRow) -> tuple[Any, ...]:
         """A task's columns, as the database keeps them."""
@@ -544,31 +563,24 @@ class SqlTx(
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
         """What a grant shows besides the token: the data of the event that brought the token
-        into its state (its last `event_accepted`), and the memory of the state."""
-        self.finish()
-        accepted, memory = self.reads(
-            [
-                (
-                    "SELECT data FROM ledger "
-                    f"WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (token,),
-                ),
-                (
-                    "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key",
-                    (token, state),
-                ),
-            ]
-        )
+        into its state (its last `event_accepted`: one this transaction wrote, as a report
+        that asks `next` did, is not read again), and the memory of the state."""
+        memory = (GRANT_MEMORY, (token, state))
+        written = [
+            row[5] for row in self._ledger if row[0] == token and row[3] == Kind.EVENT_ACCEPTED
+        ]
+        if written:
+            accepted, rows = written[-1], self.execute(*memory)
+        else:
+            self.finish()
+            found, rows = self.reads([(LAST_ACCEPTED, (token,)), memory])
+            accepted = found[0][0] if found else None
         return GrantReads(
-            decode(accepted[0][0]) if accepted else None,
-            {key: decode(value) for key, value in memory},
+            None if accepted is None else decode(accepted),
+            {key: decode(value) for key, value in rows},
         )
 
     # claims
-
-    def last_claim(self, supervisor: str) -> ClaimRow | None:
-        return claim_row(self.one(LAST_CLAIM, (supervisor,)))
 
     def claim_reads(self, supervisor: str, request: str | None, queues: Queues) -> ClaimReads:
         """What a claim reads (`ClaimReads`): the oldest queued task of `queues` (None when
@@ -579,22 +591,4 @@ class SqlTx(
             self.last_claim(supervisor),
             granted_of(granted),
             self.next_queued(queues) if queues.keys else None,
-        )
-
-    def put_claim(self, supervisor: str) -> None:
-        """Write when the supervisor last claimed (`GET /supervisors`)."""
-        self.change(
-            "INSERT INTO claims (supervisor, claimed_at) VALUES (?, ?) "
-            "ON CONFLICT (supervisor) DO UPDATE SET claimed_at = excluded.claimed_at",
-            (supervisor, self.stamp),
-        )
-
-    def put_grant(self, supervisor: str, request: str, task: int, attempt: int) -> None:
-        """Keep the request id that `task` was granted under, for the ask sent again."""
-        self.change(
-            "INSERT INTO claim_requests (task_id, supervisor, request, attempt) "
-            "VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (task_id) DO UPDATE SET supervisor = excluded.supervisor, "
-            "request = excluded.request, attempt = excluded.attempt",
-            (task, supervisor, request, attempt),
         )
