@@ -183,13 +183,13 @@ class SqlTx(
         self._rows[row[0]] = row
         return token_row(row)
 
-    def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
-        """Remember a row of `token_state_sql`."""
+    def keep_state(self, row: tuple[Any, ...]) -> None:
+        """Remember a row of `token_state_sql` (its token's row is made when asked for)."""
         token = row[0]
         self._next_seq.setdefault(token, (row[STATE_LAST] or 0) + 1)
         self._timers.setdefault(token, row[STATE_TIMERS])
         self._live[token] = None if row[STATE_TASK] is None else row[STATE_TASK:]
-        return self.keep(row[:STATE_LAST])
+        self._rows[token] = row[:STATE_LAST]
 
     # tokens
 
@@ -198,7 +198,10 @@ class SqlTx(
         if row is not None:
             return token_row(row)
         found = self.one(token_state_sql("?") + self.for_update, (token,))
-        return None if found is None else self.keep_state(found)
+        if found is None:
+            return None
+        self.keep_state(found)
+        return token_row(found)
 
     def token_any_case(self, token: str) -> TokenRow | None:
         row = self.one(
