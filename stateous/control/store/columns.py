@@ -42,6 +42,14 @@ def json_text(value: Any) -> str:
     return _encode(value).decode()
 
 
+@cache
+def insert_rows(head: str, columns: int, rows: int, tail: str = "") -> str:
+    """An INSERT of `rows` rows of `columns` values each: `head`, the placeholders, then
+    `tail`. Made once for each number of rows, not at every write."""
+    row = "(" + ", ".join("?" * columns) + ")"
+    return f"{head} VALUES {', '.join([row] * rows)}{tail}"
+
+
 def word(member: StrEnum) -> str:
     """A word of the vocabulary as an SQL literal: a constant of a statement's text, so that
     the conditions of partial indexes (`WHERE status = 'queued'`) match it."""

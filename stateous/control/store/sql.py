@@ -12,6 +12,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from stateous.control.store.budget_sql import BudgetSql
@@ -39,6 +40,7 @@ from stateous.control.store.columns import (
     decode,
     entry_row,
     granted_of,
+    insert_rows,
     json_text,
     next_queued_sql,
     task_row,
@@ -172,10 +174,9 @@ class SqlTx(
         """Write the ledger rows that wait."""
         while self._ledger:
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
-            marks = ", ".join("(?, ?, ?, ?, ?, ?, ?)" for _ in batch)
             self.change(
-                f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos) VALUES {marks}",
-                tuple(value for row in batch for value in row),
+                insert_rows(f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos)", 7, len(batch)),
+                tuple(chain.from_iterable(batch)),
             )
 
     def keep(self, row: tuple[Any, ...]) -> TokenRow:
@@ -217,7 +218,7 @@ class SqlTx(
             row.status,
             row.visit,
             json_text(row.context),
-            to_column(row.entered_at),
+            self.column_time(row.entered_at),
             row.parent,
             row.workflow,
             json_text(row.visits),
@@ -425,8 +426,8 @@ class SqlTx(
             row.status,
             row.attempt,
             row.claimed_by,
-            None if row.lease_until is None else to_column(row.lease_until),
-            to_column(row.queued_at),
+            None if row.lease_until is None else self.column_time(row.lease_until),
+            self.column_time(row.queued_at),
         )
 
     def save_task(self, row: TaskRow) -> None:
