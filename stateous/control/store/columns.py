@@ -150,6 +150,11 @@ TIMER_BY_ID = (
 INSERT_TOKEN = (
     f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+UPDATE_TOKEN = (
+    "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
+    "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, moved_at = ? "
+    "WHERE token = ?"
+)
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100
 

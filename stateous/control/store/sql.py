@@ -34,6 +34,7 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    UPDATE_TOKEN,
     Queues,
     any_queued_sql,
     any_word,
@@ -111,7 +112,8 @@ class SqlTx(
     and from this transaction's own writes, so a move asks the database little.
     Ledger rows of tokens whose last number is known wait in `_ledger` and go out
     in one INSERT: before any read of the ledger, and at `finish`, which the store
-    calls before it commits.
+    calls before it commits. A token started waits too, until its first move saves it:
+    it is inserted in its first state, not inserted then updated (or at `finish`).
     """
 
     def __init__(self, now: float, reservation: Reservation | None = None) -> None:
@@ -133,6 +135,8 @@ class SqlTx(
         #: How many pending timers a token has, when known.
         self._timers: dict[str, int] = {}
         self._ledger: list[tuple[Any, ...]] = []
+        #: The tokens started in this transaction whose row is not written yet.
+        self._unwritten: set[str] = set()
         self.counts = Counts(now)
         self._queued = Queued()
         #: What keeps something beside the rows that this transaction writes.
@@ -171,7 +175,9 @@ class SqlTx(
             watcher.finished(self, refused)
 
     def finish(self) -> None:
-        """Write the ledger rows that wait."""
+        """Write the tokens and the ledger rows that wait."""
+        while self._unwritten:
+            self.change(INSERT_TOKEN, (*self._rows[self._unwritten.pop()], self.stamp))
         while self._ledger:
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
             self.change(
@@ -199,10 +205,9 @@ class SqlTx(
         if row is not None:
             return token_row(row)
         found = self.one(token_state_sql("?") + self.for_update, (token,))
-        if found is None:
-            return None
-        self.keep_state(found)
-        return token_row(found)
+        if found is not None:
+            self.keep_state(found)
+        return None if found is None else token_row(found)
 
     def token_any_case(self, token: str) -> TokenRow | None:
         row = self.one(
@@ -235,7 +240,7 @@ class SqlTx(
         self._live[row.token] = None
         self._next_seq[row.token] = 1
         self._timers[row.token] = 0
-        self.change(INSERT_TOKEN, (*values, self.stamp))
+        self._unwritten.add(row.token)
 
     def save_token(self, row: TokenRow) -> None:
         before = self._rows.get(row.token)
@@ -245,13 +250,11 @@ class SqlTx(
         self._rows[row.token] = values
         for watcher in self.watchers:
             watcher.token_written(before, values)
-        self.change(
-            "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, "
-            "moved_at = ? "
-            "WHERE token = ?",
-            (*values[1:], self.stamp, row.token),
-        )
+        if row.token in self._unwritten:
+            self._unwritten.discard(row.token)
+            self.change(INSERT_TOKEN, (*values, self.stamp))
+        else:
+            self.change(UPDATE_TOKEN, (*values[1:], self.stamp, row.token))
 
     def children(self, parent: str) -> list[TokenRow]:
         rows = self.execute(
@@ -413,8 +416,7 @@ class SqlTx(
             self.keep_state(row)
         if row[STATE_TASK] == task:
             return task_row(row[STATE_TASK:])
-        found = self.one(TASK_BY_ID, (task,))
-        return None if found is None else task_row(found)
+        return task_row(self.execute(TASK_BY_ID, (task,))[0])
 
     def task_values(self, row: TaskRow) -> tuple[Any, ...]:
         """A task's columns, as the database keeps them."""
