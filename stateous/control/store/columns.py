@@ -385,6 +385,15 @@ GRANTED = (
 )
 
 
+#: `LAST_CLAIM` and `GRANTED` in one row (SQLite: one statement is cheaper than two): the
+#: supervisor's claim time (NULL without a row) and the task and attempt (NULL: none).
+CLAIM_AND_GRANTED = (
+    "SELECT (SELECT claimed_at FROM claims WHERE supervisor = ?), g.task_id, g.attempt "
+    "FROM (SELECT 1) LEFT JOIN claim_requests g ON g.task_id = "
+    "(SELECT max(task_id) FROM claim_requests WHERE supervisor = ? AND request = ?)"
+)
+
+
 def granted_of(rows: list[tuple[Any, ...]]) -> tuple[int, int] | None:
     """The task and attempt that the rows of `GRANTED` name, if any."""
     return (rows[0][0], rows[0][1]) if rows else None

@@ -8,8 +8,7 @@ from typing import Any
 
 import msgspec
 
-from stateous.control.store.columns import LAST_CLAIM, claim_row
-from stateous.control.store.rows import ClaimRow, from_column, to_column
+from stateous.control.store.rows import from_column, to_column
 from stateous.control.store.statements import Statements
 
 #: A supervisor that claimed: its name, its labels (None when its row is of before they were
@@ -39,9 +38,6 @@ class FleetSql(Statements):
             (supervisor, None if labels is None else msgspec.json.decode(labels), from_column(at))
             for supervisor, labels, at in rows
         ]
-
-    def last_claim(self, supervisor: str) -> ClaimRow | None:
-        return claim_row(self.one(LAST_CLAIM, (supervisor,)))
 
     def put_claim(self, supervisor: str) -> None:
         """Write when the supervisor last claimed (`GET /supervisors`)."""

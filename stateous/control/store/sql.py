@@ -17,10 +17,10 @@ from typing import Any
 
 from stateous.control.store.budget_sql import BudgetSql
 from stateous.control.store.columns import (
+    CLAIM_AND_GRANTED,
     DUE_TIMERS,
     ENTRY_COLUMNS,
     GRANT_MEMORY,
-    GRANTED,
     INSERT_TOKEN,
     KEY_USED,
     LAST_ACCEPTED,
@@ -38,9 +38,9 @@ from stateous.control.store.columns import (
     Queues,
     any_queued_sql,
     any_word,
+    claim_row,
     decode,
     entry_row,
-    granted_of,
     insert_rows,
     json_text,
     next_queued_sql,
@@ -572,9 +572,8 @@ class SqlTx(
         into its state (its last `event_accepted`: one this transaction wrote, as a report
         that asks `next` did, is not read again), and the memory of the state."""
         memory = (GRANT_MEMORY, (token, state))
-        written = [
-            row[5] for row in self._ledger if row[0] == token and row[3] == Kind.EVENT_ACCEPTED
-        ]
+        event = Kind.EVENT_ACCEPTED
+        written = [row[5] for row in self._ledger if row[0] == token and row[3] == event]
         if written:
             accepted, rows = written[-1], self.execute(*memory)
         else:
@@ -592,9 +591,10 @@ class SqlTx(
         """What a claim reads (`ClaimReads`): the oldest queued task of `queues` (None when
         it names none) is read even when the claim is sent again, which then leaves it
         queued: Postgres sends the three reads in one round trip."""
-        granted = [] if request is None else self.execute(GRANTED, (supervisor, request))
+        asked = (supervisor, supervisor, request)
+        claimed, task, attempt = self.execute(CLAIM_AND_GRANTED, asked)[0]
         return ClaimReads(
-            self.last_claim(supervisor),
-            granted_of(granted),
+            claim_row((claimed,)),
+            None if task is None else (task, attempt),
             self.next_queued(queues) if queues.keys else None,
         )
