@@ -297,10 +297,10 @@ class SqlTx(
     def signed(self, data: dict[str, Any]) -> dict[str, Any]:
         """The data of a ledger row, with `by` (who asked) and `plan` (the plan applied) on
         the first row of a change that names them."""
-        marks = {name: value for name, value in (("by", self.by), ("plan", self.plan_id)) if value}
-        if not marks or self._signed:
+        if self._signed or not (self.by or self.plan_id):
             return data
         self._signed = True
+        marks = {name: value for name, value in (("by", self.by), ("plan", self.plan_id)) if value}
         return {**data, **marks}
 
     def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
