@@ -112,8 +112,7 @@ class SqlTx(
     and from this transaction's own writes, so a move asks the database little.
     Ledger rows of tokens whose last number is known wait in `_ledger` and go out
     in one INSERT: before any read of the ledger, and at `finish`, which the store
-    calls before it commits. A token started waits too, until its first move saves it:
-    it is inserted in its first state, not inserted then updated (or at `finish`).
+    calls before it commits. A token started waits for its first move's save: one INSERT.
     """
 
     def __init__(self, now: float, reservation: Reservation | None = None) -> None:
@@ -135,8 +134,8 @@ class SqlTx(
         #: How many pending timers a token has, when known.
         self._timers: dict[str, int] = {}
         self._ledger: list[tuple[Any, ...]] = []
-        #: The tokens started in this transaction whose row is not written yet.
-        self._unwritten: set[str] = set()
+        #: The tokens started here, not written yet: their first save (or `finish`) inserts.
+        self._unwritten: dict[str, None] = {}
         self.counts = Counts(now)
         self._queued = Queued()
         #: What keeps something beside the rows that this transaction writes.
@@ -176,8 +175,9 @@ class SqlTx(
 
     def finish(self) -> None:
         """Write the tokens and the ledger rows that wait."""
-        while self._unwritten:
-            self.change(INSERT_TOKEN, (*self._rows[self._unwritten.pop()], self.stamp))
+        for token in self._unwritten:
+            self.change(INSERT_TOKEN, (*self._rows[token], self.stamp))
+        self._unwritten.clear()
         while self._ledger:
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
             self.change(
@@ -240,7 +240,7 @@ class SqlTx(
         self._live[row.token] = None
         self._next_seq[row.token] = 1
         self._timers[row.token] = 0
-        self._unwritten.add(row.token)
+        self._unwritten[row.token] = None
 
     def save_token(self, row: TokenRow) -> None:
         before = self._rows.get(row.token)
@@ -251,7 +251,7 @@ class SqlTx(
         for watcher in self.watchers:
             watcher.token_written(before, values)
         if row.token in self._unwritten:
-            self._unwritten.discard(row.token)
+            del self._unwritten[row.token]
             self.change(INSERT_TOKEN, (*values, self.stamp))
         else:
             self.change(UPDATE_TOKEN, (*values[1:], self.stamp, row.token))
