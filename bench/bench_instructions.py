@@ -1,7 +1,8 @@
-"""Benchmark: the instructions `serve` runs per start, fire and claim-and-report cycle.
+"""Benchmark: the instructions `serve` runs per start, fire, claim-and-report cycle and
+eager report.
 
 Run: .venv/bin/python bench/bench_instructions.py [--ops 800] [--runs 3] [--before CHECKOUT]
-     [--labels]
+     [--phases starts,fires,cycles,eager] [--labels]
 Needs valgrind (Debian package). Starts `serve` under callgrind with its counting off, makes
 200 tokens over HTTP, then counts the instructions of `--ops` operations sent by 8 clients
 at once, each on a kept-alive connection, and prints them per operation. Callgrind counts
@@ -13,6 +14,9 @@ than under real load. `--before` alternates with another checkout's code (its `.
 this one's); the medians of `--runs` runs are printed. No target: it tells where a change
 lands when the rates cannot. With `--labels`, each claim sends the labels of its box
 (`os: linux` and a `box` of its own), as a supervisor with labels in `stateous.yaml` does.
+The `eager` phase counts the reports of tokens of five steps (bench_peers.py's graph) that
+ask for the supervisor's next task (`next`), with the body a real supervisor sends: each
+answer grants the token's next step, or after its last the oldest queued first step.
 """
 
 from __future__ import annotations
@@ -29,20 +33,26 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_serve import workflow  # noqa: E402
+from peers_systems import STEPS  # noqa: E402
+from peers_systems import workflow as five_steps  # noqa: E402
 
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
 
 CLIENTS = 8
 TOKENS = 200
-PHASES = ("starts", "fires", "cycles")
+PHASES = ("starts", "fires", "cycles", "eager")
+#: The states a supervisor of the five steps serves, which its asks name.
+STEP_STATES = [f"s{number}" for number in range(1, STEPS + 1)]
 
 
 def call(connection: http.client.HTTPConnection, path: str, body: dict | None) -> tuple[int, bytes]:
@@ -53,8 +63,11 @@ def call(connection: http.client.HTTPConnection, path: str, body: dict | None) -
     return response.status, response.read()
 
 
-def operate(port: int, phase: str, client: int, count: int, labels: bool) -> None:
-    """One client's share of the operations of `phase`."""
+def operate(
+    port: int, phase: str, client: int, count: int, labels: bool, grant: dict[str, Any]
+) -> None:
+    """One client's share of the operations of `phase`; `grant`, the task an eager client
+    holds first."""
     claim: dict[str, object] = {"supervisor": f"box-{client}", "states": ["draft"]}
     if labels:
         claim["labels"] = {"os": "linux", "box": f"box-{client}"}
@@ -64,6 +77,8 @@ def operate(port: int, phase: str, client: int, count: int, labels: bool) -> Non
             call(connection, "/tokens", {"token": f"S-{client}-{n}", "context": {"title": "x"}})
         elif phase == "fires":
             call(connection, f"/tokens/T-{(client * 7919 + n) % TOKENS}/events/remind", None)
+        elif phase == "eager":
+            grant = report_next(connection, f"box-{client}", grant)
         else:
             status, data = call(connection, "/tasks/claim", claim)
             assert status == 200, status
@@ -73,11 +88,48 @@ def operate(port: int, phase: str, client: int, count: int, labels: bool) -> Non
     connection.close()
 
 
+def report_next(
+    connection: http.client.HTTPConnection, supervisor: str, grant: dict[str, Any]
+) -> dict[str, Any]:
+    """Report the step `grant` as a supervisor does, asking `next`; answer the next grant."""
+    last = grant["state"] == STEP_STATES[-1]
+    report = {
+        **{"kind": "event", "event": "done" if last else "more", "payload": None},
+        **{"attempt": grant["attempt"], "supervisor": supervisor},
+        "next": {"states": STEP_STATES, "checksum": grant["checksum"], "request": uuid.uuid4().hex},
+    }
+    status, data = call(connection, f"/tasks/{grant['task']}/report", report)
+    assert status == 200, (status, data)
+    granted = json.loads(data)["grant"]
+    assert granted is not None, "no task queued: more tokens are needed"
+    return {**granted, "checksum": grant["checksum"]}
+
+
+def eager_grants(connection: http.client.HTTPConnection) -> list[dict[str, Any]]:
+    """A task claimed by each client, reported once (every statement of an eager report
+    compiled); the grants that those reports answered."""
+    health = call_get(connection, "/health")
+    grants = []
+    for client in range(CLIENTS):
+        claim = {"supervisor": f"box-{client}", "states": STEP_STATES}
+        status, data = call(connection, "/tasks/claim", {**claim, "checksum": health["checksum"]})
+        assert status == 200, (status, data)
+        grant = {**json.loads(data), "checksum": health["checksum"]}
+        grants.append(report_next(connection, f"box-{client}", grant))
+    return grants
+
+
+def call_get(connection: http.client.HTTPConnection, path: str) -> Any:
+    """GET `path`'s answer, read as JSON."""
+    connection.request("GET", path)
+    return json.loads(connection.getresponse().read())
+
+
 def count(checkout: Path, phase: str, ops: int, labels: bool) -> float:
     """Millions of instructions per operation of `phase`, counted in `checkout`'s serve."""
     folder = Path(tempfile.mkdtemp(prefix="stateous-instructions-"))
     graph = folder / "bench.json"
-    graph.write_bytes(dump(compile_workflow(workflow())))
+    graph.write_bytes(dump(compile_workflow(five_steps() if phase == "eager" else workflow())))
     out = folder / "callgrind.out"
     port = 19000 + os.getpid() % 1000
     python = checkout / ".venv/bin/python"
@@ -93,13 +145,24 @@ def count(checkout: Path, phase: str, ops: int, labels: bool) -> float:
     )
     try:
         connection = wait_for(port)
-        for n in range(TOKENS + (ops if phase == "cycles" else 0)):
-            call(connection, "/tokens", {"token": f"T-{n}", "context": {"title": "x"}})
-        for n in range(TOKENS):  # every statement of the phase compiled once
-            call(connection, f"/tokens/T-{n}/events/remind", None)
+        grants: list[dict[str, Any]] = [{}] * CLIENTS
+        if phase == "eager":
+            for n in range(TOKENS + ops // STEPS):
+                call(
+                    connection, "/tokens", {"token": f"T-{n}", "context": {"run": "x", "steps": 5}}
+                )
+            grants = eager_grants(connection)
+        else:
+            for n in range(TOKENS + (ops if phase == "cycles" else 0)):
+                call(connection, "/tokens", {"token": f"T-{n}", "context": {"title": "x"}})
+            for n in range(TOKENS):  # every statement of the phase compiled once
+                call(connection, f"/tokens/T-{n}/events/remind", None)
         subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], capture_output=True)
         clients = [
-            threading.Thread(target=operate, args=(port, phase, client, ops // CLIENTS, labels))
+            threading.Thread(
+                target=operate,
+                args=(port, phase, client, ops // CLIENTS, labels, grants[client]),
+            )
             for client in range(CLIENTS)
         ]
         for client in clients:

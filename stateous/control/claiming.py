@@ -165,12 +165,14 @@ def decide(
     lease: float,
     prefer: TaskRow | None = None,
     budgets: Budgets | None = None,
+    known: TokenRow | None = None,
 ) -> Grant | None:
     """What a supervisor that asks for a task of `queues` is granted, in `tx`: the task that
-    `take` takes, else None."""
+    `take` takes, else None; `known`, a token as the caller holds it, not read again when
+    the task is its."""
     task = take(tx, supervisor, queues, request, lease, prefer, budgets)
     if task is not None:
-        token = tx.token(task.token)
+        token = known if known is not None and known.token == task.token else tx.token(task.token)
         assert token is not None  # a task's token is deleted only with it
         return grant(tx, task, token, lease)
     return None

@@ -58,6 +58,6 @@ def answer(
     grant of the supervisor's next task (the one queued for `token`, if it may take it)."""
     prefer = claiming.queued_for(tx, graphs, token, wanted.queues)
     grant = claiming.decide(
-        tx, wanted.supervisor, wanted.queues, wanted.request, lease, prefer, budgets
+        tx, wanted.supervisor, wanted.queues, wanted.request, lease, prefer, budgets, token
     )
     return Reported(**msgspec.structs.asdict(view(token)), grant=grant)

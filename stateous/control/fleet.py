@@ -71,6 +71,8 @@ class Fleet:
         offered = dict(labels or {})
         with self._lock:
             self._seen[supervisor] = (offered, self.clock())
+        if not graph.needs_labels:
+            return list(states)
         return [state for state in states if met(needs_of(graph, state), offered)]
 
     @staticmethod
@@ -79,6 +81,8 @@ class Fleet:
     ) -> list[str] | None:
         """The claim's labels as `name=value`, when a state of `states` `prefers` a label
         (the claim then passes over the tasks preferred for another); None otherwise."""
+        if not graph.prefers_labels:
+            return None
         specs = [spec_of(graph, state) for state in states]
         if not any(spec.prefers for spec in specs if spec is not None):
             return None

@@ -144,6 +144,11 @@ class Graph:
         for flow in self.flows.values():
             flow.family = self.flows
         self.top = self.flows[document.workflow]
+        states = [state for flow in self.flows.values() for state in flow.spec.states.values()]
+        #: Whether a state `needs` labels, or `prefers` one: a claim of a graph with neither
+        #: looks at no state for them (`stateous.control.fleet`).
+        self.needs_labels = any(state.needs for state in states)
+        self.prefers_labels = any(state.prefers for state in states)
         #: The contract of each state named so far, by its claim name (`contracts.digest`).
         self._contracts: dict[str, str | None] = {}
 

@@ -25,7 +25,14 @@ from stateous.control.store.rows import (
     from_column,
     to_column,
 )
-from stateous.model.vocabulary import LIVE_TASK, TaskStatus, TimerKind, TimerStatus, TokenStatus
+from stateous.model.vocabulary import (
+    LIVE_TASK,
+    Kind,
+    TaskStatus,
+    TimerKind,
+    TimerStatus,
+    TokenStatus,
+)
 
 _encode = msgspec.json.encode
 decode = msgspec.json.decode
@@ -33,6 +40,14 @@ decode = msgspec.json.decode
 
 def json_text(value: Any) -> str:
     return _encode(value).decode()
+
+
+@cache
+def insert_rows(head: str, columns: int, rows: int, tail: str = "") -> str:
+    """An INSERT of `rows` rows of `columns` values each: `head`, the placeholders, then
+    `tail`. Made once for each number of rows, not at every write."""
+    row = "(" + ", ".join("?" * columns) + ")"
+    return f"{head} VALUES {', '.join([row] * rows)}{tail}"
 
 
 def word(member: StrEnum) -> str:
@@ -134,6 +149,11 @@ TIMER_BY_ID = (
 )
 INSERT_TOKEN = (
     f"INSERT INTO tokens ({TOKEN_COLUMNS}, moved_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UPDATE_TOKEN = (
+    "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
+    "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, moved_at = ? "
+    "WHERE token = ?"
 )
 #: The most ledger rows that one INSERT carries.
 LEDGER_BATCH = 100
@@ -349,12 +369,28 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
 
 #: Whether a token's ledger holds an idempotency key.
 KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
+#: The data of the event that brought a token into its state: its last `event_accepted`.
+LAST_ACCEPTED = (
+    f"SELECT data FROM ledger WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} "
+    "ORDER BY seq DESC LIMIT 1"
+)
+#: The memory of a token's state, as a grant shows it.
+GRANT_MEMORY = "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key"
 #: A supervisor's claim row.
 LAST_CLAIM = "SELECT claimed_at FROM claims WHERE supervisor = ?"
 #: The task (and its attempt) last granted to a supervisor under a request id.
 GRANTED = (
     "SELECT task_id, attempt FROM claim_requests WHERE supervisor = ? AND request = ? "
     "ORDER BY task_id DESC LIMIT 1"
+)
+
+
+#: `LAST_CLAIM` and `GRANTED` in one row (SQLite: one statement is cheaper than two): the
+#: supervisor's claim time (NULL without a row) and the task and attempt (NULL: none).
+CLAIM_AND_GRANTED = (
+    "SELECT (SELECT claimed_at FROM claims WHERE supervisor = ?), g.task_id, g.attempt "
+    "FROM (SELECT 1) LEFT JOIN claim_requests g ON g.task_id = "
+    "(SELECT max(task_id) FROM claim_requests WHERE supervisor = ? AND request = ?)"
 )
 
 

@@ -22,9 +22,10 @@ from __future__ import annotations
 import heapq
 import threading
 from enum import StrEnum
+from itertools import chain
 from typing import Any
 
-from stateous.control.store.columns import word
+from stateous.control.store.columns import insert_rows, word
 from stateous.control.store.rows import TaskRow, from_column
 from stateous.control.store.statements import Statements
 from stateous.control.store.watchers import Watcher
@@ -177,18 +178,14 @@ class Counts(Watcher):
                 rows.append((name, label, minute % 60, self.shard, minute, added))
         if not rows:
             return
-        marks = ", ".join("(?, ?, ?, ?, ?, ?)" for _ in rows)
         tx.change(
-            f"INSERT INTO counts ({COLUMNS}) VALUES {marks} {BUMP}",
-            tuple(value for row in rows for value in row),
+            insert_rows(f"INSERT INTO counts ({COLUMNS})", 6, len(rows), f" {BUMP}"),
+            tuple(chain.from_iterable(rows)),
         )
 
 
 class CountSql(Statements):
     """The verbs of `Tx` that read the counts and the queue's index: the metrics' reads."""
-
-    #: The transaction's time.
-    now: float
 
     def counters(self) -> dict[tuple[str, str], int]:
         """Every count since the database was made, by counter and label."""

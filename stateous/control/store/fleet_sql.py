@@ -17,7 +17,8 @@ Seen = tuple[str, dict[str, str] | None, float]
 
 
 class FleetSql(Statements):
-    """The labels column of `claims`."""
+    """The claim rows (`claims`: when each supervisor last claimed, with its labels) and the
+    request ids that tasks were granted under (`claim_requests`)."""
 
     def keep_labels(self, supervisor: str, labels: dict[str, Any]) -> None:
         """Write the labels of a supervisor's claim in its claim row (made if missing)."""
@@ -37,3 +38,21 @@ class FleetSql(Statements):
             (supervisor, None if labels is None else msgspec.json.decode(labels), from_column(at))
             for supervisor, labels, at in rows
         ]
+
+    def put_claim(self, supervisor: str) -> None:
+        """Write when the supervisor last claimed (`GET /supervisors`)."""
+        self.change(
+            "INSERT INTO claims (supervisor, claimed_at) VALUES (?, ?) "
+            "ON CONFLICT (supervisor) DO UPDATE SET claimed_at = excluded.claimed_at",
+            (supervisor, self.stamp),
+        )
+
+    def put_grant(self, supervisor: str, request: str, task: int, attempt: int) -> None:
+        """Keep the request id that `task` was granted under, for the ask sent again."""
+        self.change(
+            "INSERT INTO claim_requests (task_id, supervisor, request, attempt) "
+            "VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (task_id) DO UPDATE SET supervisor = excluded.supervisor, "
+            "request = excluded.request, attempt = excluded.attempt",
+            (task, supervisor, request, attempt),
+        )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stateous.control.store.columns import decode, json_text, time_or_none
+from stateous.control.store.columns import decode, insert_rows, json_text, time_or_none
 from stateous.control.store.rows import from_column
 from stateous.control.store.statements import Statements
 
@@ -74,9 +74,8 @@ class PlanSql(Statements):
         numbered = list(enumerate(tokens, start=1))
         for start in range(0, len(numbered), PLAN_BATCH):
             batch = numbered[start : start + PLAN_BATCH]
-            marks = ", ".join("(?, ?, ?)" for _ in batch)
             self.change(
-                f"INSERT INTO plan_tokens (plan, n, token) VALUES {marks}",
+                insert_rows("INSERT INTO plan_tokens (plan, n, token)", 3, len(batch)),
                 tuple(value for n, token in batch for value in (plan.id, n, token)),
             )
 

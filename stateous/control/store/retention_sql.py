@@ -105,8 +105,6 @@ def _made_by(listed: str, kind: Kind, name: str) -> str:
 class RetentionSql(Statements):
     """The retention and archive verbs of `Tx`, over the `execute` of a store's transaction."""
 
-    now: float
-
     def remove_ended(self, before: str, limit: int) -> Removed:
         """Remove up to `limit` trees that ended before `before` (a column time), whole,
         and some rows of plans made before it; answer what went."""

@@ -6,14 +6,16 @@ Times are seconds since the epoch (float) in the rows, and text in the columns
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 
 def to_iso(moment: float) -> str:
-    """Show a moment as the API does: ISO 8601 in UTC, to the second, with `Z`."""
-    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Show a moment as the API does: ISO 8601 in UTC, to the second, with `Z` (formatted by
+    `time.strftime`, as `datetime.strftime` does after its own look for `%f` and `%z`)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", datetime.fromtimestamp(moment, UTC).timetuple())
 
 
 def to_column(moment: float) -> str:
@@ -21,9 +23,14 @@ def to_column(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).isoformat(sep=" ", timespec="microseconds")[:26]
 
 
+#: The epoch as a column's time is read: UTC, no zone.
+_EPOCH = datetime(1970, 1, 1)
+
+
 def from_column(text: str) -> float:
-    """Read a moment back from a text column."""
-    return datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp()
+    """Read a moment back from a text column: its distance from the epoch, as `timestamp`
+    measures an aware time, without making one (`replace` costs a request more)."""
+    return (datetime.fromisoformat(text) - _EPOCH).total_seconds()
 
 
 @dataclass(slots=True)

@@ -12,16 +12,18 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Callable
+from itertools import chain
 from typing import Any
 
 from stateous.control.store.budget_sql import BudgetSql
 from stateous.control.store.columns import (
+    CLAIM_AND_GRANTED,
     DUE_TIMERS,
     ENTRY_COLUMNS,
-    GRANTED,
+    GRANT_MEMORY,
     INSERT_TOKEN,
     KEY_USED,
-    LAST_CLAIM,
+    LAST_ACCEPTED,
     LEDGER_BATCH,
     PENDING_DUE,
     PLANNED_RETRY,
@@ -32,13 +34,14 @@ from stateous.control.store.columns import (
     TASK_COLUMNS,
     TIMER_BY_ID,
     TOKEN_COLUMNS,
+    UPDATE_TOKEN,
     Queues,
     any_queued_sql,
     any_word,
     claim_row,
     decode,
     entry_row,
-    granted_of,
+    insert_rows,
     json_text,
     next_queued_sql,
     task_row,
@@ -63,7 +66,6 @@ from stateous.control.store.resource_sql import ResourceSql
 from stateous.control.store.retention_sql import RetentionSql
 from stateous.control.store.rows import (
     ClaimReads,
-    ClaimRow,
     Entry,
     GrantReads,
     TaskRow,
@@ -110,7 +112,7 @@ class SqlTx(
     and from this transaction's own writes, so a move asks the database little.
     Ledger rows of tokens whose last number is known wait in `_ledger` and go out
     in one INSERT: before any read of the ledger, and at `finish`, which the store
-    calls before it commits.
+    calls before it commits. A token started waits for its first move's save: one INSERT.
     """
 
     def __init__(self, now: float, reservation: Reservation | None = None) -> None:
@@ -132,6 +134,8 @@ class SqlTx(
         #: How many pending timers a token has, when known.
         self._timers: dict[str, int] = {}
         self._ledger: list[tuple[Any, ...]] = []
+        #: The tokens started here, not written yet: their first save (or `finish`) inserts.
+        self._unwritten: dict[str, None] = {}
         self.counts = Counts(now)
         self._queued = Queued()
         #: What keeps something beside the rows that this transaction writes.
@@ -170,13 +174,15 @@ class SqlTx(
             watcher.finished(self, refused)
 
     def finish(self) -> None:
-        """Write the ledger rows that wait."""
+        """Write the tokens and the ledger rows that wait."""
+        for token in self._unwritten:
+            self.change(INSERT_TOKEN, (*self._rows[token], self.stamp))
+        self._unwritten.clear()
         while self._ledger:
             batch, self._ledger = self._ledger[:LEDGER_BATCH], self._ledger[LEDGER_BATCH:]
-            marks = ", ".join("(?, ?, ?, ?, ?, ?, ?)" for _ in batch)
             self.change(
-                f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos) VALUES {marks}",
-                tuple(value for row in batch for value in row),
+                insert_rows(f"INSERT INTO ledger ({ENTRY_COLUMNS}, pos)", 7, len(batch)),
+                tuple(chain.from_iterable(batch)),
             )
 
     def keep(self, row: tuple[Any, ...]) -> TokenRow:
@@ -184,13 +190,13 @@ class SqlTx(
         self._rows[row[0]] = row
         return token_row(row)
 
-    def keep_state(self, row: tuple[Any, ...]) -> TokenRow:
-        """Remember a row of `token_state_sql`."""
+    def keep_state(self, row: tuple[Any, ...]) -> None:
+        """Remember a row of `token_state_sql` (its token's row is made when asked for)."""
         token = row[0]
         self._next_seq.setdefault(token, (row[STATE_LAST] or 0) + 1)
         self._timers.setdefault(token, row[STATE_TIMERS])
         self._live[token] = None if row[STATE_TASK] is None else row[STATE_TASK:]
-        return self.keep(row[:STATE_LAST])
+        self._rows[token] = row[:STATE_LAST]
 
     # tokens
 
@@ -199,7 +205,9 @@ class SqlTx(
         if row is not None:
             return token_row(row)
         found = self.one(token_state_sql("?") + self.for_update, (token,))
-        return None if found is None else self.keep_state(found)
+        if found is not None:
+            self.keep_state(found)
+        return None if found is None else token_row(found)
 
     def token_any_case(self, token: str) -> TokenRow | None:
         row = self.one(
@@ -215,7 +223,7 @@ class SqlTx(
             row.status,
             row.visit,
             json_text(row.context),
-            to_column(row.entered_at),
+            self.column_time(row.entered_at),
             row.parent,
             row.workflow,
             json_text(row.visits),
@@ -232,7 +240,7 @@ class SqlTx(
         self._live[row.token] = None
         self._next_seq[row.token] = 1
         self._timers[row.token] = 0
-        self.change(INSERT_TOKEN, (*values, self.stamp))
+        self._unwritten[row.token] = None
 
     def save_token(self, row: TokenRow) -> None:
         before = self._rows.get(row.token)
@@ -242,13 +250,11 @@ class SqlTx(
         self._rows[row.token] = values
         for watcher in self.watchers:
             watcher.token_written(before, values)
-        self.change(
-            "UPDATE tokens SET state = ?, status = ?, visit = ?, context = ?, entered_at = ?, "
-            "parent = ?, workflow = ?, visits = ?, result = ?, checksum = ?, priority = ?, "
-            "moved_at = ? "
-            "WHERE token = ?",
-            (*values[1:], self.stamp, row.token),
-        )
+        if row.token in self._unwritten:
+            del self._unwritten[row.token]
+            self.change(INSERT_TOKEN, (*values, self.stamp))
+        else:
+            self.change(UPDATE_TOKEN, (*values[1:], self.stamp, row.token))
 
     def children(self, parent: str) -> list[TokenRow]:
         rows = self.execute(
@@ -291,10 +297,10 @@ class SqlTx(
     def signed(self, data: dict[str, Any]) -> dict[str, Any]:
         """The data of a ledger row, with `by` (who asked) and `plan` (the plan applied) on
         the first row of a change that names them."""
-        marks = {name: value for name, value in (("by", self.by), ("plan", self.plan_id)) if value}
-        if not marks or self._signed:
+        if self._signed or not (self.by or self.plan_id):
             return data
         self._signed = True
+        marks = {name: value for name, value in (("by", self.by), ("plan", self.plan_id)) if value}
         return {**data, **marks}
 
     def _entries(self, sql: str, bindings: tuple[Any, ...]) -> list[tuple[Any, ...]]:
@@ -380,18 +386,37 @@ class SqlTx(
     ) -> int:
         for watcher in self.watchers:
             watcher.task_queued(state, contract)
-        self._live.pop(token, None)
         task = self.insert_row(
             "tasks",
             "token, state, visit, status, attempt, queued_at, contract, turn_at",
             (token, state, visit, TaskStatus.QUEUED, 0, self.stamp, contract, turn.turn_at),
         )
+        # The token's newest task is its live one: a report's `next` need not read it.
+        self._live[token] = (
+            task,
+            token,
+            state,
+            visit,
+            TaskStatus.QUEUED,
+            0,
+            None,
+            None,
+            self.stamp,
+        )
         self.prefer(task, turn)
         return task
 
     def task(self, task: int) -> TaskRow | None:
-        row = self.one(TASK_BY_ID, (task,))
-        return None if row is None else task_row(row)
+        """A task, read with its token's state (kept): whoever reads a task by its id reads
+        its token next. A task that is not its token's live one (it ended) is read alone."""
+        row = self.one(token_state_sql("(SELECT token FROM tasks WHERE id = ?)"), (task,))
+        if row is None:
+            return None
+        if row[0] not in self._rows:
+            self.keep_state(row)
+        if row[STATE_TASK] == task:
+            return task_row(row[STATE_TASK:])
+        return task_row(self.execute(TASK_BY_ID, (task,))[0])
 
     def task_values(self, row: TaskRow) -> tuple[Any, ...]:
         """A task's columns, as the database keeps them."""
@@ -403,8 +428,8 @@ class SqlTx(
             row.status,
             row.attempt,
             row.claimed_by,
-            None if row.lease_until is None else to_column(row.lease_until),
-            to_column(row.queued_at),
+            None if row.lease_until is None else self.column_time(row.lease_until),
+            self.column_time(row.queued_at),
         )
 
     def save_task(self, row: TaskRow) -> None:
@@ -544,57 +569,32 @@ class SqlTx(
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
         """What a grant shows besides the token: the data of the event that brought the token
-        into its state (its last `event_accepted`), and the memory of the state."""
-        self.finish()
-        accepted, memory = self.reads(
-            [
-                (
-                    "SELECT data FROM ledger "
-                    f"WHERE token = ? AND kind = {word(Kind.EVENT_ACCEPTED)} "
-                    "ORDER BY seq DESC LIMIT 1",
-                    (token,),
-                ),
-                (
-                    "SELECT key, value FROM memory WHERE token = ? AND state = ? ORDER BY key",
-                    (token, state),
-                ),
-            ]
-        )
+        into its state (its last `event_accepted`: one this transaction wrote, as a report
+        that asks `next` did, is not read again), and the memory of the state."""
+        memory = (GRANT_MEMORY, (token, state))
+        event = Kind.EVENT_ACCEPTED
+        written = [row[5] for row in self._ledger if row[0] == token and row[3] == event]
+        if written:
+            accepted, rows = written[-1], self.execute(*memory)
+        else:
+            self.finish()
+            found, rows = self.reads([(LAST_ACCEPTED, (token,)), memory])
+            accepted = found[0][0] if found else None
         return GrantReads(
-            decode(accepted[0][0]) if accepted else None,
-            {key: decode(value) for key, value in memory},
+            None if accepted is None else decode(accepted),
+            {key: decode(value) for key, value in rows},
         )
 
     # claims
-
-    def last_claim(self, supervisor: str) -> ClaimRow | None:
-        return claim_row(self.one(LAST_CLAIM, (supervisor,)))
 
     def claim_reads(self, supervisor: str, request: str | None, queues: Queues) -> ClaimReads:
         """What a claim reads (`ClaimReads`): the oldest queued task of `queues` (None when
         it names none) is read even when the claim is sent again, which then leaves it
         queued: Postgres sends the three reads in one round trip."""
-        granted = [] if request is None else self.execute(GRANTED, (supervisor, request))
+        asked = (supervisor, supervisor, request)
+        claimed, task, attempt = self.execute(CLAIM_AND_GRANTED, asked)[0]
         return ClaimReads(
-            self.last_claim(supervisor),
-            granted_of(granted),
+            claim_row((claimed,)),
+            None if task is None else (task, attempt),
             self.next_queued(queues) if queues.keys else None,
-        )
-
-    def put_claim(self, supervisor: str) -> None:
-        """Write when the supervisor last claimed (`GET /supervisors`)."""
-        self.change(
-            "INSERT INTO claims (supervisor, claimed_at) VALUES (?, ?) "
-            "ON CONFLICT (supervisor) DO UPDATE SET claimed_at = excluded.claimed_at",
-            (supervisor, self.stamp),
-        )
-
-    def put_grant(self, supervisor: str, request: str, task: int, attempt: int) -> None:
-        """Keep the request id that `task` was granted under, for the ask sent again."""
-        self.change(
-            "INSERT INTO claim_requests (task_id, supervisor, request, attempt) "
-            "VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (task_id) DO UPDATE SET supervisor = excluded.supervisor, "
-            "request = excluded.request, attempt = excluded.attempt",
-            (task, supervisor, request, attempt),
         )

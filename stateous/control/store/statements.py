@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 
 from stateous.control.store.columns import LISTED
+from stateous.control.store.rows import to_column
 
 Rows = list[tuple[Any, ...]]
 
@@ -21,12 +22,13 @@ Rows = list[tuple[Any, ...]]
 class Statements(ABC):
     """A transaction as its SQL sees it: where statements go, and the words they share.
 
-    `stamp` is the transaction's time as a column keeps it. `listed` is the table of
+    `now` is the transaction's time, `stamp` the same as a column keeps it. `listed` is the table of
     the keys of a JSON list (`columns.LISTED` on SQLite). `for_update` ends every
     read of a row that the transaction may change: empty on SQLite, whose single
     writer needs no row locks; `FOR UPDATE` in a Postgres write.
     """
 
+    now: float
     stamp: str
     for_update = ""
     #: How a statement reads the keys of its one JSON parameter as a table.
@@ -35,6 +37,10 @@ class Statements(ABC):
     @abstractmethod
     def execute(self, sql: str, bindings: tuple[Any, ...] = ()) -> Rows:
         """Run one statement with `?` placeholders and return its rows."""
+
+    def column_time(self, moment: float) -> str:
+        """A moment as a column keeps it; the transaction's own time is made once (`stamp`)."""
+        return self.stamp if moment == self.now else to_column(moment)
 
     def change(self, sql: str, bindings: tuple[Any, ...] = ()) -> None:
         """Run one statement whose rows are not read; a store may send it without waiting."""

@@ -38,8 +38,6 @@ class TaskTurn(NamedTuple):
 class TurnSql(Statements):
     """The verbs of `Tx` that turns need."""
 
-    now: float
-
     #: How the larger of two numbers is spelled (`max` on SQLite, `greatest` on Postgres).
     greatest = "max"
 
