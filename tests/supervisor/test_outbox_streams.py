@@ -13,20 +13,12 @@ import pytest
 
 from tests.supervisor.fake_plane import Delayed, FakePlane, grant, json
 from tests.supervisor.support import Supervisors, outbox, wait_until, write_folder, write_graph
+from tests.supervisor.test_bad_answers import GATED
 
 #: A draft routine that submits at once.
 SUBMITS = """
 @on_state(states.draft)
 def draft(ctx: ItemContext) -> events.submitted:
-    return events.submitted
-"""
-#: A draft routine that notes it ran, then submits once the file `gate` is there.
-GATED = """
-@on_state(states.draft)
-def draft(ctx: ItemContext) -> events.submitted:
-    (HERE / f"ran-{ctx.task}").touch()
-    while not (HERE / "gate").exists():
-        time.sleep(0.02)
     return events.submitted
 """
 #: How long the fake control plane holds the answer to the first report.
