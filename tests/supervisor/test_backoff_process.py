@@ -8,12 +8,9 @@ import signal
 from datetime import datetime
 from pathlib import Path
 
-from stateous import END, START, Workflow
-from stateous.compiler.compile import compile_workflow
-from stateous.model.graph_file import dump
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher
-from tests.supervisor.support import APPROVE, Item, Supervisors, Verdict, write_folder
+from tests.supervisor.support import APPROVE, Supervisors, write_folder, write_straight_graph
 from tests.supervisor.test_supervise_process import entries, start_token, wait_status
 
 #: A draft routine that asks for its next attempt in 4 seconds once, then submits.
@@ -31,14 +28,7 @@ def draft(ctx: ItemContext) -> events.submitted:
 
 def write_graph(path: Path) -> Path:
     """`orders` with a draft retried after 1 minute: a wait a routine's own shortens."""
-    flow = Workflow("orders", context=Item)
-    draft = flow.state("draft", retries=2, retry_delay="1m", retry_delay_max="10m")
-    review = flow.state("review")
-    flow.transition(START, draft)
-    flow.transition(draft, review, on=flow.event("submitted"))
-    flow.transition(review, END, on=flow.event("reviewed", payload=Verdict))
-    path.write_bytes(dump(compile_workflow(flow)))
-    return path
+    return write_straight_graph(path, retries=2, retry_delay="1m", retry_delay_max="10m")
 
 
 def test_retry_later_waits_shows_in_token_show_and_tasks_and_survives_a_kill_9(

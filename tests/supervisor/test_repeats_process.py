@@ -6,13 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stateous import END, START, Workflow
-from stateous.compiler.compile import compile_workflow
 from stateous.model.fingerprints import fingerprint
-from stateous.model.graph_file import dump
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher
-from tests.supervisor.support import APPROVE, Item, Supervisors, Verdict, write_folder
+from tests.supervisor.support import APPROVE, Supervisors, write_folder, write_straight_graph
 from tests.supervisor.test_supervise_process import entries, start_token, wait_status
 
 #: A draft routine that fails the same way at each attempt, but for a number in its message.
@@ -25,14 +22,7 @@ def draft(ctx: ItemContext) -> events.submitted:
 
 def write_graph(path: Path) -> Path:
     """`orders` whose draft has ten retries, of which the third same failure ends the rest."""
-    flow = Workflow("orders", context=Item)
-    draft = flow.state("draft", retries=10, stop_on_repeat=3)
-    review = flow.state("review")
-    flow.transition(START, draft)
-    flow.transition(draft, review, on=flow.event("submitted"))
-    flow.transition(review, END, on=flow.event("reviewed", payload=Verdict))
-    path.write_bytes(dump(compile_workflow(flow)))
-    return path
+    return write_straight_graph(path, retries=10, stop_on_repeat=3)
 
 
 def test_a_routine_that_always_fails_the_same_way_is_tried_three_times_not_eleven(
