@@ -112,10 +112,7 @@ def park(
         data["fingerprint"] = fingerprint
     tx.record(token, Kind.RESOURCE_PARKED, data)
     tx.count(Counter.PARKINGS, f"{resource} {cause}")
-    for task in tx.unclaimed_key_takers(resource, key):
-        if tx.still_queued(task):
-            resources.release(tx, task)
-            resources.admit(tx, task)
+    resources.send_back(tx, resource, key)
 
 
 def open_key(tx: Tx, resource: str, key: str) -> bool:
@@ -124,10 +121,7 @@ def open_key(tx: Tx, resource: str, key: str) -> bool:
     if row is None or row.cause is None:
         return False
     tx.drop_parking(resource, key)
-    found = tx.resource_key(resource, key)
-    if found is not None:
-        tx.put_key(replace(found, closed_until=None))
-    resources.let_in(tx, resource, key)
+    resources.open_key(tx, resource, key)
     return True
 
 

@@ -126,10 +126,24 @@ def let_in_all(tx: Tx, resource: str) -> None:
 def pause(tx: Tx, row: ResourceRow) -> None:
     """Pause a resource: the tasks let in but not claimed yet give their slots back and wait."""
     tx.put_resource(row)
-    for task in tx.unclaimed_takers(row.name):
+    send_back(tx, row.name)
+
+
+def send_back(tx: Tx, resource: str, key: str | None = None) -> None:
+    """The tasks let in to a resource (one key of it) but not claimed yet give their slots
+    back and wait again (a pause, a parking)."""
+    for task in tx.unclaimed_takers(resource, key):
         if tx.still_queued(task):
             release(tx, task)
             admit(tx, task)
+
+
+def open_key(tx: Tx, resource: str, key: str) -> None:
+    """Open a closed key and let in what waits for it."""
+    row = tx.resource_key(resource, key)
+    if row is not None:
+        tx.put_key(replace(row, closed_until=None))
+    let_in(tx, resource, key)
 
 
 def opened(tx: Tx, limit: int) -> int:
@@ -137,10 +151,7 @@ def opened(tx: Tx, limit: int) -> int:
     waits for them; answer how many."""
     keys = tx.opened_keys(limit)
     for resource, key in keys:
-        row = tx.resource_key(resource, key)
-        if row is not None:
-            tx.put_key(replace(row, closed_until=None))
-        let_in(tx, resource, key)
+        open_key(tx, resource, key)
     return len(keys)
 
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from stateous.control.store.columns import time_or_none, word
+from stateous.control.store.columns import time_or_none
 from stateous.control.store.rows import to_column
 from stateous.control.store.statements import Statements
-from stateous.model.vocabulary import TaskStatus
 
 PARKING_COLUMNS = "resource, key, cause, reason, until, times, step, admitted, fingerprint, streak"
 
@@ -97,13 +96,3 @@ class ParkingSql(Statements):
 
     def drop_parking(self, resource: str, key: str) -> None:
         self.change("DELETE FROM key_parkings WHERE resource = ? AND key = ?", (resource, key))
-
-    def unclaimed_key_takers(self, resource: str, key: str) -> list[int]:
-        """The queued tasks that have taken slots of one key: let in, not claimed yet."""
-        rows = self.execute(
-            "SELECT u.task FROM task_resources u JOIN tasks t ON t.id = u.task "
-            "WHERE u.resource = ? AND u.key = ? AND u.taken = 1 "
-            f"AND t.status = {word(TaskStatus.QUEUED)} ORDER BY u.task",
-            (resource, key),
-        )
-        return [row[0] for row in rows]

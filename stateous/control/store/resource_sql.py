@@ -252,14 +252,17 @@ class ResourceSql(Statements):
         rows = self.execute(sql + " ORDER BY u.key, u.task", bindings)
         return [TakerRow(*row) for row in rows]
 
-    def unclaimed_takers(self, resource: str) -> list[int]:
-        """The queued tasks that have taken slots of a resource: let in, not claimed yet."""
-        rows = self.execute(
+    def unclaimed_takers(self, resource: str, key: str | None = None) -> list[int]:
+        """The queued tasks that have taken slots of a resource (of one key): let in, not
+        claimed yet."""
+        sql = (
             "SELECT u.task FROM task_resources u JOIN tasks t ON t.id = u.task "
-            f"WHERE u.resource = ? AND u.taken = 1 AND t.status = {word(TaskStatus.QUEUED)} "
-            "ORDER BY u.task",
-            (resource,),
+            f"WHERE u.resource = ? AND u.taken = 1 AND t.status = {word(TaskStatus.QUEUED)}"
         )
+        bindings: tuple[Any, ...] = (resource,)
+        if key is not None:
+            sql, bindings = sql + " AND u.key = ?", (resource, key)
+        rows = self.execute(sql + " ORDER BY u.task", bindings)
         return [row[0] for row in rows]
 
     def unclaimed(self, resource: str, key: str, limit: int) -> int:
