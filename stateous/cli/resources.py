@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from stateous.cli.parser import Commands
 from stateous.cli.tokens import with_client
+from stateous.model.sentences import parked_words
 
 if TYPE_CHECKING:
     from stateous.client import Client
@@ -47,11 +48,7 @@ def resource_lines(resource: dict[str, Any]) -> list[str]:
 def parked_text(name: str, key: dict[str, Any], parked: dict[str, Any]) -> str:
     """`parked: llm=acct-1 until 14:05:10, 37 tasks waiting; reason: 429 ...` (and how it
     reopens, and a breaker's fingerprint)."""
-    shown = f"{name}={key['key']}" if key["key"] else name
-    text = (
-        f"parked: {shown} until {parked['until'][11:19]}, {key['waiting']} tasks waiting; "
-        f"reason: {parked['reason']}"
-    )
+    text = parked_words(name, key["key"], parked["until"], key["waiting"], parked["reason"])
     if parked.get("fingerprint"):
         text += f"; fingerprint {parked['fingerprint']}"
     if parked.get("reopening"):

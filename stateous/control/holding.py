@@ -39,6 +39,6 @@ def held_task(
             raise TaskNotHeld(f"task {ident} is not held by supervisor {supervisor!r}")
     elif task.status not in WORKED_ON or tx.retry_planned(task.token):
         raise TaskNotHeld(f"nobody works on task {ident} now")
-    token = tx.token_and_key(task.token, None)
+    token = tx.token(task.token)
     assert token is not None  # a task's token is deleted only with it
     return task, token

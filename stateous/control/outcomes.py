@@ -28,7 +28,7 @@ def apply(tx: Tx, moves: Moves, row: TaskRow, token: TokenRow, body: ReportBody)
             moves.keep_outcome(tx, token, changes, merged, [])
         moves.fail_attempt(tx, row, token, body.error or "the routine failed", body.retry_after)
         return
-    if moves.uses(tx, token):
+    if flow.state(token.state).uses:
         breaker.succeeded(tx, row.id, moves.declared(tx, token))
     schedules = checks.schedules(flow, body.schedules)
     if body.kind == "waiting":

@@ -18,6 +18,7 @@ from stateous.control.errors import InvalidSlots, KeyNotParked, ResourceNotFound
 from stateous.control.store import Counter, ParkingRow, ResourceRow, Tx
 from stateous.control.store import to_iso as when
 from stateous.model.resources import KeyView, Parked, ResourceView, Taker, shown, waits_shown
+from stateous.model.sentences import parked_words
 from stateous.model.vocabulary import ParkingCause
 
 if TYPE_CHECKING:
@@ -176,8 +177,4 @@ def waits_line(tx: Tx, waits_for: str) -> str:
 def parked_line(resource: str, key: str, row: ParkingRow, waiting: int) -> str:
     """`parked: llm=acct-1 until 14:05:10, 37 tasks waiting; reason: 429 ...`."""
     assert row.until is not None
-    until = when(row.until)[11:19]
-    return (
-        f"parked: {shown(resource, key)} until {until}, {waiting} tasks waiting; "
-        f"reason: {row.reason}"
-    )
+    return parked_words(resource, key, when(row.until), waiting, str(row.reason))

@@ -73,9 +73,16 @@ def _key(data: Data) -> str:
     return f"{data['resource']}={data['key']}" if data["key"] else str(data["resource"])
 
 
+def parked_words(resource: str, key: str, until: str, waiting: int, reason: str) -> str:
+    """What a parked key says, in `GET /tasks` and `resource list`: `parked: llm=acct-1
+    until 14:05:10, 37 tasks waiting; reason: 429 ...` (`until` in ISO 8601, UTC)."""
+    shown = _key({"resource": resource, "key": key})
+    return f"parked: {shown} until {until[11:19]}, {waiting} tasks waiting; reason: {reason}"
+
+
 def _parked(data: Data) -> str:
-    told = f"{_key(data)} parked until {data['until']} ({data['cause']}): {data['reason']}"
-    return f"{told}; fingerprint {data['fingerprint']}" if data.get("fingerprint") else told
+    # A breaker's fingerprint is the history's own line under the sentence (`history.py`).
+    return f"{_key(data)} parked until {data['until']} ({data['cause']}): {data['reason']}"
 
 
 def _ended(reason_kind: str) -> Callable[[Data], str]:

@@ -27,6 +27,7 @@ from stateous.model.budgets import amounts_problem
 from stateous.model.durations import parse_duration
 from stateous.model.limits import MEMORY_KEY_LIMIT, NOTE_LIMIT
 from stateous.model.names import BUILTIN_EVENTS, plain_text
+from stateous.model.vocabulary import ReportKind
 
 Payload = TypeVar("Payload")
 Model = TypeVar("Model")
@@ -94,7 +95,7 @@ class QuotaExhausted(Exception):
 
     def report(self) -> dict[str, Any]:
         """The body of the quota report that says it."""
-        body: dict[str, Any] = {"kind": "quota", "reason": self.reason}
+        body: dict[str, Any] = {"kind": ReportKind.QUOTA, "reason": self.reason}
         if self.resource is not None:
             body["resource"] = self.resource
         if self.retry_after is not None:

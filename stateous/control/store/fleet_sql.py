@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
+from stateous.control.store.columns import decode, json_text
 from stateous.control.store.rows import from_column, to_column
 from stateous.control.store.statements import Statements
 
@@ -25,7 +24,7 @@ class FleetSql(Statements):
         self.change(
             "INSERT INTO claims (supervisor, labels) VALUES (?, ?) "
             "ON CONFLICT (supervisor) DO UPDATE SET labels = excluded.labels",
-            (supervisor, msgspec.json.encode(labels).decode()),
+            (supervisor, json_text(labels)),
         )
 
     def labels_seen(self, since: float) -> list[Seen]:
@@ -35,7 +34,7 @@ class FleetSql(Statements):
             (to_column(since),),
         )
         return [
-            (supervisor, None if labels is None else msgspec.json.decode(labels), from_column(at))
+            (supervisor, None if labels is None else decode(labels), from_column(at))
             for supervisor, labels, at in rows
         ]
 
