@@ -25,6 +25,8 @@ def cohort(step: int, slots: int) -> int:
 def gate(tx: Tx, key: KeyRow, slots: int) -> ParkingRow | bool | None:
     """Whether a reopening key lets one more task in: False if not; else its parking row
     (to count the task in with `admitted`), or None for a key that is not reopening."""
+    if not key.reopening:
+        return None
     row = tx.parking(key.resource, key.key)
     if row is None or row.step is None:
         return None
@@ -53,7 +55,7 @@ def ended(tx: Tx, key: KeyRow, task: int) -> None:
     """After a task of a reopening key gave its slots back: once the step's tasks have all
     ended, begin the next step, or, after a cohort as large as its slots, open the key
     whole and forget its parking (a breaker's count starts anew)."""
-    if key.in_use > 0:
+    if key.in_use > 0 or not key.reopening:
         return
     row = tx.parking(key.resource, key.key)
     if row is None or row.step is None or row.admitted == 0:

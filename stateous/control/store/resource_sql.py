@@ -49,6 +49,9 @@ class KeyRow:
     bucket: float | None
     filled_at: float | None
     closed_until: float | None
+    #: Its parking lets it open again step by step (`parking.py`): read with the row, so that
+    #: a key that was never parked costs a take or a release no read of its parking.
+    reopening: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +86,15 @@ def _resource(row: tuple[Any, ...]) -> ResourceRow:
 
 
 def _key(row: tuple[Any, ...]) -> KeyRow:
-    resource, key, in_use, bucket, filled_at, closed_until = row
+    resource, key, in_use, bucket, filled_at, closed_until, *reopening = row
     return KeyRow(
-        resource, key, in_use, bucket, time_or_none(filled_at), time_or_none(closed_until)
+        resource,
+        key,
+        in_use,
+        bucket,
+        time_or_none(filled_at),
+        time_or_none(closed_until),
+        bool(reopening and reopening[0]),
     )
 
 
@@ -124,7 +133,9 @@ class ResourceSql(Statements):
     def resource_key(self, resource: str, key: str) -> KeyRow | None:
         """A key's row, locked to the end of a write (the slots and the bucket change under it)."""
         row = self.one(
-            f"SELECT {KEY_COLUMNS} FROM resource_keys WHERE resource = ? AND key = ?"
+            f"SELECT {KEY_COLUMNS}, EXISTS (SELECT 1 FROM key_parkings p "
+            "WHERE p.resource = resource_keys.resource AND p.key = resource_keys.key "
+            "AND p.step IS NOT NULL) FROM resource_keys WHERE resource = ? AND key = ?"
             f"{self.for_update}",
             (resource, key),
         )
