@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from stateous.control.budgets import Budgets
-from stateous.control.store import ClaimRow, QueueBy, Queues, TaskRow, TokenRow, Tx
+from stateous.control.store import QueueBy, Queues, TaskRow, TokenRow, Tx
 from stateous.control.versions import Graphs
 from stateous.control.waiting_claims import Waiter
 from stateous.model.names import STARTED
@@ -62,16 +62,16 @@ def must_write(tx: Tx, supervisor: str, request: str | None, queues: Queues) -> 
     time `CLAIM_TIME_KEPT` old. The claims of an idle fleet find nothing: they only read,
     and leave the writer alone but once a minute each."""
     reads = tx.claim_reads(supervisor, request, Queues([], queues.by))
-    if reads.granted is not None or claim_time_old(tx.now, reads.last):
+    if reads.granted is not None or claim_time_old(tx.now, reads.claimed_at):
         return True
     return bool(queues.keys) and tx.any_queued(queues)
 
 
-def claim_time_old(now: float, last: ClaimRow | None) -> bool:
+def claim_time_old(now: float, claimed_at: float | None) -> bool:
     """Whether a claim writes the time of the supervisor's last claim: it has none, or
     one `CLAIM_TIME_KEPT` old. Not at every claim: the asks of one supervisor run side by
     side, and on Postgres each write of its one row would wait for the last to commit."""
-    return last is None or last.claimed_at is None or now - last.claimed_at >= CLAIM_TIME_KEPT
+    return claimed_at is None or now - claimed_at >= CLAIM_TIME_KEPT
 
 
 def claimed_again(tx: Tx, supervisor: str, granted: tuple[int, int] | None) -> TaskRow | None:
@@ -123,7 +123,7 @@ def take(
         again.lease_until = tx.now + lease
         tx.save_task(again)
         return again
-    if claim_time_old(tx.now, reads.last):
+    if claim_time_old(tx.now, reads.claimed_at):
         tx.put_claim(supervisor)
     task = prefer or reads.queued
     if budgets is not None:

@@ -62,7 +62,6 @@ from stateous.control.store.resource_sql import KeyRow, ResourceRow, TakerRow, U
 from stateous.control.store.retention_sql import Removed, Tree
 from stateous.control.store.rows import (
     ClaimReads,
-    ClaimRow,
     ControlRow,
     CredentialRow,
     Entry,
@@ -87,7 +86,6 @@ __all__ = [
     "POSTGRES",
     "BudgetRow",
     "ClaimReads",
-    "ClaimRow",
     "ControlRow",
     "Counter",
     "CredentialRow",

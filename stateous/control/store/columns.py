@@ -16,7 +16,6 @@ from typing import Any
 import msgspec
 
 from stateous.control.store.rows import (
-    ClaimRow,
     CredentialRow,
     Entry,
     TaskRow,
@@ -397,8 +396,3 @@ CLAIM_AND_GRANTED = (
 def granted_of(rows: list[tuple[Any, ...]]) -> tuple[int, int] | None:
     """The task and attempt that the rows of `GRANTED` name, if any."""
     return (rows[0][0], rows[0][1]) if rows else None
-
-
-def claim_row(row: tuple[Any, ...] | None) -> ClaimRow | None:
-    """A row of `LAST_CLAIM`."""
-    return None if row is None else ClaimRow(time_or_none(row[0]))

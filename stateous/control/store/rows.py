@@ -116,20 +116,13 @@ class ControlRow:
     since: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class ClaimRow:
-    """A supervisor's row of claims: when a claim last wrote it (None in a row of before
-    the time was kept, or one a heartbeat made)."""
+class ClaimReads(NamedTuple):
+    """What a claim reads before it takes a task: when a claim last wrote the supervisor's
+    claim row (None without a row, in a row of before the time was kept, or one a heartbeat
+    made), the task granted already under the claim's request id (and the attempt then
+    granted), and the oldest queued task of its queues."""
 
     claimed_at: float | None
-
-
-class ClaimReads(NamedTuple):
-    """What a claim reads before it takes a task: the supervisor's claim row, the task
-    granted already under the claim's request id (and the attempt then granted), and the
-    oldest queued task of its queues."""
-
-    last: ClaimRow | None
     granted: tuple[int, int] | None
     queued: TaskRow | None
 

@@ -38,13 +38,13 @@ from stateous.control.store.columns import (
     Queues,
     any_queued_sql,
     any_word,
-    claim_row,
     decode,
     entry_row,
     insert_rows,
     json_text,
     next_queued_sql,
     task_row,
+    time_or_none,
     timer_row,
     token_row,
     token_state_sql,
@@ -594,7 +594,7 @@ class SqlTx(
         asked = (supervisor, supervisor, request)
         claimed, task, attempt = self.execute(CLAIM_AND_GRANTED, asked)[0]
         return ClaimReads(
-            claim_row((claimed,)),
+            time_or_none(claimed),
             None if task is None else (task, attempt),
             self.next_queued(queues) if queues.keys else None,
         )

@@ -38,13 +38,13 @@ from stateous.control.store.columns import (
     TOKEN_COLUMNS,
     QueueBy,
     Queues,
-    claim_row,
     counts_columns,
     granted_of,
     json_text,
     qualified,
     queue_head,
     task_row,
+    time_or_none,
     timer_row,
     token_row,
     token_state_sql,
@@ -560,7 +560,7 @@ class PostgresTx(SqlTx):
         task = self.next_queued(queues) if queues.keys else None
         last = self.early()
         granted = granted_of(self.early() if request is not None else [])
-        return ClaimReads(claim_row(last[0] if last else None), granted, task)
+        return ClaimReads(time_or_none(last[0][0]) if last else None, granted, task)
 
     def _claim_among(
         self, listed: str, depth: int, by: QueueBy, prefer: tuple[Any, ...]
