@@ -27,10 +27,26 @@ if TYPE_CHECKING:
 
 def views(engine: Engine) -> list[ResourceView]:
     """Every resource, by name, with its keys that have slots in use or tasks waiting."""
-    return engine.store.read(lambda tx: [_view(tx, row, tx.counters()) for row in tx.resources()])
+
+    def operation(tx: Tx) -> list[ResourceView]:
+        parkings = _parkings(tx)
+        return [_view(tx, row, parkings.get(row.name, 0)) for row in tx.resources()]
+
+    return engine.store.read(operation)
 
 
-def _view(tx: Tx, row: ResourceRow, counted: dict[tuple[str, str], int]) -> ResourceView:
+def _parkings(tx: Tx) -> dict[str, int]:
+    """How many times each resource's keys were parked (`Counter.PARKINGS`, whose labels
+    are `resource cause`)."""
+    counted: dict[str, int] = {}
+    for (name, label), n in tx.counters().items():
+        if name == Counter.PARKINGS:
+            resource = label.partition(" ")[0]
+            counted[resource] = counted.get(resource, 0) + n
+    return counted
+
+
+def _view(tx: Tx, row: ResourceRow, parkings: int) -> ResourceView:
     waiting = tx.waiting_counts(row.name)
     parked = {parking.key: parking for parking in tx.parkings(row.name)}
     takers: dict[str, list[Taker]] = {}
@@ -58,12 +74,8 @@ def _view(tx: Tx, row: ResourceRow, counted: dict[tuple[str, str], int]) -> Reso
         in_use=sum(key.in_use for key in keys),
         waiting=sum(waiting.values()),
         keys=keys,
-        parkings=sum(n for (name, label), n in counted.items() if _parkings(name, label, row)),
+        parkings=parkings,
     )
-
-
-def _parkings(name: str, label: str, row: ResourceRow) -> bool:
-    return name == Counter.PARKINGS and label.partition(" ")[0] == row.name
 
 
 def _parked(tx: Tx, row: ParkingRow | None, slots: int) -> Parked | None:
@@ -95,7 +107,7 @@ def _change(
         change(tx, replace(row, changed_at=tx.now, changed_by=by))
         new = tx.resource(name)
         assert new is not None
-        return _view(tx, new, tx.counters())
+        return _view(tx, new, _parkings(tx).get(name, 0))
 
     return engine.store.write(operation)
 
