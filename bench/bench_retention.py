@@ -255,10 +255,19 @@ def soak(folder: Path, db: str, args: argparse.Namespace) -> None:
     except ImportError:
         print("matplotlib is not importable: no PNG, the CSV holds the figures")
         return
-    pyplot.plot([r[0] for r in rows], [r[1] / 1e6 for r in rows])
-    pyplot.xlabel("seconds")
-    pyplot.ylabel("database size (MB)")
-    pyplot.savefig(out.with_suffix(".png"))
+    seconds = [r[0] for r in rows]
+    figure, (size, p99) = pyplot.subplots(2, 1, sharex=True, figsize=(8, 6))
+    size.plot(seconds, [r[1] / 1e6 for r in rows], label="database")
+    size.plot(seconds, [(r[1] + r[2]) / 1e6 for r in rows], label="database and WAL")
+    size.set_ylabel("size (MB)")
+    size.set_ylim(bottom=0)
+    size.legend()
+    p99.plot(seconds, [r[3] for r in rows])
+    p99.set_ylabel("p99 of 10 s (ms)")
+    p99.set_ylim(bottom=0)
+    p99.set_xlabel("seconds")
+    figure.suptitle(f"serve --keep-ended 1m, {args.rate:g} tokens/s")
+    figure.savefig(out.with_suffix(".png"))
     print(f"wrote {out.with_suffix('.png')}")
 
 

@@ -68,6 +68,7 @@ from stateous.control.tenure import Tenure
 from stateous.control.versions import Graphs
 from stateous.control.waiting_claims import Waits
 from stateous.model.errors import Failure
+from stateous.model.heap import freeze_start_up
 
 log = logging.getLogger("stateous.control.serve")
 
@@ -448,6 +449,7 @@ class ControlPlane:
             self.retention.start()
         if self.older:
             print(versions_line(self.graph, self.older), file=self.err, flush=True)
+        freeze_start_up()
         print(f"serving on {self.url} (Ctrl-C stops)", file=self.err, flush=True)
 
     def _wait_for_database(self, switch: Switch, stop: threading.Event) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from stateous.client.http import NotServing, Refused, Unreachable
 from stateous.client.urls import Urls
 from stateous.model.codes import RefusalCode
+from stateous.model.heap import freeze_start_up
 from stateous.model.vocabulary import MessageKind
 from stateous.model.wire import Grant
 from stateous.supervisor import answers, granting
@@ -530,6 +531,7 @@ class Supervisor:
             log.info("%s serves %s; the control plane is %s", name, served, url)
             if self.routines.stubs:
                 log.info(not_served_line(self.routines.stubs))
+            freeze_start_up()
             left = len(self.outbox.pending())
             if left:
                 log.info("sending %d message(s) left in the outbox", left)
@@ -560,6 +562,7 @@ class Supervisor:
         """Say what stays in the outbox when the sender died, for the next start."""
         sender = self._sender
         if sender is not None and sender.done() and not sender.cancelled() and sender.exception():
+            freeze_start_up()
             left = len(self.outbox.pending())
             if left:
                 log.warning("%d message(s) stay in the outbox for the next start", left)
