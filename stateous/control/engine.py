@@ -73,7 +73,7 @@ class Engine:
         self.graph = graph
         #: The claims that wait for a task; every write wakes those it queued one for.
         self.waits = waits or Waits(DEFAULT_WAITS)
-        self.store: Store = Waking(store, self.waits, self._claimed_in)
+        self.store: Store = Waking(store, self.waits, self._handed_in)
         #: The graphs that tokens move by: this one, and the older ones the database keeps.
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
@@ -423,7 +423,7 @@ class Engine:
             self._seen(waiter.ask, waiter.handed)
             return claiming.Claimed(waiter.handed, waiter, False)
         queues, turned_away = self._queues(supervisor, states, checksum, labels), False
-        ask = Ask(supervisor, queues, request, self.fleet.to_keep(supervisor))
+        ask = Ask(supervisor, queues, request, self.fleet.to_keep(supervisor), by)
         if waiter is None and wait > 0 and queues.keys:
             waiter = self.waits.enter(ask, wait)
             turned_away = waiter is None
@@ -474,6 +474,14 @@ class Engine:
         if ask.labels is not None:
             tx.keep_labels(ask.supervisor, ask.labels)
         return grant
+
+    def _handed_in(self, tx: Tx, ask: Ask) -> Grant | None:
+        """What a waiting claim is handed in the write `tx` that queued a task: what its own
+        transaction would grant it, while the credential it was made with is live (made
+        without one: while none is needed); else nothing, and it is woken to ask again,
+        where the API refuses it."""
+        allowed = not tx.auth_on() if ask.by is None else tx.credential_live(ask.by)
+        return self._claimed_in(tx, ask) if allowed else None
 
     def _seen(self, ask: Ask, grant: Grant | None) -> None:
         """After a claim's commit: its labels are kept, and whether it found nothing."""

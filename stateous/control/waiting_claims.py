@@ -46,12 +46,14 @@ Listener = Callable[[], None]
 
 class Ask(NamedTuple):
     """What a waiting claim asks, as its own transaction would take it: who, from which
-    queues, under which request id, and the labels its claim row is to keep (None: kept)."""
+    queues, under which request id, the labels its claim row is to keep (None: kept), and
+    the credential it was made with (None: none)."""
 
     supervisor: str
     queues: Queues
     request: str | None
     labels: Mapping[str, Any] | None
+    by: str | None = None
 
 
 #: Decides, in a write's transaction, what a waiting claim is granted (None: nothing).
