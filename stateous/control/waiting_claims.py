@@ -308,7 +308,11 @@ class Waking(PassingStore):
                 if found is None:
                     break
                 waiter, listener = found
-                grant = self.hand_off(tx, waiter.ask)
+                try:
+                    grant = self.hand_off(tx, waiter.ask)
+                except BaseException:
+                    self.waits.give_back(waiter, listener)
+                    raise
                 if grant is None:
                     self.waits.give_back(waiter, listener)
                     break  # what the longest waiting cannot take, it is woken for
