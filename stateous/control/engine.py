@@ -40,7 +40,7 @@ from stateous.control.store import (
 )
 from stateous.control.versions import Graphs
 from stateous.control.views import history_entries, live_detail, view
-from stateous.control.waiting_claims import DEFAULT_WAITS, Waiter, Waits, Waking
+from stateous.control.waiting_claims import DEFAULT_WAITS, Ask, Waiter, Waits, Waking
 from stateous.model.limits import LEASE
 from stateous.model.names import BUILTIN_EVENTS, START_NAME
 from stateous.model.vocabulary import (
@@ -73,7 +73,7 @@ class Engine:
         self.graph = graph
         #: The claims that wait for a task; every write wakes those it queued one for.
         self.waits = waits or Waits(DEFAULT_WAITS)
-        self.store: Store = Waking(store, self.waits)
+        self.store: Store = Waking(store, self.waits, self._handed_in)
         #: The graphs that tokens move by: this one, and the older ones the database keeps.
         self.graphs = Graphs(graph, self.store)
         self.lease = lease
@@ -417,14 +417,20 @@ class Engine:
         `waiter` already, from an earlier attempt), so that a task queued during the attempt
         wakes it. The caller parks the waiter or lets it leave."""
         checks.claim(supervisor, states, request, wait)
+        if waiter is not None and waiter.handed is not None:
+            # A write handed it a task in its own transaction, which wrote the grant.
+            waiter.rewind()
+            self._seen(waiter.ask, waiter.handed)
+            return claiming.Claimed(waiter.handed, waiter, False)
         queues, turned_away = self._queues(supervisor, states, checksum, labels), False
+        ask = Ask(supervisor, queues, request, self.fleet.to_keep(supervisor), by)
         if waiter is None and wait > 0 and queues.keys:
-            waiter = self.waits.enter(queues.keys, wait)
+            waiter = self.waits.enter(ask, wait)
             turned_away = waiter is None
         if waiter is not None:
             waiter.rewind()
         try:
-            grant = self._claim_once(supervisor, queues, request, by)
+            grant = self._claim_once(ask, by)
         except BaseException:
             if waiter is not None:
                 waiter.leave()
@@ -443,33 +449,45 @@ class Engine:
         prefer = self.fleet.preferring(self.graph, fitting, labels)
         return claiming.queues(self.graphs, fitting, checksum, prefer)
 
-    def _claim_once(
-        self, supervisor: str, queues: Queues, request: str | None, by: str | None
-    ) -> Grant | None:
-        labels = self.fleet.to_keep(supervisor)
-
-        def operation(tx: Tx) -> Grant | None:
-            grant = claiming.decide(
-                tx, supervisor, queues, request, self.lease, budgets=self.moves.budgets
-            )
-            if labels is not None:
-                tx.keep_labels(supervisor, labels)
-            return grant
-
+    def _claim_once(self, ask: Ask, by: str | None) -> Grant | None:
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once (as does one whose labels its
         # claim row may not hold).
         if (
-            labels is None
-            and supervisor in self.idle
-            and not self.store.read(lambda tx: claiming.must_write(tx, supervisor, request, queues))
+            ask.labels is None
+            and ask.supervisor in self.idle
+            and not self.store.read(
+                lambda tx: claiming.must_write(tx, ask.supervisor, ask.request, ask.queues)
+            )
         ):
             return None
-        grant = self.write(operation, by)
-        if labels is not None:
-            self.fleet.kept(supervisor, labels)
-        self._seen_idle(supervisor, grant)
+        grant = self.write(lambda tx: self._claimed_in(tx, ask), by)
+        self._seen(ask, grant)
         return grant
+
+    def _claimed_in(self, tx: Tx, ask: Ask) -> Grant | None:
+        """What a claim is granted in `tx`: in a transaction of its own, or in the write that
+        queued a task while it waited (`waiting_claims.Waking`)."""
+        grant = claiming.decide(
+            tx, ask.supervisor, ask.queues, ask.request, self.lease, budgets=self.moves.budgets
+        )
+        if ask.labels is not None:
+            tx.keep_labels(ask.supervisor, ask.labels)
+        return grant
+
+    def _handed_in(self, tx: Tx, ask: Ask) -> Grant | None:
+        """What a waiting claim is handed in the write `tx` that queued a task: what its own
+        transaction would grant it, while the credential it was made with is live (made
+        without one: while none is needed); else nothing, and it is woken to ask again,
+        where the API refuses it."""
+        allowed = not tx.auth_on() if ask.by is None else tx.credential_live(ask.by)
+        return self._claimed_in(tx, ask) if allowed else None
+
+    def _seen(self, ask: Ask, grant: Grant | None) -> None:
+        """After a claim's commit: its labels are kept, and whether it found nothing."""
+        if ask.labels is not None:
+            self.fleet.kept(ask.supervisor, ask.labels)
+        self._seen_idle(ask.supervisor, grant)
 
     def _seen_idle(self, supervisor: str, grant: Grant | None) -> None:
         """Note whether the supervisor's last ask for a task found nothing (`self.idle`)."""

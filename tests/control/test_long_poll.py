@@ -271,3 +271,52 @@ def test_a_waiting_claim_is_not_woken_by_a_task_of_another_state(served: InProce
     assert status == 204
     assert answered - sent >= 0.9
     assert timed_claim(served, ["draft"], 0)[0] == 200
+
+
+def ledger_moments(served: InProcess, token: str) -> dict[str, str]:
+    """The moment of the first ledger row of each kind of a token, as the database keeps it."""
+    found = served.engine.store.read(
+        lambda tx: tx.execute("SELECT kind, at FROM ledger WHERE token = ? ORDER BY seq", (token,))
+    )
+    moments: dict[str, str] = {}
+    for kind, at in found:
+        moments.setdefault(kind, at)
+    return moments
+
+
+def test_a_waiting_claim_is_handed_its_task_in_the_transaction_that_queued_it(
+    served: InProcess,
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(timed_claim, served, ["draft"], 5, "r-1")
+        time.sleep(0.3)
+        start(served, "T-1")
+        status, grant, _, _ = waiting.result(timeout=10)
+    assert status == 200, grant
+    assert (grant["token"], grant["state"], grant["attempt"]) == ("T-1", "draft", 1)
+    # One transaction: the start's rows and the claim's carry the same moment.
+    moments = ledger_moments(served, "T-1")
+    assert moments["task_claimed"] == moments["started"]
+    # The grant was kept with the claim's request id, as a claim's own transaction keeps it.
+    status, again, _, _ = timed_claim(served, ["draft"], 0, "r-1")
+    assert (status, again["task"], again["attempt"]) == (200, grant["task"], 1)
+
+
+def test_a_task_queued_is_handed_to_the_longest_waiting_claim_and_the_others_wait_on(
+    served: InProcess,
+) -> None:
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(timed_claim, served, ["draft"], 2, "r-1")
+        time.sleep(0.3)
+        second = pool.submit(timed_claim, served, ["draft"], 2, "r-2")
+        time.sleep(0.3)
+        started = start(served, "T-1")
+        status, grant, _, answered = first.result(timeout=10)
+        assert (status, grant["token"]) == (200, "T-1")
+        assert answered - started < 1.0
+        status, _, sent, answered = second.result(timeout=10)
+    # Not woken for the task that the first took: it waited its whole wait.
+    assert status == 204
+    assert answered - sent >= 1.9
+    kinds = [entry["kind"] for entry in served.request("GET", "/tokens/T-1/history")[2]]
+    assert kinds.count("task_claimed") == 1

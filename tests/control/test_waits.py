@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections import Counter
 
-from stateous.control.waiting_claims import Waiter, Waits
+from stateous.control.store import Queues
+from stateous.control.waiting_claims import Ask, Waiter, Waits
+from stateous.model.wire import Grant
+
+
+def asking(states: list[str]) -> Ask:
+    """What a claim of `states` asks, as the waits keep it."""
+    return Ask("s1", Queues(states), None, None)
 
 
 class Claims:
@@ -17,7 +24,7 @@ class Claims:
         self.waiters: dict[str, Waiter] = {}
 
     def wait(self, name: str, states: list[str]) -> None:
-        waiter = self.waits.enter(states, 5.0)
+        waiter = self.waits.enter(asking(states), 5.0)
         assert waiter is not None
         self.waiters[name] = waiter
         self.listen(name)
@@ -86,11 +93,43 @@ def test_claims_beyond_the_limit_find_no_room_and_none_after_close() -> None:
     claims = Claims(limit=2)
     claims.wait("a", ["coding"])
     claims.wait("b", ["coding"])
-    assert claims.waits.enter(["coding"], 5.0) is None
+    assert claims.waits.enter(asking(["coding"]), 5.0) is None
     claims.waiters["a"].leave()
-    assert claims.waits.enter(["coding"], 5.0) is not None
+    assert claims.waits.enter(asking(["coding"]), 5.0) is not None
     claims.waits.close()
     # Closing wakes every claim still listening, and tells it the control plane stops.
     assert claims.woken == Counter(b=1)
     assert claims.waiters["b"].stopping() and not claims.waiters["b"].may_wait()
-    assert claims.waits.enter(["coding"], 5.0) is None
+    assert claims.waits.enter(asking(["coding"]), 5.0) is None
+
+
+def test_a_claim_taken_by_a_write_is_woken_by_nobody_else_and_goes_only_when_given_back() -> None:
+    claims = Claims()
+    claims.wait("a", ["coding"])
+    claims.wait("b", ["coding"])
+    taken = claims.waits.take("coding")
+    assert taken is not None and taken[0] is claims.waiters["a"]
+    waiter, listener = taken
+    assert claims.waits.take("coding") is not None  # the next one: "b"
+    claims.waits.queued(Counter(coding=1))
+    assert claims.woken == Counter()  # both taken: no wake reaches them
+    # Its wait over or its client acting, a taken claim is not served again yet.
+    assert not waiter.may_go()
+    claims.waits.give_back(waiter, listener)
+    assert claims.woken == Counter(a=1)  # woken meanwhile: served again at once
+
+
+def test_a_claim_given_back_unwoken_waits_on_and_a_grant_handed_goes_with_its_wake() -> None:
+    claims = Claims()
+    claims.wait("a", ["coding"])
+    waiter, listener = claims.waits.take("coding") or (None, None)
+    assert waiter is not None and listener is not None
+    claims.waits.give_back(waiter, listener)
+    assert claims.woken == Counter()
+    assert waiter.may_go()
+    waiter, listener = claims.waits.take("coding") or (None, None)
+    assert waiter is not None and listener is not None
+    grant = Grant(task=7, token="T-1", state="coding", visit=1, attempt=1, context={}, lease=120)
+    claims.waits.hand(waiter, listener, grant)
+    assert claims.woken == Counter(a=1)
+    assert waiter.handed == grant

@@ -120,7 +120,9 @@ class WaitingRoom:
             with self._lock:
                 if self._closed:
                     break
-                nearest = min((seat.waiter.deadline for seat in self._seats), default=None)
+                # A claim a write has taken is served again by that write, its wait over or not.
+                waiting = [seat for seat in self._seats if not seat.waiter.taken]
+                nearest = min((seat.waiter.deadline for seat in waiting), default=None)
             timeout = None if nearest is None else max(0.0, nearest - time.monotonic())
             for key, _ in self._selector.select(timeout):
                 if key.fileobj is self._bell:
@@ -129,7 +131,11 @@ class WaitingRoom:
                     self._client_acted(key.data)
             now = time.monotonic()
             with self._lock:
-                over = [seat for seat in self._seats if seat.waiter.deadline <= now]
+                over = [
+                    seat
+                    for seat in self._seats
+                    if seat.waiter.deadline <= now and not seat.waiter.taken
+                ]
             for seat in over:
                 self._release(seat)
         self._selector.close()
@@ -144,6 +150,8 @@ class WaitingRoom:
             return  # nothing to read after all (a wake from an earlier seat)
         except OSError:
             sent = b""
+        if sent and not seat.waiter.may_go():
+            return  # a write that took the claim serves it again in a moment
         self._release(seat, sent)
 
 

@@ -29,6 +29,11 @@ class CredentialSql(Statements):
         )
         return None if row is None else credential_row(row)
 
+    def credential_live(self, name: str) -> bool:
+        """Whether a credential of this name exists and is not revoked."""
+        found = self.one("SELECT 1 FROM credentials WHERE name = ? AND revoked_at IS NULL", (name,))
+        return found is not None
+
     def credentials(self) -> list[CredentialRow]:
         rows = self.execute(f"SELECT {CREDENTIAL_COLUMNS} FROM credentials ORDER BY name")
         return [credential_row(row) for row in rows]

@@ -77,6 +77,16 @@ def connect(path: str, busy: int = BUSY_MILLISECONDS) -> apsw.Connection:
     return connection
 
 
+def _call_each(waiting: list[Callable[[], None]]) -> None:
+    """Call what waited for a turn's end, each whatever the others do: none must fail the
+    turn's opener (the server's loop), which holds other answers."""
+    for then in waiting:
+        try:
+            then()
+        except Exception:
+            log.exception("what waited for a turn's end failed")
+
+
 class _Job:
     """One write and, once run, its result or error.
 
@@ -100,7 +110,7 @@ class SqliteTurn(Turn):
     """A turn of one store: the transaction its writes share, once the first has begun it,
     and what waits for its commit."""
 
-    __slots__ = ("refused", "reservation", "store", "waiting", "writes")
+    __slots__ = ("refused", "reservation", "store", "undone", "waiting", "writes")
 
     def __init__(self, store: SqliteStore) -> None:
         self.store = store
@@ -110,9 +120,12 @@ class SqliteTurn(Turn):
         self.refused: BaseException | None = None
         self.writes = 0
         self.waiting: list[Callable[[], None]] = []
+        self.undone: list[Callable[[], None]] = []
 
-    def after(self, then: Callable[[], None]) -> None:
+    def after(self, then: Callable[[], None], undone: Callable[[], None] | None = None) -> None:
         self.waiting.append(then)
+        if undone is not None:
+            self.undone.append(undone)
 
     def begin(self, wake: Callable[[], None] | None) -> bool:
         if self.reservation is not None or self.refused is not None:
@@ -217,15 +230,14 @@ class SqliteStore:
                 yield turn
             except BaseException:
                 self._end_turn(turn, commit=False)
+                _call_each(turn.undone)
                 raise
-        self._end_turn(turn, commit=True)
-        for then in turn.waiting:
-            try:
-                then()
-            except Exception:
-                # It must not fail the turn's opener (the server's loop), which holds
-                # other answers, nor what else waited for the commit.
-                log.exception("what waited for a commit failed")
+        try:
+            self._end_turn(turn, commit=True)
+        except BaseException:
+            _call_each(turn.undone)
+            raise
+        _call_each(turn.waiting)
 
     def read(self, operation: Callable[[Tx], Result]) -> Result:
         """Run `operation` on a consistent snapshot, beside the writer."""

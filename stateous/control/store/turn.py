@@ -7,7 +7,8 @@ turn's transaction (begun at its first write), each in a savepoint, so that one 
 fails rolls back alone; a read inside sees what the turn wrote; leaving the block
 commits them all with one sync, and a turn opened inside another joins it. What must
 wait for that commit (a waiting claim to wake, a live stream to send, an answer's time)
-is given to `turn.after`; `joined()` answers the turn a write joined, or, outside any,
+is given to `turn.after`, with what to do instead when the turn keeps nothing (its
+commit failed, or the block raised); `joined()` answers the turn a write joined, or, outside any,
 one whose `after` runs at once, since such a write returned committed. A turn begins at its
 first write, or at `turn.begin`, which the server's loop calls so that it never waits for a
 write of its own process. On Postgres, where each write commits on its own, `turn()` opens
@@ -24,8 +25,9 @@ from contextvars import ContextVar
 class Turn:
     """A turn with nothing left to commit: what was written is on disk already."""
 
-    def after(self, then: Callable[[], None]) -> None:
-        """Call `then` once what this turn wrote is committed: here, at once."""
+    def after(self, then: Callable[[], None], undone: Callable[[], None] | None = None) -> None:
+        """Call `then` once what this turn wrote is committed, or `undone` (if any) when
+        the turn keeps none of it: here, `then` at once."""
         then()
 
     def begin(self, wake: Callable[[], None] | None) -> bool:
