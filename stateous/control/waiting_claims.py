@@ -22,8 +22,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import NamedTuple, TypeVar
 
 from stateous.control.defaults import DEFAULT_CONNECTION_LIMIT
 from stateous.control.store import Queues
@@ -52,7 +52,7 @@ class Ask(NamedTuple):
     supervisor: str
     queues: Queues
     request: str | None
-    labels: Mapping[str, Any] | None
+    labels: dict[str, str] | None
     by: str | None = None
 
 
