@@ -15,7 +15,6 @@ heap (`stateous/model/heap.py`) each one took 12 to 36 ms, several times a minut
 from __future__ import annotations
 
 import argparse
-import http.client
 import os
 import shutil
 import signal
@@ -23,14 +22,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_serve import FIRE_LUA, START_LUA, post, workflow, wrk  # noqa: E402
+from bench_serve import FIRE_LUA, START_LUA, post, wait_for_health, workflow, wrk  # noqa: E402
 
 from stateous.compiler.compile import compile_workflow  # noqa: E402
 from stateous.model.graph_file import dump  # noqa: E402
@@ -78,17 +76,7 @@ def run(code: Path, kind: str, seconds: float) -> dict[str, float]:
     server = subprocess.Popen(command, cwd=folder, env=env, stderr=subprocess.DEVNULL)
     figures: dict[str, float] = {}
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                connection.request("GET", "/health")
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_for_health(port)
         for index in range(1000):
             post(port, "/tokens", {"token": f"F-{index}", "context": {"title": "x"}})
         log.write_text("")

@@ -181,6 +181,21 @@ def post(port: int, path: str, body: dict) -> int:
     return status
 
 
+def wait_for_health(port: int, seconds: float = 30) -> None:
+    """Wait until `serve` on `port` answers `GET /health` (OSError after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+            connection.request("GET", "/health")
+            if connection.getresponse().status == 200:
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
 def fill(database: Path, tokens: int) -> None:
     """Put `tokens` ended tokens (each with a done task and its ledger rows) into the file."""
     import apsw
@@ -294,14 +309,7 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        while True:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-                connection.request("GET", "/health")
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.005)
+        wait_for_health(port)
         print(f"first /health answered {time.perf_counter() - began:.3f}s after the start")
         url = f"http://127.0.0.1:{port}"
         kept = wrk(url + "/health", "", 2, connections=1)
