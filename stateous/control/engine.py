@@ -430,7 +430,7 @@ class Engine:
         if waiter is not None:
             waiter.rewind()
         try:
-            grant = self._claim_once(ask, by)
+            grant = self._claim_once(ask)
         except BaseException:
             if waiter is not None:
                 waiter.leave()
@@ -449,7 +449,7 @@ class Engine:
         prefer = self.fleet.preferring(self.graph, fitting, labels)
         return claiming.queues(self.graphs, fitting, checksum, prefer)
 
-    def _claim_once(self, ask: Ask, by: str | None) -> Grant | None:
+    def _claim_once(self, ask: Ask) -> Grant | None:
         # Only a supervisor whose last claim found nothing is likely to find nothing
         # again: it reads first; the others claim at once (as does one whose labels its
         # claim row may not hold).
@@ -461,7 +461,7 @@ class Engine:
             )
         ):
             return None
-        grant = self.write(lambda tx: self._claimed_in(tx, ask), by)
+        grant = self.write(lambda tx: self._claimed_in(tx, ask), ask.by)
         self._seen(ask, grant)
         return grant
 
