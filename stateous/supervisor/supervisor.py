@@ -562,7 +562,6 @@ class Supervisor:
         """Say what stays in the outbox when the sender died, for the next start."""
         sender = self._sender
         if sender is not None and sender.done() and not sender.cancelled() and sender.exception():
-            freeze_start_up()
             left = len(self.outbox.pending())
             if left:
                 log.warning("%d message(s) stay in the outbox for the next start", left)

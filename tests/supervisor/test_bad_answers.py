@@ -105,6 +105,19 @@ def assert_clean_stop(supervisor: Supervised, folder: Path) -> None:
     assert outbox(folder) == []
 
 
+def claimed_again_and_run(
+    plane: FakePlane, tmp_path: Path, graph: Path, supervisors: Supervisors
+) -> Supervised:
+    """Serve a supervisor on `plane`, whose first claim's answer is lost: its task 2 is run
+    and reported, and its second claim sent the first's request id again."""
+    folder = folder_of(plane, tmp_path, graph, NOTED)
+    supervisor = supervisors.serving(folder)
+    assert reported(plane, 2) == SUBMITTED
+    first, second = plane.seen.claim_requests[:2]
+    assert first == second
+    return supervisor
+
+
 def bad_claim_reasons(supervisor: Supervised) -> list[str]:
     return [match[1] for match in map(BAD_CLAIM.fullmatch, supervisor.log) if match]
 
@@ -198,15 +211,10 @@ def test_a_grant_cut_off_halfway_is_claimed_again_with_the_same_request_id(
     whole = json(grant(2, "ORDER-2"))
     plane = fake(graph, claims=[Halved(whole), whole])
     try:
-        folder = folder_of(plane, tmp_path, graph, NOTED)
-        supervisor = supervisors.serving(folder)
-
-        assert reported(plane, 2) == SUBMITTED
-        first, second = plane.seen.claim_requests[:2]
-        assert first == second
+        supervisor = claimed_again_and_run(plane, tmp_path, graph, supervisors)
         assert bad_claim_reasons(supervisor) == []
         assert any("trying again in 1s" in line for line in supervisor.log), supervisor.log
-        assert_clean_stop(supervisor, folder)
+        assert_clean_stop(supervisor, supervisor.folder)
     finally:
         plane.close()
 
@@ -269,16 +277,11 @@ def test_an_answer_whose_head_passes_the_bounds_is_lost_and_claimed_again_with_i
 ) -> None:
     plane = fake(graph, claims=[Written(head), json(grant(2, "ORDER-2"))])
     try:
-        folder = folder_of(plane, tmp_path, graph, NOTED)
-        supervisor = supervisors.serving(folder)
-
-        assert reported(plane, 2) == SUBMITTED
-        first, second = plane.seen.claim_requests[:2]
-        assert first == second
+        supervisor = claimed_again_and_run(plane, tmp_path, graph, supervisors)
         assert any(reason in line and "trying again" in line for line in supervisor.log), (
             supervisor.log
         )
-        assert_clean_stop(supervisor, folder)
+        assert_clean_stop(supervisor, supervisor.folder)
     finally:
         plane.close()
 
