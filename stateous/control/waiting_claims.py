@@ -117,9 +117,15 @@ class Waiter:
         self._waits.leave(self)
 
     def may_go(self) -> bool:
-        """Whether the claim may be served again now (its wait over, its client acting);
-        False while a write that may hand it a grant holds it, which serves it after."""
+        """Whether the claim may be served again now (its wait over, its client acting), out
+        of every write's reach from then on; False while a write that may hand it a grant
+        holds it, which serves it after."""
         return self._waits.may_go(self)
+
+    def may_be_granted(self) -> bool:
+        """Whether a write holds the claim or handed it a grant: as the control plane stops,
+        it is cut without an answer, never told that nothing was granted."""
+        return self._waits.may_be_granted(self)
 
 
 class Waits:
@@ -162,10 +168,19 @@ class Waits:
             if waiter.taken:
                 waiter.woken = True  # `give_back` serves it again at once
                 return False
+            # Served again now and answered soon: a write must not grant it a task that
+            # its answer would not carry.
+            waiter._listener = None
             return True
+
+    def may_be_granted(self, waiter: Waiter) -> bool:
+        with self._lock:
+            return waiter.taken or waiter.handed is not None
 
     def leave(self, waiter: Waiter) -> None:
         with self._lock:
+            if waiter not in self._waiters:
+                return  # left already: a claim refused after it was served again
             self._waiters.remove(waiter)
             for state in waiter.states:
                 waiting = self._by_state[state]
@@ -220,16 +235,19 @@ class Waits:
         _call(called)
 
     def _wake_some(self, queued: Counter[str]) -> list[Listener]:
-        """Wake one claim per task queued, the longest waiting first; the lock is held."""
+        """Wake one claim per task queued, the longest waiting first, those that a write
+        holds last (one that hands them a grant would spend the wake); the lock is held."""
         called = []
         for state, count in queued.items():
-            left = count
+            free: list[Waiter] = []
+            held: list[Waiter] = []
             for waiter in self._by_state.get(state, ()):
-                if not left:
+                if len(free) == count:
                     break
                 if not waiter.woken:
-                    called += self._wake(waiter)
-                    left -= 1
+                    (held if waiter.taken else free).append(waiter)
+            for waiter in (free + held)[:count]:
+                called += self._wake(waiter)
         return called
 
     def _wake_all(self, states: frozenset[str] | None) -> list[Listener]:

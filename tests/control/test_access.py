@@ -576,3 +576,26 @@ def test_a_claim_that_waits_while_its_credential_is_revoked_takes_no_task(plane:
     assert (status, answer["code"]) == (401, "unauthorized")
     tasks = plane.ask("GET", "/tasks", who="ops")[1]
     assert [(task["token"], task["status"]) for task in tasks] == [("ORDER-1", "queued")]
+
+
+def test_a_waiting_claim_refused_for_its_revoked_credential_gives_up_its_place(
+    plane: Plane,
+) -> None:
+    plane.served.engine.waits.limit = 1  # one claim may wait at a time
+    other = add_credential(plane.served.engine.store, "box-2", Role.SUPERVISOR)
+    claim = {"supervisor": SUPERVISOR, "states": ["draft"], "wait": 10}
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(plane.ask, "POST", "/tasks/claim", claim, who="box")
+        time.sleep(0.5)
+        revoke_credential(plane.served.engine.store, "box")
+        started(plane)  # wakes the claim, which is refused as it is served again
+        assert waiting.result(timeout=15)[0] == 401
+
+    # The place is free again: the next claim waits its whole second, not turned away.
+    sent = time.monotonic()
+    idle = {"supervisor": "box-2", "states": ["nowhere"], "wait": 1}
+    status, headers, _ = plane.served.request(
+        "POST", "/tasks/claim", idle, {"Authorization": f"Bearer {other}"}
+    )
+    assert (status, headers.get("retry-after")) == (204, None)
+    assert time.monotonic() - sent >= 0.9

@@ -126,10 +126,53 @@ def test_a_claim_given_back_unwoken_waits_on_and_a_grant_handed_goes_with_its_wa
     assert waiter is not None and listener is not None
     claims.waits.give_back(waiter, listener)
     assert claims.woken == Counter()
-    assert waiter.may_go()
+    # It listens again: the next write may take it.
     waiter, listener = claims.waits.take("coding") or (None, None)
     assert waiter is not None and listener is not None
     grant = Grant(task=7, token="T-1", state="coding", visit=1, attempt=1, context={}, lease=120)
     claims.waits.hand(waiter, listener, grant)
     assert claims.woken == Counter(a=1)
     assert waiter.handed == grant
+
+
+def test_a_claim_that_leaves_the_room_can_no_longer_be_taken_by_a_write() -> None:
+    claims = Claims()
+    claims.wait("a", ["coding"])
+    # Its wait over (or its client acting), the room lets it go to be answered: a write
+    # that queues a task now must not grant it a task that its answer would not carry.
+    assert claims.waiters["a"].may_go()
+    assert claims.waits.take("coding") is None
+
+
+def test_a_task_queued_wakes_a_claim_between_attempts_before_one_a_write_has_taken() -> None:
+    claims = Claims()
+    claims.wait("taken", ["coding"])
+    attempting = claims.waits.enter(asking(["coding"]), 5.0)  # its first attempt under way
+    assert attempting is not None
+    assert claims.waits.take("coding") is not None
+    # Another write queued a task that no claim took: its wake goes to the claim that can
+    # use it, which attempts again at once, not to the one that a write will answer.
+    claims.waits.queued(Counter(coding=1))
+    assert not attempting.listen(lambda: None)
+
+
+def test_a_wake_that_only_a_taken_claim_could_hear_is_kept_for_it_when_given_back() -> None:
+    claims = Claims()
+    claims.wait("a", ["coding"])
+    waiter, listener = claims.waits.take("coding") or (None, None)
+    assert waiter is not None and listener is not None
+    claims.waits.queued(Counter(coding=1))
+    claims.waits.give_back(waiter, listener)
+    assert claims.woken == Counter(a=1)
+
+
+def test_a_claim_leaves_the_waits_once_however_often_it_is_told_to() -> None:
+    claims = Claims(limit=2)
+    claims.wait("a", ["coding"])
+    claims.wait("b", ["coding"])
+    claims.waits.queued(Counter(coding=1))
+    claims.waiters["a"].leave()
+    claims.waiters["a"].leave()  # a claim refused after it was served again leaves twice
+    assert claims.woken == Counter(a=1, b=1)  # its unused wake passed on once
+    assert claims.waits.enter(asking(["coding"]), 5.0) is not None
+    assert claims.waits.enter(asking(["coding"]), 5.0) is None

@@ -84,8 +84,7 @@ class WaitingRoom:
             for seat in seats:
                 self._selector.unregister(seat.socket)
         for seat in seats:
-            _answer_stopped(seat)
-            seat.waiter.leave()
+            _stop(seat)
         self._ring()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
@@ -106,8 +105,7 @@ class WaitingRoom:
         if sent:
             seat.waiter.end_wait()
         if seat.waiter.stopping():
-            _answer_stopped(seat)
-            seat.waiter.leave()
+            _stop(seat)
         elif sent == b"":
             seat.close_now()
             seat.waiter.leave()
@@ -120,8 +118,7 @@ class WaitingRoom:
             with self._lock:
                 if self._closed:
                     break
-                # A claim a write has taken is served again by that write, its wait over or not.
-                waiting = [seat for seat in self._seats if not seat.waiter.taken]
+                waiting = [seat for seat in self._seats if _watched(seat.waiter)]
                 nearest = min((seat.waiter.deadline for seat in waiting), default=None)
             timeout = None if nearest is None else max(0.0, nearest - time.monotonic())
             for key, _ in self._selector.select(timeout):
@@ -134,10 +131,11 @@ class WaitingRoom:
                 over = [
                     seat
                     for seat in self._seats
-                    if seat.waiter.deadline <= now and not seat.waiter.taken
+                    if seat.waiter.deadline <= now and _watched(seat.waiter)
                 ]
             for seat in over:
-                self._release(seat)
+                if seat.waiter.may_go():
+                    self._release(seat)
         self._selector.close()
         self._bell.close()
         self._ringer.close()
@@ -150,7 +148,7 @@ class WaitingRoom:
             return  # nothing to read after all (a wake from an earlier seat)
         except OSError:
             sent = b""
-        if sent and not seat.waiter.may_go():
+        if not seat.waiter.may_go() and sent:
             return  # a write that took the claim serves it again in a moment
         self._release(seat, sent)
 
@@ -159,6 +157,24 @@ def _drain(bell: socket.socket) -> None:
     with contextlib.suppress(BlockingIOError):
         while bell.recv(4096):
             pass
+
+
+def _watched(waiter: Waiter) -> bool:
+    """Whether the room watches a claim's deadline: not once a write that holds it has been
+    told its wait is over (`may_go`), since that write serves it again, its wait over or not;
+    a claim the write gives back unwoken waits on to its deadline, which the room watches."""
+    return not (waiter.taken and waiter.woken)
+
+
+def _stop(seat: Seat) -> None:
+    """End a waiting claim as the control plane stops: `204` when no write granted it a
+    task; else its connection is cut without an answer, and its client, which asks again
+    with the same request id, is given that task by the control plane that serves next."""
+    if seat.waiter.may_be_granted():
+        seat.close_now()
+    else:
+        _answer_stopped(seat)
+    seat.waiter.leave()
 
 
 def _answer_stopped(seat: Seat) -> None:

@@ -236,8 +236,13 @@ class Task(WSGITask):  # type: ignore[misc]  # waitress ships no types
         return True
 
     def finish(self) -> None:
-        if not self.parked:
-            super().finish()
+        if self.parked:
+            return
+        super().finish()
+        if self.request.waiter is not None:
+            # A claim served again leaves the waits, whatever answered it: a refusal before
+            # the claim itself (its credential revoked while it waited) would keep its place.
+            self.request.waiter.leave()
 
     def adopt(self) -> Outlet:
         """Give the connection's socket to a live stream, with the answer's headers (and
