@@ -229,7 +229,7 @@ def add(engine: Engine, body: ScheduleBody, by: str | None) -> ScheduleView:
         if old is not None:
             raise ScheduleExists(f"a schedule named {body.name!r} exists already ({old.source})")
         row = _row(body.name, spec, ADDED, tx, by)
-        tx.put_schedule(row)
+        tx.add_schedule(row)
         return view(row)
 
     return engine.store.write(operation)

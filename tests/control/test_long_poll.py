@@ -322,3 +322,20 @@ def test_a_task_queued_is_handed_to_the_longest_waiting_claim_and_the_others_wai
     assert answered - sent >= 1.9
     kinds = [entry["kind"] for entry in served.request("GET", "/tokens/T-1/history")[2]]
     assert kinds.count("task_claimed") == 1
+
+
+def test_a_claim_handed_its_task_by_a_fire_is_told_that_fire_and_its_payload(
+    served: InProcess,
+) -> None:
+    start(served, "T-1")
+    assert served.request("POST", "/tokens/T-1/events/submitted")[0] == 200
+    reject = {"payload": {"approved": False, "note": "fix the title"}}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(timed_claim, served, ["draft"], 5, "r-1")
+        time.sleep(0.3)
+        status, token = served.request("POST", "/tokens/T-1/events/reviewed", reject)[::2]
+        assert (status, token["state"]) == (200, "draft"), token
+        status, grant, _, _ = waiting.result(timeout=10)
+    assert status == 200, grant
+    # The event that brought the token back to `draft`, written in the same transaction.
+    assert grant["entered_by"] == {"name": "reviewed", "payload": reject["payload"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -13,12 +14,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from stateous.control.errors import DatabaseBusy
+from stateous.control import schedules
+from stateous.control.errors import DatabaseBusy, OutcomeUnknown
+from stateous.control.plans import Plans
 from stateous.control.store import Tx, postgres
 from stateous.control.store.migrations import LATEST, SchemaError
 from stateous.control.store.postgres import PostgresStore
 from stateous.control.store.postgres.connection import Connection
 from stateous.control.store.postgres.pipeline import Pipeline
+from stateous.model.schedule import ScheduleBody
 from stateous.model.wire import ReportBody
 from tests.control.conftest import build_engine, serving
 from tests.control.support import Backend, Plane, fan_out, one_step, orders, plane_for
@@ -379,6 +383,21 @@ def test_a_commit_that_never_arrived_ends_its_session_and_answers_database_busy(
     assert kinds.count("event_accepted") == 2
 
 
+def test_a_change_with_no_ledger_row_whose_commit_answer_is_lost_is_not_called_unwritten(
+    plane: Plane,
+) -> None:
+    plane.engine.start("A", {"title": "x"})
+    # A plan leaves no ledger row to look for: the database cannot be asked whether it kept
+    # it, and `database_busy` ("nothing was written; try again") would make a second.
+    with (
+        answer_of_next_commit_lost(arrives=True) as cut,
+        pytest.raises(OutcomeUnknown, match="may have been kept"),
+    ):
+        Plans(plane.engine).make("pause", "state=draft")
+    assert cut
+    assert len(plane.store.read(lambda tx: tx.execute("SELECT id FROM plans"))) == 1
+
+
 def test_a_claim_whose_commit_answer_is_lost_but_was_kept_answers_its_grant(plane: Plane) -> None:
     plane.engine.start("A", {"title": "x"})
     with answer_of_next_commit_lost(arrives=True) as cut:
@@ -386,3 +405,35 @@ def test_a_claim_whose_commit_answer_is_lost_but_was_kept_answers_its_grant(plan
     assert cut and grant is not None and grant.token == "A"
     assert plane.kinds("A").count("task_claimed") == 1
     assert plane.engine.claim("box-2", ["draft"]) is None
+
+
+def test_two_adds_of_one_schedule_at_once_keep_one_and_refuse_the_other(plane: Plane) -> None:
+    store = plane.store
+    plain = store.write
+    both_read = threading.Barrier(2)
+
+    def held(operation: Any) -> Any:
+        """Each add commits only once both have read that no schedule of the name exists."""
+
+        def after_reading(tx: Tx) -> Any:
+            result = operation(tx)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                both_read.wait(timeout=2)
+            return result
+
+        return plain(after_reading)
+
+    store.write = held  # type: ignore[method-assign]
+    added = together(
+        lambda index: schedules.add(
+            plane.engine,
+            ScheduleBody(name="nightly", cron=f"0 {index + 1} * * *", context={"title": "x"}),
+            None,
+        ),
+        threads=2,
+    )
+    store.write = plain  # type: ignore[method-assign]
+    refused = [each for each in added if isinstance(each, Exception)]
+    assert len(refused) == 1 and "exists already" in str(refused[0]), added
+    kept = [each.cron for each in added if not isinstance(each, Exception)]
+    assert [row.cron for row in store.read(lambda tx: tx.schedules())] == kept

@@ -21,6 +21,9 @@ SCHEDULE_COLUMNS = (
     "name, source, cron, tz, context, overlap, catch_up, paused, next_at, last_at, last_token,"
     " waiting_at, added_at, added_by"
 )
+INSERT_SCHEDULE = (
+    f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,32 +94,21 @@ class ScheduleSql(Statements):
         )
         return [name for (name,) in rows]
 
+    def add_schedule(self, row: ScheduleRow) -> None:
+        """Keep a new schedule: one of the same name that another transaction added since
+        this one read makes it clash, so it runs again and finds that one."""
+        self.change(INSERT_SCHEDULE, _schedule_values(row))
+
     def put_schedule(self, row: ScheduleRow) -> None:
         """Keep a schedule: a new one, or all of an existing one's columns."""
         self.change(
-            f"INSERT INTO schedules ({SCHEDULE_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+            f"{INSERT_SCHEDULE} ON CONFLICT (name) DO UPDATE SET "
             "source = excluded.source, cron = excluded.cron, tz = excluded.tz, "
             "context = excluded.context, overlap = excluded.overlap, "
             "catch_up = excluded.catch_up, paused = excluded.paused, "
             "next_at = excluded.next_at, last_at = excluded.last_at, "
             "last_token = excluded.last_token, waiting_at = excluded.waiting_at",
-            (
-                row.name,
-                row.source,
-                row.cron,
-                row.tz,
-                json_text(row.context),
-                row.overlap,
-                row.catch_up,
-                int(row.paused),
-                _column(row.next_at),
-                _column(row.last_at),
-                row.last_token,
-                _column(row.waiting_at),
-                to_column(row.added_at),
-                row.added_by,
-            ),
+            _schedule_values(row),
         )
 
     def delete_schedule(self, name: str) -> None:
@@ -144,3 +136,23 @@ class ScheduleSql(Statements):
             "WHERE schedule = h.schedule AND outcome = 'skipped')"
         )
         return {name: (from_column(at), reason or "") for name, at, reason in rows}
+
+
+def _schedule_values(row: ScheduleRow) -> tuple[Any, ...]:
+    """A schedule's columns, as the database keeps them."""
+    return (
+        row.name,
+        row.source,
+        row.cron,
+        row.tz,
+        json_text(row.context),
+        row.overlap,
+        row.catch_up,
+        int(row.paused),
+        _column(row.next_at),
+        _column(row.last_at),
+        row.last_token,
+        _column(row.waiting_at),
+        to_column(row.added_at),
+        row.added_by,
+    )

@@ -572,10 +572,9 @@ class SqlTx(
         into its state (its last `event_accepted`: one this transaction wrote, as a report
         that asks `next` did, is not read again), and the memory of the state."""
         memory = (GRANT_MEMORY, (token, state))
-        event = Kind.EVENT_ACCEPTED
-        written = [row[5] for row in self._ledger if row[0] == token and row[3] == event]
-        if written:
-            accepted, rows = written[-1], self.execute(*memory)
+        accepted = self.accepted_here(token)
+        if accepted is not None:
+            rows = self.execute(*memory)
         else:
             self.finish()
             found, rows = self.reads([(LAST_ACCEPTED, (token,)), memory])
@@ -584,6 +583,13 @@ class SqlTx(
             None if accepted is None else decode(accepted),
             {key: decode(value) for key, value in rows},
         )
+
+    def accepted_here(self, token: str) -> str | None:
+        """The data of the last `event_accepted` of `token` that this transaction wrote and
+        has not yet sent (None: none): a read of the ledger would not see it yet."""
+        event = Kind.EVENT_ACCEPTED
+        written = [row[5] for row in self._ledger if row[0] == token and row[3] == event]
+        return written[-1] if written else None
 
     # claims
 

@@ -62,7 +62,11 @@ class Unanswered(Exception):
     `result` and `kept` are what its operation answered or kept to raise."""
 
     def __init__(
-        self, first: FirstEntry, session: tuple[int, Any], result: Any, kept: Exception | None
+        self,
+        first: FirstEntry | None,
+        session: tuple[int, Any],
+        result: Any,
+        kept: Exception | None,
     ) -> None:
         super().__init__("a COMMIT went unanswered")
         self.first, self.session, self.result, self.kept = first, session, result, kept
@@ -70,8 +74,15 @@ class Unanswered(Exception):
 
 def settle(pool: Pool, lost: Unanswered) -> Any:
     """Answer as the database decided: the operation's own answer when the change was kept,
-    `DatabaseBusy` when it was not, `OutcomeUnknown` when the database cannot say now."""
+    `DatabaseBusy` when it was not, `OutcomeUnknown` when the database cannot say now, or
+    never can: a change that left no ledger row (a plan, a schedule, a heartbeat)."""
     first = lost.first
+    if first is None:
+        raise OutcomeUnknown(
+            "the connection to the database was lost as a change was being committed, and "
+            "the change leaves no row in any token's history to look for: it may have been "
+            "kept; look before sending it again"
+        )
     try:
         with reached(pool) as connection:
             ended(connection, lost.session)

@@ -373,11 +373,9 @@ class PostgresStore:
             if tx.writing:
                 self.writer.committed(time.perf_counter() - started, 1)
         except psycopg.OperationalError as ex:
-            # Whether the server kept what this COMMIT sent is not known; a change that
-            # leaves no ledger row is the same when sent again.
-            first = tx.first.entry
-            if committing and connection.broken and first is not None:
-                raise Unanswered(first, connection.session, result, kept) from ex
+            # Whether the server kept what this COMMIT sent is not known (`settle` asks).
+            if committing and connection.broken and tx.writing:
+                raise Unanswered(tx.first.entry, connection.session, result, kept) from ex
             if connection.broken and not committing:
                 raise SessionLost(first_line(ex)) from ex
             self._roll_back(pipeline)
@@ -576,7 +574,11 @@ class PostgresTx(SqlTx):
 
     def grant_reads(self, token: str, state: str) -> GrantReads:
         known = self._grant_reads.pop((token, state), None)
-        return known if known is not None else super().grant_reads(token, state)
+        if known is None or self.accepted_here(token) is not None:
+            # The claim's statement read the ledger before this transaction's own rows of
+            # the token (a write that queued the task and hands it to a waiting claim).
+            return super().grant_reads(token, state)
+        return known
 
     def cancel_pending(self, statement: str, bindings: tuple[Any, ...]) -> None:
         """Cancel pending timers and count how many went, in one statement sent without
