@@ -16,6 +16,7 @@ from stateous.control.engine import Engine
 from stateous.control.migration import Migrations
 from stateous.control.serve import record_graph
 from stateous.model.graph_file import checksum
+from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, Item, Plane, counts_drift, one_step, plane_for
 
@@ -357,3 +358,46 @@ def test_a_timeout_keeps_counting_from_the_entry_for_as_long_as_the_new_graph_sa
         plane.clock.advance(3600)
         tick(plane.engine)
         assert served.get("/tokens/NONE")["status"] == "active"
+
+
+def goes(guard: str | None) -> Workflow:
+    """`count`, whose `go` leads to `done` (only while `guard` holds, when given)."""
+    flow = Workflow("goes", context=Item)
+    count, done = flow.state("count"), flow.state("done")
+    flow.transition(START, count)
+    flow.transition(count, done, on=flow.event("go"), when=guard)
+    flow.transition(done, END, on=flow.event("fin"))
+    return flow
+
+
+def test_a_held_report_that_the_new_graph_does_not_take_queues_its_task_again(
+    backend: Backend,
+) -> None:
+    def start(engine: Engine) -> None:
+        engine.start("HELD", {"title": "held"})
+        grant = engine.claim("box-1", ["count"])
+        assert grant is not None
+        engine.pause("HELD")
+        body = ReportBody(kind="event", event="go", supervisor="box-1", attempt=1)
+        assert engine.report(grant.task, body).status == "paused"
+
+    with versions(backend, [goes(None), goes("ctx['amount'] > 5")], start) as served:
+        assert served.post("/tokens/HELD/migrate")[0] == 200
+        assert served.post("/tokens/HELD/resume")[0] == 200
+
+        token = served.get("/tokens/HELD")
+        assert (token["state"], token["status"]) == ("count", "active")
+        [task] = served.get("/tasks?token=HELD")
+        assert (task["status"], task["attempt"], task["supervisor"]) == ("queued", 1, None)
+        dropped, queued = served.history("HELD")[-2:]
+        reason = "no guard of 'go' in 'count' holds, and it has no fallback"
+        assert (dropped["kind"], dropped["data"]) == (
+            "event_dropped",
+            {"event": "go", "reason": reason},
+        )
+        assert (queued["kind"], queued["data"]) == (
+            "task_retrying",
+            {"task": task["task"], "attempt": 2},
+        )
+        status, grant = served.post("/tasks/claim", {"supervisor": "box-2", "states": ["count"]})
+        assert status == 200 and (grant["task"], grant["attempt"]) == (task["task"], 2)
