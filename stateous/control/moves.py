@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import breaker, checks, repeats, resources, turns
+from stateous.control import breaker, checks, pauses, repeats, resources, turns
 from stateous.control.budgets import Budgets, Reach
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
@@ -368,8 +368,9 @@ class Moves:
         kind: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        """Keep a timer of the token's visit, due in `seconds`; `detail` goes to its entry."""
-        due = tx.now + seconds
+        """Keep a timer of the token's visit, due in `seconds` by its clock (`pauses.clock`,
+        which stands still while it is paused); `detail` goes to its entry."""
+        due = pauses.clock(tx, token) + seconds
         timer = tx.insert_timer(token.token, token.state, token.visit, event, payload, due, kind)
         tx.record(
             token.token,

@@ -714,6 +714,24 @@ def test_a_held_report_dropped_on_resume_queues_its_task_again(backend: Backend)
     served.store.close()
 
 
+def test_a_retry_planned_while_paused_waits_its_delay_from_the_resume(plane: Plane) -> None:
+    task = to_review(plane)
+    plane.engine.pause("ORDER-1")
+    plane.clock.advance(8)
+    plane.engine.report(task, report("failed", error="down", retry_after=3, supervisor="box-1"))
+    plane.clock.advance(1)
+    plane.engine.resume("ORDER-1")
+
+    plane.clock.advance(2)
+    tick(plane.engine)
+    assert plane.engine.claim("box-2", ["review"]) is None
+    plane.clock.advance(1)
+    tick(plane.engine)
+    assert plane.kinds("ORDER-1")[-2:] == ["timer_fired", "task_retrying"]
+    again = plane.engine.claim("box-2", ["review"])
+    assert again is not None and (again.task, again.attempt) == (task, 2)
+
+
 def test_only_an_active_token_pauses_and_only_a_paused_one_resumes(plane: Plane) -> None:
     plane.engine.start("A", {"title": "x"})
     with pytest.raises(TokenNotActive):

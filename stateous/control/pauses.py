@@ -1,0 +1,21 @@
+"""A paused token's clock stands still.
+
+A token's timers are set by its own clock (`clock`): the time now, or, while it is paused,
+the moment its pause began. The resume moves every pending timer of the token by the time
+it was paused (`Engine.resume_in`), so a timer set before the pause keeps the time it had
+left, and one set during it (a retry after a failed attempt, a timer of a `waiting`
+report) counts its whole delay from the resume.
+"""
+
+from __future__ import annotations
+
+from stateous.control.store import TokenRow, Tx
+from stateous.model.vocabulary import Kind, TokenStatus
+
+
+def clock(tx: Tx, token: TokenRow) -> float:
+    """The time on the token's clock: now, or the moment its pause began while it is paused."""
+    if token.status != TokenStatus.PAUSED:
+        return tx.now
+    paused = tx.last_entry(token.token, (Kind.PAUSED,))
+    return tx.now if paused is None else paused.at
