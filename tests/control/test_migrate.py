@@ -15,6 +15,7 @@ from stateous.control.clock import tick
 from stateous.control.engine import Engine
 from stateous.control.migration import Migrations
 from stateous.control.serve import record_graph
+from stateous.control.store import to_iso
 from stateous.model.graph_file import checksum
 from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving
@@ -358,6 +359,45 @@ def test_a_timeout_keeps_counting_from_the_entry_for_as_long_as_the_new_graph_sa
         plane.clock.advance(3600)
         tick(plane.engine)
         assert served.get("/tokens/NONE")["status"] == "active"
+
+
+def test_a_timeout_gained_by_migration_counts_from_the_entry_less_every_pause(
+    backend: Backend,
+) -> None:
+    def start(engine: Engine) -> None:
+        for token in ("RESUMED", "PAUSED"):
+            engine.start(token, {"title": token.lower()})
+
+    with versions(backend, [waits(None), waits("4s")], start) as served:
+        plane = served.plane
+        plane.clock.advance(1)
+        for token in ("RESUMED", "PAUSED"):
+            served.post(f"/tokens/{token}/pause")
+        plane.clock.advance(6)
+        for token in ("RESUMED", "PAUSED"):
+            served.post(f"/tokens/{token}/resume")
+        plane.clock.advance(1)
+        served.post("/tokens/PAUSED/pause")
+        # Each has been in `wait` for 2 s of its own clock: 2 s of the 4 are left.
+        for token in ("RESUMED", "PAUSED"):
+            assert served.post(f"/tokens/{token}/migrate")[0] == 200
+        assert served.history("RESUMED")[-1]["data"]["due_at"] == to_iso(plane.clock.now + 2)
+        plane.clock.advance(5)
+        served.post("/tokens/PAUSED/resume")
+
+        plane.clock.advance(1)
+        tick(plane.engine)
+        assert served.get("/tokens/RESUMED")["status"] == "completed"
+        assert served.get("/tokens/PAUSED")["status"] == "active"
+        plane.clock.advance(1)
+        tick(plane.engine)
+        assert served.get("/tokens/PAUSED")["status"] == "completed"
+        assert served.kinds("PAUSED")[-4:] == [
+            "timer_fired",
+            "event_accepted",
+            "task_cancelled",
+            "completed",
+        ]
 
 
 def goes(guard: str | None) -> Workflow:
