@@ -10,15 +10,16 @@ a refusal, like a dry run, changes nothing. Then each token of the tree is pinne
 target graph with one `migrated` ledger row, and moves by that graph's rules from then on.
 
 Its task, queued, claimed or waiting, keeps going: the state's contract is the same. Its
-timeout keeps counting from when it entered its state, for as long as the target graph
-says; a routine's timers and a planned retry stay as they are. Everything runs inside one
-transaction per tree.
+timeout keeps counting from when it entered its state, less the time it spent paused, for
+as long as the target graph says; a routine's timers and a planned retry stay as they are.
+Everything runs inside one transaction per tree.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stateous.control import pauses
 from stateous.control.errors import ChildToken, ContractChanged, StateGone, TokenNotActive
 from stateous.control.graph import Graph
 from stateous.control.store import TokenRow, Tx
@@ -147,7 +148,7 @@ class Migrations:
 
     def retime(self, tx: Tx, member: TokenRow, source: Graph, target: Graph) -> None:
         """Make the pending timeout of the member's visit the one `target` gives its state,
-        still counted from when the token entered it (and past any pause)."""
+        still counted from when the token entered it, less the time it spent paused."""
         flow = member.workflow
         was = seconds(source.flows[flow or source.name].state(member.state).timeout)
         now = seconds(target.flows[flow or target.name].state(member.state).timeout)
@@ -156,7 +157,7 @@ class Migrations:
         if now is None:
             tx.cancel_timers(member.token, TimerKind.TIMEOUT)
         elif was is None:
-            due_in = member.entered_at + now - tx.now
+            due_in = now - pauses.in_state(tx, member)
             self.engine.moves.set_timer(tx, member, "timeout", None, due_in, TimerKind.TIMEOUT)
         else:
             tx.shift_timers(member.token, now - was, TimerKind.TIMEOUT)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NoReturn
 
-from stateous.control import breaker, checks, repeats, resources, turns
+from stateous.control import breaker, checks, pauses, repeats, resources, turns
 from stateous.control.budgets import Budgets, Reach
 from stateous.control.errors import EventNotAllowed
 from stateous.control.graph import Ambiguous, Flow, Route
@@ -180,7 +180,7 @@ class Moves:
         """Do what the sender asked with an event that no transition takes."""
         event = arrival.event
         if unrouted is Unrouted.DROP:
-            self.drop(tx, token, event, reason)
+            self.drop(tx, token, event, reason, arrival.task)
         elif unrouted is Unrouted.FAIL:
             if arrival.replay is not None:
                 self.replayed(tx, token, arrival)
@@ -201,9 +201,15 @@ class Moves:
         self.reject(tx, token, event, reason)
         raise KeepAndRaise(EventNotAllowed(reason))
 
-    def drop(self, tx: Tx, token: TokenRow, event: str, reason: str) -> None:
-        """Record that a deferred event no longer applies."""
+    def drop(
+        self, tx: Tx, token: TokenRow, event: str, reason: str, task: TaskRow | None = None
+    ) -> None:
+        """Record that a deferred event no longer applies. The `task` whose held outcome it
+        was, still waiting with no one on it, is queued again: else nothing would ever move
+        the token on."""
         tx.record(token.token, Kind.EVENT_DROPPED, {"event": event, "reason": reason})
+        if task is not None and task.status == TaskStatus.WAITING:
+            self.requeue(tx, token, task)
 
     def replayed(self, tx: Tx, token: TokenRow, arrival: Arrival) -> None:
         tx.record(
@@ -362,8 +368,9 @@ class Moves:
         kind: str,
         detail: dict[str, Any] | None = None,
     ) -> None:
-        """Keep a timer of the token's visit, due in `seconds`; `detail` goes to its entry."""
-        due = tx.now + seconds
+        """Keep a timer of the token's visit, due in `seconds` by its clock (`pauses.clock`,
+        which stands still while it is paused); `detail` goes to its entry."""
+        due = pauses.clock(tx, token) + seconds
         timer = tx.insert_timer(token.token, token.state, token.visit, event, payload, due, kind)
         tx.record(
             token.token,
@@ -407,10 +414,10 @@ class Moves:
         self.set_timer(tx, token, RETRY_EVENT, None, wait, TimerKind.RETRY, detail)
 
     def requeue(self, tx: Tx, token: TokenRow, task: TaskRow) -> None:
-        """Queue a task for its next attempt, as a task queued anew (with a turn anew, let in
-        to its resources or waiting for them)."""
+        """Queue a task for its next attempt, as a task queued anew (held by no one, with a
+        turn anew, let in to its resources or waiting for them)."""
         turn = turns.turn_at(tx, self.flow(tx, token), token, task.state)
-        task.status, task.queued_at = TaskStatus.QUEUED, tx.now
+        task.status, task.queued_at, task.claimed_by = TaskStatus.QUEUED, tx.now, None
         tx.save_task(task)
         tx.set_turn(task.id, turn)
         tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})

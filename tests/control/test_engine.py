@@ -685,6 +685,53 @@ def test_a_report_while_paused_is_held_whole_and_applied_on_resume(plane: Plane)
     assert (done.status, done.context["amount"]) == ("completed", 9)
 
 
+def test_a_held_report_dropped_on_resume_queues_its_task_again(backend: Backend) -> None:
+    flow = Workflow("guarded", context=Item)
+    count, done = flow.state("count"), flow.state("done")
+    flow.transition(START, count)
+    flow.transition(count, done, on=flow.event("go"), when="ctx['amount'] < 5")
+    flow.transition(done, END, on=flow.event("fin"))
+    served = plane_for(flow, backend)
+    served.engine.start("A", {"title": "x"})
+    grant = served.engine.claim("box-1", ["count"])
+    assert grant is not None
+    served.engine.pause("A")
+    served.engine.report(grant.task, report(event="go", supervisor="box-1", attempt=1))
+    # The held outcome leaves the task waiting, so one from outside is taken too.
+    served.engine.report(grant.task, report("waiting", context={"amount": 10}))
+
+    resumed = served.engine.resume("A")
+
+    assert (resumed.state, resumed.status) == ("count", "active")
+    reason = "no guard of 'go' in 'count' holds, and it has no fallback"
+    assert served.entries("A")[-2:] == [
+        ("event_dropped", {"event": "go", "reason": reason}),
+        ("task_retrying", {"task": grant.task, "attempt": 2}),
+    ]
+    again = served.engine.claim("box-2", ["count"])
+    assert again is not None and (again.task, again.attempt) == (grant.task, 2)
+    assert counts_drift(served.store) == {}
+    served.store.close()
+
+
+def test_a_retry_planned_while_paused_waits_its_delay_from_the_resume(plane: Plane) -> None:
+    task = to_review(plane)
+    plane.engine.pause("ORDER-1")
+    plane.clock.advance(8)
+    plane.engine.report(task, report("failed", error="down", retry_after=3, supervisor="box-1"))
+    plane.clock.advance(1)
+    plane.engine.resume("ORDER-1")
+
+    plane.clock.advance(2)
+    tick(plane.engine)
+    assert plane.engine.claim("box-2", ["review"]) is None
+    plane.clock.advance(1)
+    tick(plane.engine)
+    assert plane.kinds("ORDER-1")[-2:] == ["timer_fired", "task_retrying"]
+    again = plane.engine.claim("box-2", ["review"])
+    assert again is not None and (again.task, again.attempt) == (task, 2)
+
+
 def test_only_an_active_token_pauses_and_only_a_paused_one_resumes(plane: Plane) -> None:
     plane.engine.start("A", {"title": "x"})
     with pytest.raises(TokenNotActive):

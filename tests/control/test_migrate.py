@@ -15,7 +15,9 @@ from stateous.control.clock import tick
 from stateous.control.engine import Engine
 from stateous.control.migration import Migrations
 from stateous.control.serve import record_graph
+from stateous.control.store import to_iso
 from stateous.model.graph_file import checksum
+from stateous.model.wire import ReportBody
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, Item, Plane, counts_drift, one_step, plane_for
 
@@ -357,3 +359,85 @@ def test_a_timeout_keeps_counting_from_the_entry_for_as_long_as_the_new_graph_sa
         plane.clock.advance(3600)
         tick(plane.engine)
         assert served.get("/tokens/NONE")["status"] == "active"
+
+
+def test_a_timeout_gained_by_migration_counts_from_the_entry_less_every_pause(
+    backend: Backend,
+) -> None:
+    def start(engine: Engine) -> None:
+        for token in ("RESUMED", "PAUSED"):
+            engine.start(token, {"title": token.lower()})
+
+    with versions(backend, [waits(None), waits("4s")], start) as served:
+        plane = served.plane
+        plane.clock.advance(1)
+        for token in ("RESUMED", "PAUSED"):
+            served.post(f"/tokens/{token}/pause")
+        plane.clock.advance(6)
+        for token in ("RESUMED", "PAUSED"):
+            served.post(f"/tokens/{token}/resume")
+        plane.clock.advance(1)
+        served.post("/tokens/PAUSED/pause")
+        # Each has been in `wait` for 2 s of its own clock: 2 s of the 4 are left.
+        for token in ("RESUMED", "PAUSED"):
+            assert served.post(f"/tokens/{token}/migrate")[0] == 200
+        assert served.history("RESUMED")[-1]["data"]["due_at"] == to_iso(plane.clock.now + 2)
+        plane.clock.advance(5)
+        served.post("/tokens/PAUSED/resume")
+
+        plane.clock.advance(1)
+        tick(plane.engine)
+        assert served.get("/tokens/RESUMED")["status"] == "completed"
+        assert served.get("/tokens/PAUSED")["status"] == "active"
+        plane.clock.advance(1)
+        tick(plane.engine)
+        assert served.get("/tokens/PAUSED")["status"] == "completed"
+        assert served.kinds("PAUSED")[-4:] == [
+            "timer_fired",
+            "event_accepted",
+            "task_cancelled",
+            "completed",
+        ]
+
+
+def goes(guard: str | None) -> Workflow:
+    """`count`, whose `go` leads to `done` (only while `guard` holds, when given)."""
+    flow = Workflow("goes", context=Item)
+    count, done = flow.state("count"), flow.state("done")
+    flow.transition(START, count)
+    flow.transition(count, done, on=flow.event("go"), when=guard)
+    flow.transition(done, END, on=flow.event("fin"))
+    return flow
+
+
+def test_a_held_report_that_the_new_graph_does_not_take_queues_its_task_again(
+    backend: Backend,
+) -> None:
+    def start(engine: Engine) -> None:
+        engine.start("HELD", {"title": "held"})
+        grant = engine.claim("box-1", ["count"])
+        assert grant is not None
+        engine.pause("HELD")
+        body = ReportBody(kind="event", event="go", supervisor="box-1", attempt=1)
+        assert engine.report(grant.task, body).status == "paused"
+
+    with versions(backend, [goes(None), goes("ctx['amount'] > 5")], start) as served:
+        assert served.post("/tokens/HELD/migrate")[0] == 200
+        assert served.post("/tokens/HELD/resume")[0] == 200
+
+        token = served.get("/tokens/HELD")
+        assert (token["state"], token["status"]) == ("count", "active")
+        [task] = served.get("/tasks?token=HELD")
+        assert (task["status"], task["attempt"], task["supervisor"]) == ("queued", 1, None)
+        dropped, queued = served.history("HELD")[-2:]
+        reason = "no guard of 'go' in 'count' holds, and it has no fallback"
+        assert (dropped["kind"], dropped["data"]) == (
+            "event_dropped",
+            {"event": "go", "reason": reason},
+        )
+        assert (queued["kind"], queued["data"]) == (
+            "task_retrying",
+            {"task": task["task"], "attempt": 2},
+        )
+        status, grant = served.post("/tasks/claim", {"supervisor": "box-2", "states": ["count"]})
+        assert status == 200 and (grant["task"], grant["attempt"]) == (task["task"], 2)
