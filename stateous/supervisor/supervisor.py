@@ -202,14 +202,20 @@ class Supervisor:
         return granting.usable(grant, self.routines, self.running, self.settings.name, request)
 
     def _run_granted(self, grant: Grant, task: int) -> bool:
-        """Run a task granted in a report's answer; False when it cannot run here."""
+        """Run a task granted in a report's answer; False when it cannot run here, or when
+        the supervisor stops: the report asked before the stop, and a supervisor that stops
+        starts no new task, so it gives the task back at once rather than hold it unrun
+        until its lease ends."""
         try:
             self._usable(grant, granting.reporting(task))
         except BadAnswer as ex:
             log.warning("%s", ex)
             return False
-        (self._give_back if self.forced else self._start)(grant)
-        return not self.forced
+        if self.stopping:
+            self._give_back(grant)
+            return False
+        self._start(grant)
+        return True
 
     async def _send(
         self, connection: BoundedConnection, message: Message, asked: dict[str, Any] | None = None
@@ -224,7 +230,8 @@ class Supervisor:
             grant = None
             try:
                 if message.kind == MessageKind.REPORT:
-                    if asked is not None:
+                    # Sent again at a stop, a report asks for no task: none would start.
+                    if asked is not None and not self.stopping:
                         body["next"] = asked
                     path = f"/tasks/{message.task}/report"
                     grant = await self._call(connection, "POST", path, body, answers.read_next)
@@ -479,6 +486,9 @@ class Supervisor:
         self.stopping = True
         self._stop.set()
         self.streams.wake.set()
+        # The claim loop may wait for a slot that a report holds which will not be sent
+        # before the exit (the control plane is out of reach): it wakes, sees the stop, ends.
+        self._slots.release()
         if self._claiming is not None:
             self._claiming.abort()
 
