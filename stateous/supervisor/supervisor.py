@@ -245,7 +245,7 @@ class Supervisor:
                 if self.stopping:
                     log.warning(KEPT_AT_STOP[message.kind], label)
                     return False, None
-                tries = await self._retry_later(ex, tries)
+                tries = await self._retry_later(ex, tries, self._resend_within(message))
                 continue
             except Refused as ex:
                 if ex.code in DENIED:
@@ -280,6 +280,13 @@ class Supervisor:
                 if asked is None:
                     self._nudge.set()
             return True, grant
+
+    def _resend_within(self, message: Message) -> float | None:
+        """The longest wait before a message that got no answer goes again: for a report,
+        an eighth of the lease, as for a claim. Its answer may have granted a task (asked
+        by this try or an earlier one); sent again, the report is refused as landed, and
+        the next claim asks for that grant again, all before the task's lease could end."""
+        return self.heart.last_lease / 8 if message.kind == MessageKind.REPORT else None
 
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
