@@ -173,8 +173,10 @@ class Supervisor:
         return self.outbox_waits and self.stopping
 
     async def _send_message(self, connection: BoundedConnection, message: Message) -> None:
-        """Send one message of the outbox; a report that carries its task's slot asks `next`."""
-        if self.eager.carries(message.task, message.attempt):
+        """Send one message of the outbox; a report that carries its task's slot asks `next`.
+        Only the report: a note of the same attempt, sent after its routine ended, would
+        free the slot and leave the report to go without `next`."""
+        if message.kind == MessageKind.REPORT and self.eager.carries(message.task, message.attempt):
             await self._send_eager(connection, message)
         else:
             await self._send(connection, message)

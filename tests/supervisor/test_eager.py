@@ -256,6 +256,28 @@ def test_a_grant_whose_report_answer_is_lost_in_an_outage_shorter_than_its_lease
     assert supervisor.stop() == 0
 
 
+def test_a_routine_that_notes_as_it_ends_keeps_its_slot_for_its_report_which_asks_next(
+    served: Served, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    # Each step notes twice as it ends: the second note goes after the routine ended, but
+    # only the report asks `next` with the step's slot.
+    proxy = ClaimDropper(served.port, losing=None)
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, tasks=1)
+        routines = (folder / "routines.py").read_text()
+        ends = "    return events.done"
+        notes = '    ctx.note("one")\n    ctx.note("two")\n' + ends
+        (folder / "routines.py").write_text(routines.replace(ends, notes))
+        supervisor = supervisors.serving(folder)
+        run_one(served, "RUN-1")
+    finally:
+        proxy.close()
+
+    assert ["next" in report for report in proxy.reports] == [True] * 5
+    assert len(proxy.claims) == 1
+    assert supervisor.stop() == 0
+
+
 def test_a_client_that_sends_no_next_claims_and_reports_as_before(served: Served) -> None:
     status, body = served.request("POST", "/tokens", {"token": "RUN-1", "context": {"title": "t"}})
     assert status == 201, body
