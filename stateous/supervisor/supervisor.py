@@ -204,20 +204,16 @@ class Supervisor:
         return granting.usable(grant, self.routines, self.running, self.settings.name, request)
 
     def _run_granted(self, grant: Grant, task: int) -> bool:
-        """Run a task granted in a report's answer; False when it cannot run here, or when
-        the supervisor stops: the report asked before the stop, and a supervisor that stops
-        starts no new task, so it gives the task back at once rather than hold it unrun
-        until its lease ends."""
+        """Run a task granted in a report's answer; False when it cannot run here. Granted
+        to a report sent before a stop, it runs too, and the stop waits for it as for any
+        task held (`_finish_running`); only a forced stop gives it back."""
         try:
             self._usable(grant, granting.reporting(task))
         except BadAnswer as ex:
             log.warning("%s", ex)
             return False
-        if self.stopping:
-            self._give_back(grant)
-            return False
-        self._start(grant)
-        return True
+        (self._give_back if self.forced else self._start)(grant)
+        return not self.forced
 
     async def _send(
         self, connection: BoundedConnection, message: Message, asked: dict[str, Any] | None = None
@@ -561,13 +557,7 @@ class Supervisor:
             heart = self._watched(self.heart.loop(), "heartbeat")
             watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
-            await all_ended(self.running)
-            if not self.outbox_waits:
-                self.streams.wake.set()
-                await self._drained_or_stopped(final=True)
-            else:
-                # Woken by the stop, the sender tries once more and says what it keeps.
-                await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
+            await self._finish_running(sender)
             self._say_kept()
             for loop_task in (sender, heart, watch):
                 loop_task.cancel()
@@ -576,6 +566,21 @@ class Supervisor:
         finally:
             self.workers.close()
             self.outbox.close()
+
+    async def _finish_running(self, sender: asyncio.Task[None]) -> None:
+        """At a stop: let the tasks held end and their messages go. A report sent before the
+        stop may be answered with the next task, which runs too; the reports sent since ask
+        for none, so this ends."""
+        while True:
+            await all_ended(self.running)
+            if self.outbox_waits:
+                # Woken by the stop, the sender tries once more and says what it keeps.
+                await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
+                return
+            self.streams.wake.set()
+            await self._drained_or_stopped(final=True)
+            if not self.running:
+                return
 
     def _say_kept(self) -> None:
         """Say what stays in the outbox when the sender died, for the next start."""
