@@ -173,8 +173,10 @@ class Supervisor:
         return self.outbox_waits and self.stopping
 
     async def _send_message(self, connection: BoundedConnection, message: Message) -> None:
-        """Send one message of the outbox; a report that carries its task's slot asks `next`."""
-        if self.eager.carries(message.task, message.attempt):
+        """Send one message of the outbox; a report that carries its task's slot asks `next`.
+        Only the report: a note of the same attempt, sent after its routine ended, would
+        free the slot and leave the report to go without `next`."""
+        if message.kind == MessageKind.REPORT and self.eager.carries(message.task, message.attempt):
             await self._send_eager(connection, message)
         else:
             await self._send(connection, message)
@@ -202,7 +204,9 @@ class Supervisor:
         return granting.usable(grant, self.routines, self.running, self.settings.name, request)
 
     def _run_granted(self, grant: Grant, task: int) -> bool:
-        """Run a task granted in a report's answer; False when it cannot run here."""
+        """Run a task granted in a report's answer; False when it cannot run here. Granted
+        to a report sent before a stop, it runs too, and the stop waits for it as for any
+        task held (`_finish_running`); only a forced stop gives it back."""
         try:
             self._usable(grant, granting.reporting(task))
         except BadAnswer as ex:
@@ -224,7 +228,8 @@ class Supervisor:
             grant = None
             try:
                 if message.kind == MessageKind.REPORT:
-                    if asked is not None:
+                    # Sent again at a stop, a report asks for no task: none would start.
+                    if asked is not None and not self.stopping:
                         body["next"] = asked
                     path = f"/tasks/{message.task}/report"
                     grant = await self._call(connection, "POST", path, body, answers.read_next)
@@ -238,7 +243,7 @@ class Supervisor:
                 if self.stopping:
                     log.warning(KEPT_AT_STOP[message.kind], label)
                     return False, None
-                tries = await self._retry_later(ex, tries)
+                tries = await self._retry_later(ex, tries, self._resend_within(message))
                 continue
             except Refused as ex:
                 if ex.code in DENIED:
@@ -273,6 +278,13 @@ class Supervisor:
                 if asked is None:
                     self._nudge.set()
             return True, grant
+
+    def _resend_within(self, message: Message) -> float | None:
+        """The longest wait before a message that got no answer goes again: for a report,
+        an eighth of the lease, as for a claim. Its answer may have granted a task (asked
+        by this try or an earlier one); sent again, the report is refused as landed, and
+        the next claim asks for that grant again, all before the task's lease could end."""
+        return self.heart.last_lease / 8 if message.kind == MessageKind.REPORT else None
 
     def _refused(self, message: Message, label: str, ex: Refused) -> bool:
         """Handle a refusal; return True when the message was replaced and must go again."""
@@ -479,6 +491,9 @@ class Supervisor:
         self.stopping = True
         self._stop.set()
         self.streams.wake.set()
+        # The claim loop may wait for a slot that a report holds which will not be sent
+        # before the exit (the control plane is out of reach): it wakes, sees the stop, ends.
+        self._slots.release()
         if self._claiming is not None:
             self._claiming.abort()
 
@@ -542,13 +557,7 @@ class Supervisor:
             heart = self._watched(self.heart.loop(), "heartbeat")
             watch = self._watched(self.watch.loop(), "graph watch")
             await self._claim_loop()
-            await all_ended(self.running)
-            if not self.outbox_waits:
-                self.streams.wake.set()
-                await self._drained_or_stopped(final=True)
-            else:
-                # Woken by the stop, the sender tries once more and says what it keeps.
-                await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
+            await self._finish_running(sender)
             self._say_kept()
             for loop_task in (sender, heart, watch):
                 loop_task.cancel()
@@ -557,6 +566,21 @@ class Supervisor:
         finally:
             self.workers.close()
             self.outbox.close()
+
+    async def _finish_running(self, sender: asyncio.Task[None]) -> None:
+        """At a stop: let the tasks held end and their messages go. A report sent before the
+        stop may be answered with the next task, which runs too; the reports sent since ask
+        for none, so this ends."""
+        while True:
+            await all_ended(self.running)
+            if self.outbox_waits:
+                # Woken by the stop, the sender tries once more and says what it keeps.
+                await asyncio.wait([sender], timeout=KEPT_SAID_WITHIN)
+                return
+            self.streams.wake.set()
+            await self._drained_or_stopped(final=True)
+            if not self.running:
+                return
 
     def _say_kept(self) -> None:
         """Say what stays in the outbox when the sender died, for the next start."""

@@ -348,6 +348,17 @@ def _grant_in(asks: str | None, status_line: bytes, answer: bytes) -> dict[str, 
     return dict(decoded) if asks == "claim" else decoded.get("grant")
 
 
+def _refusal(status: int, code: str, error: str) -> bytes:
+    """An HTTP/1.1 answer that refuses with `code`, as the control plane words one."""
+    body = msgspec.json.encode({"error": error, "code": code})
+    head = f"HTTP/1.1 {status} Refused\r\nContent-Type: application/json\r\n"
+    return f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+#: The answer of a control plane whose database is busy.
+BUSY = _refusal(503, "database_busy", "the database is busy; try again")
+
+
 class ClaimDropper:
     """A TCP proxy to a control plane that loses the first answer that grants a task.
 
@@ -355,14 +366,28 @@ class ClaimDropper:
     plane. The first answer that grants a task to a `losing` request (a "claim", or a
     "report" that asked `next`; None: none) is not forwarded:
     the proxy closes the client's connection instead. It keeps the body of every claim it
-    saw, and every grant it forwarded, in order.
+    saw, and every grant it forwarded, in order. After it lost that answer, it closes
+    every connection at its first request for `cut_for` seconds, as a control plane that
+    cannot be reached; the first `busy` reports that ask `next` it refuses itself, as a
+    control plane whose database is busy.
     """
 
-    def __init__(self, upstream_port: int, losing: str | None = "claim", hold: float = 0) -> None:
+    def __init__(
+        self,
+        upstream_port: int,
+        losing: str | None = "claim",
+        hold: float = 0,
+        cut_for: float = 0,
+        busy: int = 0,
+    ) -> None:
         self.upstream_port = upstream_port
         self.losing = losing
         #: How long each report that asks `next` is held before it is forwarded.
         self.hold = hold
+        self.cut_for = cut_for
+        #: How many more reports that ask `next` to refuse with `database_busy`.
+        self.busy = busy
+        self._cut_until = 0.0
         #: The body of every report, in the order they came.
         self.reports: list[dict[str, Any]] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -392,10 +417,18 @@ class ClaimDropper:
                 if not first:
                     return
                 head, _, body = _read_message(reader, first)
+                if time.monotonic() < self._cut_until:
+                    return
                 if _asks(first) == "report":
                     report = msgspec.json.decode(body)
                     with self._lock:
                         self.reports.append(report)
+                        refused = self.busy > 0 and "next" in report
+                        if refused:
+                            self.busy -= 1
+                    if refused:
+                        client.sendall(BUSY)
+                        continue
                     time.sleep(self.hold if "next" in report else 0)
                 upstream.sendall(head + body)
                 status_line = answers.readline()
@@ -407,6 +440,7 @@ class ClaimDropper:
                         self.claims.append(msgspec.json.decode(body))
                     if grant is not None and asks == self.losing and not self.dropped:
                         self.dropped.append({"ask": msgspec.json.decode(body), "grant": grant})
+                        self._cut_until = time.monotonic() + self.cut_for
                         return
                     if grant is not None:
                         self.granted.append(grant)

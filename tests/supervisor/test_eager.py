@@ -138,6 +138,12 @@ def run_one_started(served: Served, token: str) -> None:
     )
 
 
+def ended_as(served: Served, token: str) -> str | None:
+    """How the token ended (its status), or None while it is active."""
+    status: str = served.ok("GET", f"/tokens/{token}")["status"]
+    return None if status == "active" else status
+
+
 def claimed(served: Served, token: str) -> list[dict[str, Any]]:
     return [entry["data"] for entry in served.history(token) if entry["kind"] == "task_claimed"]
 
@@ -218,6 +224,57 @@ def test_a_grant_whose_report_answer_is_lost_goes_to_the_next_claim_of_the_same_
     assert [(data["supervisor"], data["attempt"]) for data in steps] == [("box-1", 1)] * 5
     kinds = [entry["kind"] for entry in served.history("RUN-1")]
     assert "lease_expired" not in kinds and "task_failed" not in kinds
+    assert supervisor.stop() == 0
+
+
+def test_a_grant_whose_report_answer_is_lost_in_an_outage_shorter_than_its_lease_is_not_lost(
+    launcher: Launcher, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    served = launcher.serve(graph, tmp_path / "steps.sqlite", "--lease", "6s")
+    # The answer of step1's report, which grants step2, is lost; then nothing gets through
+    # for 4 s. With the back-off alone (1, 2, 4 s) the report would go again after 7 s, and
+    # the claim that asks for the lost grant after it: too late for a lease of 6 s.
+    proxy = ClaimDropper(served.port, losing="report", cut_for=4.0)
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, tasks=1)
+        supervisor = supervisors.serving(folder)
+        status, body = served.request(
+            "POST", "/tokens", {"token": "RUN-1", "context": {"title": "t"}}
+        )
+        assert status == 201, body
+        ended = wait_until(lambda: ended_as(served, "RUN-1"), "RUN-1 ended", timeout=30)
+    finally:
+        proxy.close()
+
+    assert ended == "completed"
+    (dropped,) = proxy.dropped
+    assert dropped["grant"]["task"] == 2
+    steps = claimed(served, "RUN-1")
+    assert [(data["supervisor"], data["attempt"]) for data in steps] == [("box-1", 1)] * 5
+    kinds = [entry["kind"] for entry in served.history("RUN-1")]
+    assert "lease_expired" not in kinds and "task_failed" not in kinds
+    assert supervisor.stop() == 0
+
+
+def test_a_routine_that_notes_as_it_ends_keeps_its_slot_for_its_report_which_asks_next(
+    served: Served, supervisors: Supervisors, graph: Path, tmp_path: Path
+) -> None:
+    # Each step notes twice as it ends: the second note goes after the routine ended, but
+    # only the report asks `next` with the step's slot.
+    proxy = ClaimDropper(served.port, losing=None)
+    try:
+        folder = write_folder(tmp_path / "box-1", proxy.url, graph, tasks=1)
+        routines = (folder / "routines.py").read_text()
+        ends = "    return events.done"
+        notes = '    ctx.note("one")\n    ctx.note("two")\n' + ends
+        (folder / "routines.py").write_text(routines.replace(ends, notes))
+        supervisor = supervisors.serving(folder)
+        run_one(served, "RUN-1")
+    finally:
+        proxy.close()
+
+    assert ["next" in report for report in proxy.reports] == [True] * 5
+    assert len(proxy.claims) == 1
     assert supervisor.stop() == 0
 
 
