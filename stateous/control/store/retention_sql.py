@@ -13,6 +13,8 @@ holds is left to a later batch, and a change that comes for a tree being removed
 waits for this short transaction, then finds no token (every change locks the top
 token of its family first). SQLite's single writer needs no lock. Nothing here writes
 a ledger row, and nothing decides when to remove: `stateous.control.retention` does.
+The largest position removed is kept (`ledger_removed`), so that a control plane that
+starts later never hands a removed position out again.
 """
 
 from __future__ import annotations
@@ -235,6 +237,7 @@ class RetentionSql(Statements):
             f"WHERE task_id IN ({_made_by(self.listed, Kind.TASK_QUEUED, 'task')})",
             listed,
         )
+        self._mark_removed(listed)
         for table in ("memory", "budgets", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
@@ -242,6 +245,17 @@ class RetentionSql(Statements):
         # The preferences whose time is over, of tasks no claim took (their own, or any).
         self.change("DELETE FROM preferred WHERE until <= ?", (self.now,))
         return len(tokens)
+
+    def _mark_removed(self, listed: tuple[str]) -> None:
+        """Raise `ledger_removed` to the largest position of the listed tokens' ledger rows,
+        about to go: a control plane that starts later counts on after it, so that no stream
+        id comes twice even when these were the newest rows (`positions.py`)."""
+        self.change(
+            "INSERT INTO ledger_removed (id, pos) SELECT 1, coalesce(max(pos), 0) FROM ledger "
+            f"WHERE token IN (SELECT value FROM {self.listed}) ON CONFLICT (id) DO UPDATE "
+            "SET pos = excluded.pos WHERE ledger_removed.pos < excluded.pos",
+            listed,
+        )
 
     def _remove_schedule_rows(self, before: str) -> int:
         """Remove up to `PLAN_ROWS` occurrences of the schedules' history from before
