@@ -164,3 +164,62 @@ def test_old_occurrences_of_a_schedule_go_but_its_last_one_stays(plane: Plane) -
         left = run("SELECT schedule, count(*) FROM schedule_history GROUP BY schedule")
     assert removed.schedule_rows == 4
     assert sorted(left) == [("nightly", 1), ("weekly", 1)]
+
+
+def held() -> Workflow:
+    """`work` uses a slot of `repo`, prefers a supervisor labelled `box` for an hour and
+    reserves of its token's budget."""
+    flow = Workflow("held", context=Trip, budget={"usd": 5})
+    flow.resource("repo", slots=1)
+    work = flow.state(
+        "work",
+        uses={"repo": "ctx['title']"},
+        prefers={"box": "ctx['title']"},
+        prefer_for="1h",
+        reserve={"usd": 1},
+    )
+    flow.transition(START, work)
+    flow.transition(work, END, on=flow.event("done"))
+    return flow
+
+
+#: Every table whose rows name a task, and the column that names it.
+OF_TASKS = {
+    "tasks": "id",
+    "claim_requests": "task_id",
+    "task_resources": "task",
+    "preferred": "task",
+    "budget_reservations": "task",
+}
+
+
+def task_rows(backend: Backend, tasks: list[int]) -> dict[str, int]:
+    listed = ", ".join(str(task) for task in tasks)
+    with connected(backend) as run:
+        return {
+            table: run(f"SELECT count(*) FROM {table} WHERE {column} IN ({listed})")[0][0]
+            for table, column in OF_TASKS.items()
+        }
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_the_rows_that_name_a_removed_task_go_with_it(name: str, tmp_path: Path) -> None:
+    with open_backend(name, tmp_path) as backend:
+        plane = plane_for(held(), backend)
+        engine = plane.engine
+        for token in ("H-1", "H-2", "H-3"):
+            engine.start(token, {"title": "repo-a"})
+        claimed = engine.claim_or_wait("box", ["work"], "r-1", labels={"box": "repo-a"})
+        assert claimed.grant is not None
+        for token in ("H-1", "H-2", "H-3"):
+            engine.cancel(token)
+        with connected(backend) as run:
+            tasks = [row[0] for row in run("SELECT id FROM tasks")]
+        plane.clock.advance(KEEP + 1)
+        before = task_rows(backend, tasks)
+        assert before["task_resources"] == 3 and before["preferred"] == 2
+
+        assert sweep(plane.store, KEEP) == 3
+
+        assert set(task_rows(backend, tasks).values()) == {0}
+        plane.store.close()

@@ -4,9 +4,10 @@ A tree is a top token (one without a parent) and every token below it by `parent
 It may go once every token of it has ended (completed, failed or cancelled) and none
 has moved since the cutoff; a tree with a live token, or a child token alone, is never
 touched. Its rows are its tokens, their ledger rows (notes and idempotency keys among
-them), their memory, tasks and timers. A task or a timer is found by the ledger row
-that made it (`task_queued` names its task, `timer_set` its timer): neither table
-indexes every row by token, and an index more would cost every move a write more.
+them), their memory, budget, tasks and timers, and every row that names one of its
+tasks (`OF_TASK`). A task or a timer is found by the ledger row that made it
+(`task_queued` names its task, `timer_set` its timer): neither table indexes every row
+by token, and an index more would cost every move a write more.
 
 On Postgres the top tokens are locked `FOR UPDATE SKIP LOCKED`: a tree that a change
 holds is left to a later batch, and a change that comes for a tree being removed
@@ -46,6 +47,15 @@ ENDED = tuple(ENDING)
 PLAN_ROWS = 500
 TIMER_COLUMNS = "id, token, state, visit, event, payload, set_at, due_at, status, kind"
 
+#: Every table whose rows name a task, and the column that names it: its rows go with
+#: the task (`tasks` last).
+OF_TASK = (
+    ("claim_requests", "task_id"),
+    ("task_resources", "task"),
+    ("preferred", "task"),
+    ("budget_reservations", "task"),
+    ("tasks", "id"),
+)
 #: The oldest occurrences of the schedules' history from before a time, each schedule's
 #: last one left out, at most so many.
 OLD_OCCURRENCES = (
@@ -227,22 +237,17 @@ class RetentionSql(Statements):
         if not tokens:
             return 0
         listed = (json_text(tokens),)
-        made = (("tasks", Kind.TASK_QUEUED, "task"), ("timers", Kind.TIMER_SET, "timer"))
-        for table, kind, name in made:
-            self.change(
-                f"DELETE FROM {table} WHERE id IN ({_made_by(self.listed, kind, name)})", listed
-            )
-        self.change(
-            "DELETE FROM claim_requests "
-            f"WHERE task_id IN ({_made_by(self.listed, Kind.TASK_QUEUED, 'task')})",
-            listed,
-        )
+        tasks = _made_by(self.listed, Kind.TASK_QUEUED, "task")
+        for table, column in OF_TASK:
+            self.change(f"DELETE FROM {table} WHERE {column} IN ({tasks})", listed)
+        timers = _made_by(self.listed, Kind.TIMER_SET, "timer")
+        self.change(f"DELETE FROM timers WHERE id IN ({timers})", listed)
         self._mark_removed(listed)
         for table in ("memory", "budgets", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )
-        # The preferences whose time is over, of tasks no claim took (their own, or any).
+        # The preferences whose time is over, of tasks that stay (a timeout closed them).
         self.change("DELETE FROM preferred WHERE until <= ?", (self.now,))
         return len(tokens)
 
