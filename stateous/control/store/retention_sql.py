@@ -68,12 +68,14 @@ OLD_OCCURRENCES = (
 @dataclass(frozen=True, slots=True)
 class Removed:
     """What one batch removed: whole trees, the tokens in them, rows of plans, rows of the
-    schedules' history."""
+    schedules' history; and, of the trees asked for by name, how many were gone already
+    (removed since they were read)."""
 
     trees: int = 0
     tokens: int = 0
     plan_rows: int = 0
     schedule_rows: int = 0
+    gone: int = 0
 
 
 @dataclass(slots=True)
@@ -143,11 +145,12 @@ class RetentionSql(Statements):
     def remove_trees(self, trees: dict[str, int], before: str) -> Removed:
         """Remove the trees whose tops `trees` names, each only while it is still ended
         before `before` and its last ledger position is the one given (it gained no row
-        since it was read); answer what went."""
+        since it was read); answer what went, and how many had gone already (their top
+        token is no more: a tree that stays is one that changed)."""
         if not trees:
             return Removed()
         listed = json_text(sorted(trees))
-        self.execute(
+        tops = self.execute(
             f"SELECT token FROM tokens WHERE token IN (SELECT value FROM {self.listed}) "
             f"ORDER BY token{self.for_update}",
             (listed,),
@@ -155,7 +158,7 @@ class RetentionSql(Statements):
         found = self._removable(sorted(trees), before)
         last = self._last_positions(found)
         kept = {top: tokens for top, tokens in found.items() if last.get(top) == trees[top]}
-        return Removed(len(kept), self._remove(kept))
+        return Removed(len(kept), self._remove(kept), gone=len(trees) - len(tops))
 
     def ended_trees(self, before: str, after: tuple[str, str] | None, limit: int) -> list[Tree]:
         """Up to `limit` trees that ended before `before`, whole, in the order they ended,
