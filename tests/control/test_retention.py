@@ -14,6 +14,7 @@ from stateous.control.plans import Plans
 from stateous.control.retention import remove_batch, sweep
 from stateous.control.store import Counter, Tx
 from stateous.model.wire import ReportBody
+from tests.control.conftest import serving
 from tests.control.support import BACKENDS, Backend, Plane, connected, open_backend, plane_for
 
 KEEP = 60.0
@@ -223,3 +224,24 @@ def test_the_rows_that_name_a_removed_task_go_with_it(name: str, tmp_path: Path)
 
         assert set(task_rows(backend, tasks).values()) == {0}
         plane.store.close()
+
+
+def test_the_last_skip_of_a_schedule_stays_as_get_schedules_shows_it(plane: Plane) -> None:
+    skip = "the token nightly.x of an earlier occurrence is still live (overlap)"
+
+    def record(tx: Tx) -> None:
+        tx.record_occurrence("nightly", tx.now, "skipped", None, 0, skip)
+        for n in range(1, 4):
+            tx.record_occurrence("nightly", tx.now + n, "started", f"nightly.{n}", 0, "")
+
+    with serving(plane.engine) as served:
+        body = {"name": "nightly", "cron": "0 3 * * *", "context": {"title": "t"}}
+        assert served.request("POST", "/schedules", body)[0] == 201
+        plane.store.write(record)
+        shown = served.request("GET", "/schedules")[2][0]["last_skip"]
+        plane.clock.advance(KEEP + 10)
+        removed, _ = remove_batch(plane.store, KEEP)
+
+        assert served.request("GET", "/schedules")[2][0]["last_skip"] == shown
+        assert removed.schedule_rows == 2
+        assert shown["reason"] == skip

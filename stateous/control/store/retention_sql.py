@@ -56,11 +56,13 @@ OF_TASK = (
     ("budget_reservations", "task"),
     ("tasks", "id"),
 )
-#: The oldest occurrences of the schedules' history from before a time, each schedule's
-#: last one left out, at most so many.
+#: The oldest occurrences of the schedules' history from before a time, at most so many;
+#: each schedule's last one and its last skip, which `GET /schedules` shows, left out.
 OLD_OCCURRENCES = (
     "SELECT h.schedule, h.at FROM schedule_history h WHERE h.at < ? AND h.at < "
     "(SELECT max(l.at) FROM schedule_history l WHERE l.schedule = h.schedule) "
+    "AND (h.outcome <> 'skipped' OR h.at < (SELECT max(s.at) FROM schedule_history s "
+    "WHERE s.schedule = h.schedule AND s.outcome = 'skipped')) "
     "ORDER BY h.at LIMIT ?"
 )
 
@@ -267,8 +269,8 @@ class RetentionSql(Statements):
 
     def _remove_schedule_rows(self, before: str) -> int:
         """Remove up to `PLAN_ROWS` occurrences of the schedules' history from before
-        `before`, but each schedule's last one, which `GET /schedules` shows; answer how
-        many went."""
+        `before`, but each schedule's last one and its last skip, which `GET /schedules`
+        shows; answer how many went."""
         rows = self.execute(OLD_OCCURRENCES, (before, PLAN_ROWS))
         if rows:
             self.change(
