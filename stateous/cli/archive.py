@@ -17,13 +17,16 @@ import sys
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from stateous.cli.backup import USAGE, FileExists, size, staged
 from stateous.cli.errors import CommandError
 from stateous.cli.history import shown_lines
 from stateous.cli.parser import Commands
 from stateous.control.defaults import DEFAULT_DB
+
+if TYPE_CHECKING:
+    from stateous.control.store import Removed
 
 #: The line that says how to write the date of `--ended-before`.
 DATE_HINT = "a date like 2026-01-31, or a time with its zone like 2026-01-31T18:00:00Z"
@@ -78,13 +81,24 @@ def run_archive(args: argparse.Namespace) -> int:
             f"{size(target.stat().st_size)}"
         )
         if args.remove:
-            removed = remove_written(store, written, to_column(before))
-            print(f"removed {removed.trees} token tree(s), {removed.tokens} token(s)", end="")
-            kept = len(written) - removed.trees
-            print(f"; {kept} changed since they were written and stay" if kept else "")
+            say_removed(remove_written(store, written, to_column(before)), len(written))
     finally:
         store.close()
     return 0
+
+
+def say_removed(removed: Removed, written: int) -> None:
+    """Print what `--remove` did with the `written` trees: those it removed, those that
+    changed and stay, and on a line of its own those that something else (retention,
+    another archive) removed first, which are no longer there to change."""
+    changed = written - removed.trees - removed.gone
+    print(f"removed {removed.trees} token tree(s), {removed.tokens} token(s)", end="")
+    print(f"; {changed} changed since they were written and stay" if changed else "")
+    if removed.gone:
+        print(
+            f"{removed.gone} token tree(s) were removed already, by serve --keep-ended "
+            "or another archive --remove"
+        )
 
 
 def trees_in(path: Path) -> Iterator[dict[str, Any]]:

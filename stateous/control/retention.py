@@ -43,7 +43,8 @@ def remove_batch(store: Store, keep: float, limit: int = BATCH) -> tuple[Removed
 
 def remove_written(store: Store, trees: dict[str, int], before: str, limit: int = BATCH) -> Removed:
     """Remove the trees that an archive wrote (top: its last ledger position), `limit` to a
-    write, each only while it is as written; answer what went, all batches together."""
+    write, each only while it is as written; answer what went, and how many were gone
+    already, all batches together."""
     tops = sorted(trees)
     went = Removed()
     for start in range(0, len(tops), limit):
@@ -56,7 +57,11 @@ def remove_written(store: Store, trees: dict[str, int], before: str, limit: int 
             return removed
 
         removed = store.write(operation)
-        went = Removed(went.trees + removed.trees, went.tokens + removed.tokens)
+        went = Removed(
+            went.trees + removed.trees,
+            went.tokens + removed.tokens,
+            gone=went.gone + removed.gone,
+        )
     return went
 
 

@@ -9,6 +9,7 @@ every table emptied of their rows, counts them in `/metrics` and logs a line.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,12 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from stateous.cli.main import main
 from stateous.compiler.compile import compile_workflow
+from stateous.control.archive import ended_trees
+from stateous.control.retention import sweep
+from stateous.control.store import Store, Tree
 from stateous.model.graph_file import dump
 from tests.conftest import run_stateous
 from tests.control.serving import Launcher, Served
-from tests.control.support import BACKENDS, Backend, connected, open_backend
-from tests.control.test_retention import trips
+from tests.control.support import BACKENDS, Backend, connected, open_backend, orders, plane_for
+from tests.control.test_retention import KEEP, trips
 
 ENDED = ["DONE", "DONE.fan.1.check", "GONE", "GONE.fan.1.check"]
 LIVE = ["LIVE", "LIVE.fan.1.check"]
@@ -176,6 +181,51 @@ def test_archive_remove_removes_what_it_wrote_and_nothing_live(
         2,
         f"error: {out} exists; give --force to replace it\n",
     )
+
+
+def test_archive_remove_says_which_trees_retention_removed_first_and_which_changed(
+    backend: Backend,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Between the file written and the removal, retention removes GONE and RETRIED is
+    retried: the archive removes the third tree, and says why the other two did not go."""
+    plane = plane_for(orders(), backend)
+    engine = plane.engine
+    engine.start("GONE", {"title": "x"})
+    engine.cancel("GONE")
+    plane.clock.advance(KEEP)
+    for token in ("RETRIED", "KEPT"):
+        engine.start(token, {"title": "x"})
+        engine.cancel(token)
+    plane.clock.advance(1)
+    written = ended_trees
+
+    def meanwhile(store: Store, before: str) -> Iterator[Tree]:
+        yield from written(store, before)
+        assert sweep(plane.store, KEEP) == 1  # what serve --keep-ended does
+        engine.retry("RETRIED")
+
+    monkeypatch.setattr("stateous.control.archive.ended_trees", meanwhile)
+    out = tmp_path / "ended.jsonl"
+    args = ["archive", "--db", backend.db, "--ended-before", "2100-01-01", "--out", str(out)]
+    try:
+        assert main([*args, "--remove"]) == 0
+    finally:
+        plane.store.close()
+
+    assert capsys.readouterr().out.splitlines()[1:] == [
+        "removed 1 token tree(s), 1 token(s); 1 changed since they were written and stay",
+        "1 token tree(s) were removed already, by serve --keep-ended or another archive --remove",
+    ]
+    assert [json.loads(line)["tree"] for line in out.read_text().splitlines()] == [
+        "GONE",
+        "KEPT",
+        "RETRIED",
+    ]
+    with connected(backend) as run:
+        assert run("SELECT token, status FROM tokens") == [("RETRIED", "active")]
 
 
 def test_an_archive_before_a_date_leaves_the_later_trees_out(

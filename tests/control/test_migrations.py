@@ -15,6 +15,7 @@ import pytest
 from stateous.control.credentials import add_credential, revoke_credential
 from stateous.control.http.access import Access, served_hosts
 from stateous.control.http.app import Guard
+from stateous.control.retention import sweep
 from stateous.control.serve import record_graph
 from stateous.control.store.migrations import LATEST, VERSIONS, statements
 from stateous.control.store.rows import from_column
@@ -78,6 +79,8 @@ UNDO_0015 = (
     "ALTER TABLE tokens DROP COLUMN checksum",
     "DROP TABLE graphs",
 )
+#: What takes a database of the latest version back to before 0026.
+UNDO_0026 = ("DROP TABLE ledger_removed",)
 #: What takes a database of the latest version back to before 0025 (one claim row a
 #: supervisor, which holds its last grant).
 UNDO_0025 = (
@@ -130,6 +133,7 @@ UNDO_0017 = ("DROP INDEX tasks_contract_queue", "ALTER TABLE tasks DROP COLUMN c
 UNDO_0016 = ("DROP INDEX tokens_checksum_moved",)
 #: What takes a database of the latest version back to 0008, the newest step first.
 BACK_TO_0008 = (
+    *UNDO_0026,
     *UNDO_0025,
     *UNDO_0024,
     *UNDO_0022,
@@ -220,9 +224,9 @@ def test_a_database_of_version_0004_keeps_its_claims_and_lists_a_supervisor_once
 
 OURS = (
     "budget_reservations, budgets, claim_requests, claims, control_plane, counts, credentials, "
-    "fair_clocks, graphs, key_parkings, ledger, memory, plan_tokens, plans, preferred, "
-    "resource_keys, resources, schedule_history, schedules, settings, task_resources, tasks, "
-    "timers, tokens"
+    "fair_clocks, graphs, key_parkings, ledger, ledger_removed, memory, plan_tokens, plans, "
+    "preferred, resource_keys, resources, schedule_history, schedules, settings, "
+    "task_resources, tasks, timers, tokens"
 )
 
 
@@ -403,6 +407,7 @@ def test_a_child_that_completed_before_0010_joins_its_parent_with_no_result(
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -437,6 +442,7 @@ def test_a_webhook_kept_before_0012_is_no_github_hook_and_still_fires(backend: B
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -471,6 +477,7 @@ def test_tokens_of_a_database_of_version_0014_move_by_the_graph_on_record(
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -509,6 +516,7 @@ def test_the_live_tasks_of_a_database_of_version_0015_get_their_contract_at_the_
     graph = old.engine.graph
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -547,6 +555,7 @@ def test_the_live_tasks_of_a_database_of_version_0019_keep_their_order_by_queued
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -576,6 +585,7 @@ def test_a_supervisor_that_claimed_before_0024_might_offer_any_label_until_it_cl
     old.store.close()
     run_sql(
         backend,
+        *UNDO_0026,
         *UNDO_0025,
         *UNDO_0024,
         *UNDO_0022,
@@ -593,6 +603,30 @@ def test_a_supervisor_that_claimed_before_0024_might_offer_any_label_until_it_cl
         assert served.request("GET", "/tasks")[2][0]["waits"] == MACOS
     labels = run_sql(backend, "SELECT supervisor, labels FROM claims")
     assert labels == [("linux-1", '{"os":"linux"}')]
+
+
+def test_a_database_of_version_0025_numbers_on_after_the_newest_rows_once_they_are_removed(
+    backend: Backend,
+) -> None:
+    old = plane_for(orders(), backend)
+    old.engine.start("KEPT", {"title": "x"})
+    old.engine.start("ENDED", {"title": "x"})
+    old.engine.cancel("ENDED")
+    old.store.close()
+    [(last,)] = run_sql(backend, "SELECT max(pos) FROM ledger")
+    run_sql(backend, *UNDO_0026, "UPDATE stateous_version SET version_num = '0025'")
+
+    upgraded = plane_for(orders(), backend)
+    upgraded.clock.advance(120)
+    assert sweep(upgraded.store, 60) == 1
+    upgraded.store.close()
+    again = plane_for(orders(), backend)
+    try:
+        again.engine.start("NEW", {"title": "x"})
+    finally:
+        again.store.close()
+    [(first,)] = run_sql(backend, "SELECT min(pos) FROM ledger WHERE token = 'NEW'")
+    assert first == last + 1
 
 
 def test_a_supervisor_whose_labels_change_has_them_kept_anew_by_its_next_claim(

@@ -14,6 +14,7 @@ from stateous.control.plans import Plans
 from stateous.control.retention import remove_batch, sweep
 from stateous.control.store import Counter, Tx
 from stateous.model.wire import ReportBody
+from tests.control.conftest import serving
 from tests.control.support import BACKENDS, Backend, Plane, connected, open_backend, plane_for
 
 KEEP = 60.0
@@ -164,3 +165,83 @@ def test_old_occurrences_of_a_schedule_go_but_its_last_one_stays(plane: Plane) -
         left = run("SELECT schedule, count(*) FROM schedule_history GROUP BY schedule")
     assert removed.schedule_rows == 4
     assert sorted(left) == [("nightly", 1), ("weekly", 1)]
+
+
+def held() -> Workflow:
+    """`work` uses a slot of `repo`, prefers a supervisor labelled `box` for an hour and
+    reserves of its token's budget."""
+    flow = Workflow("held", context=Trip, budget={"usd": 5})
+    flow.resource("repo", slots=1)
+    work = flow.state(
+        "work",
+        uses={"repo": "ctx['title']"},
+        prefers={"box": "ctx['title']"},
+        prefer_for="1h",
+        reserve={"usd": 1},
+    )
+    flow.transition(START, work)
+    flow.transition(work, END, on=flow.event("done"))
+    return flow
+
+
+#: Every table whose rows name a task, and the column that names it.
+OF_TASKS = {
+    "tasks": "id",
+    "claim_requests": "task_id",
+    "task_resources": "task",
+    "preferred": "task",
+    "budget_reservations": "task",
+}
+
+
+def task_rows(backend: Backend, tasks: list[int]) -> dict[str, int]:
+    listed = ", ".join(str(task) for task in tasks)
+    with connected(backend) as run:
+        return {
+            table: run(f"SELECT count(*) FROM {table} WHERE {column} IN ({listed})")[0][0]
+            for table, column in OF_TASKS.items()
+        }
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_the_rows_that_name_a_removed_task_go_with_it(name: str, tmp_path: Path) -> None:
+    with open_backend(name, tmp_path) as backend:
+        plane = plane_for(held(), backend)
+        engine = plane.engine
+        for token in ("H-1", "H-2", "H-3"):
+            engine.start(token, {"title": "repo-a"})
+        claimed = engine.claim_or_wait("box", ["work"], "r-1", labels={"box": "repo-a"})
+        assert claimed.grant is not None
+        for token in ("H-1", "H-2", "H-3"):
+            engine.cancel(token)
+        with connected(backend) as run:
+            tasks = [row[0] for row in run("SELECT id FROM tasks")]
+        plane.clock.advance(KEEP + 1)
+        before = task_rows(backend, tasks)
+        assert before["task_resources"] == 3 and before["preferred"] == 2
+
+        assert sweep(plane.store, KEEP) == 3
+
+        assert set(task_rows(backend, tasks).values()) == {0}
+        plane.store.close()
+
+
+def test_the_last_skip_of_a_schedule_stays_as_get_schedules_shows_it(plane: Plane) -> None:
+    skip = "the token nightly.x of an earlier occurrence is still live (overlap)"
+
+    def record(tx: Tx) -> None:
+        tx.record_occurrence("nightly", tx.now, "skipped", None, 0, skip)
+        for n in range(1, 4):
+            tx.record_occurrence("nightly", tx.now + n, "started", f"nightly.{n}", 0, "")
+
+    with serving(plane.engine) as served:
+        body = {"name": "nightly", "cron": "0 3 * * *", "context": {"title": "t"}}
+        assert served.request("POST", "/schedules", body)[0] == 201
+        plane.store.write(record)
+        shown = served.request("GET", "/schedules")[2][0]["last_skip"]
+        plane.clock.advance(KEEP + 10)
+        removed, _ = remove_batch(plane.store, KEEP)
+
+        assert served.request("GET", "/schedules")[2][0]["last_skip"] == shown
+        assert removed.schedule_rows == 2
+        assert shown["reason"] == skip

@@ -245,6 +245,32 @@ def test_a_restart_of_the_control_plane_loses_and_repeats_no_entry_of_a_watch(
     assert len(everything) == 27
 
 
+def test_ids_go_on_after_a_restart_when_retention_removed_the_newest_entries(
+    launcher: Launcher, graph: Path, backend: Backend
+) -> None:
+    first = serve(launcher, graph, backend, "--keep-ended", "1s")
+    start(first, "A")
+    first.ok("POST", "/tokens/A/cancel", {})
+    reader = Reader(first, last=0)
+    seen = reader.take(len(first.history("A")))
+    reader.close()
+    deadline = time.monotonic() + WAIT
+    while first.request("GET", "/tokens/A")[0] != 404:
+        assert time.monotonic() < deadline, "retention did not remove A in time"
+        time.sleep(0.2)
+    assert ledger(backend) == []
+    assert first.stop() == 0
+    second = serve(launcher, graph, backend)
+    resumed = Reader(second, last=seen[-1][0])
+    start(second, "B")
+    taken = resumed.take(4)
+
+    assert rows_of(taken) == ledger(backend)
+    assert {entry["token"] for _, entry in taken} == {"B"}
+    assert taken[0][0] > seen[-1][0]
+    resumed.close()
+
+
 def test_token_watch_prints_the_history_lines_as_they_happen_and_ends_with_the_token(
     launcher: Launcher, graph: Path, backend: Backend
 ) -> None:

@@ -366,6 +366,13 @@ def credential_values(row: CredentialRow) -> tuple[Any, ...]:
     )
 
 
+#: The largest ledger position that ever committed: the largest kept, or a larger one that
+#: retention removed (`ledger_removed`); 0 for none. A control plane that starts counts on
+#: from it, so that a stream id never comes twice (`positions.py`).
+LAST_POSITION = (
+    "SELECT coalesce(max(pos), 0) FROM (SELECT max(pos) AS pos FROM ledger "
+    "UNION ALL SELECT pos FROM ledger_removed) AS ever"
+)
 #: Whether a token's ledger holds an idempotency key.
 KEY_USED = "SELECT 1 FROM ledger WHERE token = ? AND key = ?"
 #: The data of the event that brought a token into its state: its last `event_accepted`.

@@ -8,8 +8,10 @@ a reader that went past the small one would never see it. So each transaction
 keeps its positions reserved until it has committed or rolled back, and a reader
 reads only up to the `horizon`, below the smallest position still reserved.
 One control plane serves a database, so every writer is in this process, and the
-numbers come from one counter, started after the largest `pos` kept. A rolled back
-transaction leaves a gap, which a reader passes over.
+numbers come from one counter, started after the largest `pos` that ever committed:
+the largest kept, or a larger one that retention removed, which the removal records
+(`ledger_removed`), so that no id comes twice once the newest rows are gone. A rolled
+back transaction leaves a gap, which a reader passes over.
 """
 
 from __future__ import annotations

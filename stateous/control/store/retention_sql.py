@@ -4,15 +4,18 @@ A tree is a top token (one without a parent) and every token below it by `parent
 It may go once every token of it has ended (completed, failed or cancelled) and none
 has moved since the cutoff; a tree with a live token, or a child token alone, is never
 touched. Its rows are its tokens, their ledger rows (notes and idempotency keys among
-them), their memory, tasks and timers. A task or a timer is found by the ledger row
-that made it (`task_queued` names its task, `timer_set` its timer): neither table
-indexes every row by token, and an index more would cost every move a write more.
+them), their memory, budget, tasks and timers, and every row that names one of its
+tasks (`OF_TASK`). A task or a timer is found by the ledger row that made it
+(`task_queued` names its task, `timer_set` its timer): neither table indexes every row
+by token, and an index more would cost every move a write more.
 
 On Postgres the top tokens are locked `FOR UPDATE SKIP LOCKED`: a tree that a change
 holds is left to a later batch, and a change that comes for a tree being removed
 waits for this short transaction, then finds no token (every change locks the top
 token of its family first). SQLite's single writer needs no lock. Nothing here writes
 a ledger row, and nothing decides when to remove: `stateous.control.retention` does.
+The largest position removed is kept (`ledger_removed`), so that a control plane that
+starts later never hands a removed position out again.
 """
 
 from __future__ import annotations
@@ -44,11 +47,22 @@ ENDED = tuple(ENDING)
 PLAN_ROWS = 500
 TIMER_COLUMNS = "id, token, state, visit, event, payload, set_at, due_at, status, kind"
 
-#: The oldest occurrences of the schedules' history from before a time, each schedule's
-#: last one left out, at most so many.
+#: Every table whose rows name a task, and the column that names it: its rows go with
+#: the task (`tasks` last).
+OF_TASK = (
+    ("claim_requests", "task_id"),
+    ("task_resources", "task"),
+    ("preferred", "task"),
+    ("budget_reservations", "task"),
+    ("tasks", "id"),
+)
+#: The oldest occurrences of the schedules' history from before a time, at most so many;
+#: each schedule's last one and its last skip, which `GET /schedules` shows, left out.
 OLD_OCCURRENCES = (
     "SELECT h.schedule, h.at FROM schedule_history h WHERE h.at < ? AND h.at < "
     "(SELECT max(l.at) FROM schedule_history l WHERE l.schedule = h.schedule) "
+    "AND (h.outcome <> 'skipped' OR h.at < (SELECT max(s.at) FROM schedule_history s "
+    "WHERE s.schedule = h.schedule AND s.outcome = 'skipped')) "
     "ORDER BY h.at LIMIT ?"
 )
 
@@ -56,12 +70,14 @@ OLD_OCCURRENCES = (
 @dataclass(frozen=True, slots=True)
 class Removed:
     """What one batch removed: whole trees, the tokens in them, rows of plans, rows of the
-    schedules' history."""
+    schedules' history; and, of the trees asked for by name, how many were gone already
+    (removed since they were read)."""
 
     trees: int = 0
     tokens: int = 0
     plan_rows: int = 0
     schedule_rows: int = 0
+    gone: int = 0
 
 
 @dataclass(slots=True)
@@ -131,11 +147,12 @@ class RetentionSql(Statements):
     def remove_trees(self, trees: dict[str, int], before: str) -> Removed:
         """Remove the trees whose tops `trees` names, each only while it is still ended
         before `before` and its last ledger position is the one given (it gained no row
-        since it was read); answer what went."""
+        since it was read); answer what went, and how many had gone already (their top
+        token is no more: a tree that stays is one that changed)."""
         if not trees:
             return Removed()
         listed = json_text(sorted(trees))
-        self.execute(
+        tops = self.execute(
             f"SELECT token FROM tokens WHERE token IN (SELECT value FROM {self.listed}) "
             f"ORDER BY token{self.for_update}",
             (listed,),
@@ -143,7 +160,7 @@ class RetentionSql(Statements):
         found = self._removable(sorted(trees), before)
         last = self._last_positions(found)
         kept = {top: tokens for top, tokens in found.items() if last.get(top) == trees[top]}
-        return Removed(len(kept), self._remove(kept))
+        return Removed(len(kept), self._remove(kept), gone=len(trees) - len(tops))
 
     def ended_trees(self, before: str, after: tuple[str, str] | None, limit: int) -> list[Tree]:
         """Up to `limit` trees that ended before `before`, whole, in the order they ended,
@@ -225,28 +242,35 @@ class RetentionSql(Statements):
         if not tokens:
             return 0
         listed = (json_text(tokens),)
-        made = (("tasks", Kind.TASK_QUEUED, "task"), ("timers", Kind.TIMER_SET, "timer"))
-        for table, kind, name in made:
-            self.change(
-                f"DELETE FROM {table} WHERE id IN ({_made_by(self.listed, kind, name)})", listed
-            )
-        self.change(
-            "DELETE FROM claim_requests "
-            f"WHERE task_id IN ({_made_by(self.listed, Kind.TASK_QUEUED, 'task')})",
-            listed,
-        )
+        tasks = _made_by(self.listed, Kind.TASK_QUEUED, "task")
+        for table, column in OF_TASK:
+            self.change(f"DELETE FROM {table} WHERE {column} IN ({tasks})", listed)
+        timers = _made_by(self.listed, Kind.TIMER_SET, "timer")
+        self.change(f"DELETE FROM timers WHERE id IN ({timers})", listed)
+        self._mark_removed(listed)
         for table in ("memory", "budgets", "ledger", "tokens"):
             self.change(
                 f"DELETE FROM {table} WHERE token IN (SELECT value FROM {self.listed})", listed
             )
-        # The preferences whose time is over, of tasks no claim took (their own, or any).
+        # The preferences whose time is over, of tasks that stay (a timeout closed them).
         self.change("DELETE FROM preferred WHERE until <= ?", (self.now,))
         return len(tokens)
 
+    def _mark_removed(self, listed: tuple[str]) -> None:
+        """Raise `ledger_removed` to the largest position of the listed tokens' ledger rows,
+        about to go: a control plane that starts later counts on after it, so that no stream
+        id comes twice even when these were the newest rows (`positions.py`)."""
+        self.change(
+            "INSERT INTO ledger_removed (id, pos) SELECT 1, coalesce(max(pos), 0) FROM ledger "
+            f"WHERE token IN (SELECT value FROM {self.listed}) ON CONFLICT (id) DO UPDATE "
+            "SET pos = excluded.pos WHERE ledger_removed.pos < excluded.pos",
+            listed,
+        )
+
     def _remove_schedule_rows(self, before: str) -> int:
         """Remove up to `PLAN_ROWS` occurrences of the schedules' history from before
-        `before`, but each schedule's last one, which `GET /schedules` shows; answer how
-        many went."""
+        `before`, but each schedule's last one and its last skip, which `GET /schedules`
+        shows; answer how many went."""
         rows = self.execute(OLD_OCCURRENCES, (before, PLAN_ROWS))
         if rows:
             self.change(

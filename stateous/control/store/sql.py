@@ -24,6 +24,7 @@ from stateous.control.store.columns import (
     INSERT_TOKEN,
     KEY_USED,
     LAST_ACCEPTED,
+    LAST_POSITION,
     LEDGER_BATCH,
     PENDING_DUE,
     PLANNED_RETRY,
@@ -323,8 +324,8 @@ class SqlTx(
         return [(row[0], entry_row(row[1:])) for row in rows]
 
     def last_position(self) -> int:
-        """The largest position in the ledger (0 when it is empty)."""
-        row = self.one("SELECT coalesce(max(pos), 0) FROM ledger")
+        """The largest position that ever committed, kept or removed (0 for none)."""
+        row = self.one(LAST_POSITION)
         return int(row[0]) if row else 0
 
     def key_used(self, token: str, key: str) -> bool:

@@ -63,6 +63,7 @@ VERSIONS = (
     "0022",
     "0024",
     "0025",
+    "0026",
 )
 LATEST = VERSIONS[-1]
 #: The name of the file of the whole, latest schema, without `.sql`.

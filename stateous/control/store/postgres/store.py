@@ -32,6 +32,7 @@ from stateous.control.store.columns import (
     GRANTED,
     KEY_USED,
     LAST_CLAIM,
+    LAST_POSITION,
     TASK_BY_ID,
     TASK_COLUMNS,
     TIMER_BY_ID,
@@ -231,7 +232,7 @@ class PostgresStore:
         try:
             with self._pool.connection() as connection:
                 self._migrate(connection)
-                last = connection.execute("SELECT coalesce(max(pos), 0) FROM ledger").fetchone()
+                last = connection.execute(LAST_POSITION).fetchone()
         except BaseException:
             self._pool.close()
             raise

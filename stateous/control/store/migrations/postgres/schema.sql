@@ -52,6 +52,13 @@ CREATE UNIQUE INDEX ledger_key ON ledger (token, key) WHERE key IS NOT NULL;
 CREATE INDEX ledger_deferred ON ledger (kind) WHERE kind = 'event_deferred';
 CREATE UNIQUE INDEX ledger_pos ON ledger (pos);
 
+-- The largest `pos` that retention or `archive --remove` removed (0026): a control
+-- plane that starts numbers new rows after it and after the largest kept.
+CREATE TABLE ledger_removed (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    pos BIGINT NOT NULL
+);
+
 -- `tasks_live` finds a token's task without reading its ended ones (0002). `contract` is
 -- the digest of the task's state's contract in its token's graph; `tasks_contract_queue`,
 -- the queue of a claim that names the graph its supervisor was built for (0017). The
