@@ -224,10 +224,9 @@ class PostgresStore:
         self._ids = Ids()
         self._shards = Shards()
         self.writer = WriterTimes()
-        self._pool = Pool(
-            lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
-            size,
-        )
+        self._url = url
+        self._limits = {"lock_timeout": lock_timeout, "statement_timeout": statement_timeout}
+        self._pool = Pool(self._connect, size)
         try:
             with self._pool.connection() as connection:
                 self._migrate(connection)
@@ -322,23 +321,46 @@ class PostgresStore:
             self._lost = True
             raise
 
+    def _connect(self) -> Connection:
+        """A new session for the pool, lent out only once the serving lock is known to be
+        held: it may reach a server that another control plane serves now. A connection that
+        cannot be made marks the sessions lost, as a broken one does: the network or the
+        server that cut it may have cut the others, and the lock's, too."""
+        try:
+            connection = connect(self._url, **self._limits)
+        except (Unreachable, psycopg.OperationalError):
+            self._lost = True
+            raise
+        try:
+            self._still_held()
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _still_held(self) -> None:
+        """Make sure the serving lock is still held (`Lock.check`); when it is lost, fence the
+        store and raise `NotServing`."""
+        if self._serving_lock is None:
+            return
+        try:
+            self._serving_lock.check()
+        except TenureLost:
+            gone = NotServing("this control plane no longer holds its database")
+            self.fence(gone)
+            raise gone from None
+
     def _reconnect(self) -> None:
-        """After a broken session: drop the idle ones, and make sure the serving lock is
-        still held (taken again on the primary of now when its session broke too, where the
-        row proves that nobody else served), before any new session serves."""
+        """After a broken session or a failed connect: drop the idle ones, and make sure the
+        serving lock is still held (taken again on the primary of now when its session broke
+        too, where the row proves that nobody else served), before any session serves."""
         if not self._reconnecting.acquire(timeout=CONNECT_SECONDS):
             raise DatabaseBusy("the database is being connected to again; try again")
         try:
             if not self._lost:
                 return
             self._pool.flush()
-            if self._serving_lock is not None:
-                try:
-                    self._serving_lock.check()
-                except TenureLost:
-                    gone = NotServing("this control plane no longer holds its database")
-                    self.fence(gone)
-                    raise gone from None
+            self._still_held()
             # Ids taken from the sequences of a server that is gone may not have reached
             # the new primary: take new ones there.
             self._ids.forget()
