@@ -15,10 +15,13 @@ meanwhile would have written its own name.
 from __future__ import annotations
 
 import logging
+import selectors
 import threading
+import time
 from contextlib import suppress
 
 import psycopg
+from psycopg.pq import ExecStatus
 
 from stateous.control.errors import DatabaseBusy
 from stateous.control.store.locks import TenureLost, TenureRefused
@@ -35,6 +38,8 @@ log = logging.getLogger("stateous.control.store")
 #: The first key of the advisory locks of Stateous (the letters "STAT").
 LOCK_CLASS = 0x53544154
 #: Why a lock taken again is given up: the row names another control plane, or none.
+#: How long the clock's check waits for the lock's connection to answer, in seconds.
+CHECK_SECONDS = 5.0
 SERVED_MEANWHILE = "another control plane served the database while this one could not reach it"
 
 
@@ -91,12 +96,11 @@ class AdvisoryLock:
                 raise self._lost
             if self._connection is None:
                 return
-            try:
-                self._connection.execute("SELECT 1")
-                return
-            except psycopg.Error:
-                with suppress(psycopg.Error):
-                    self._connection.close()
+            with suppress(psycopg.Error):
+                if answers(self._connection, CHECK_SECONDS):
+                    return
+            with suppress(psycopg.Error):
+                self._connection.close()
             try:
                 self.take()
                 self._prove()
@@ -136,3 +140,35 @@ class AdvisoryLock:
                 with suppress(psycopg.Error):
                     connection.close()
         self._connection = self._asking = None
+
+
+def answers(connection: Connection, seconds: float) -> bool:
+    """Whether `connection` answers a `SELECT 1` within `seconds`.
+
+    The wait is bounded here, not by the server or TCP: a server process that stopped,
+    or a network that drops every packet, would keep it waiting until TCP gives up,
+    minutes later, while another control plane may take the lock.
+    """
+    pgconn = connection.pgconn
+    deadline = time.monotonic() + seconds
+    pgconn.send_query(b"SELECT 1")
+    unsent = pgconn.flush()
+    with selectors.DefaultSelector() as selector:
+        selector.register(pgconn.socket, selectors.EVENT_READ)
+        while unsent or pgconn.is_busy():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if unsent:
+                selector.modify(pgconn.socket, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            for _, events in selector.select(left):
+                if events & selectors.EVENT_WRITE:
+                    unsent = pgconn.flush()
+                    if not unsent:
+                        selector.modify(pgconn.socket, selectors.EVENT_READ)
+                if events & selectors.EVENT_READ:
+                    pgconn.consume_input()
+    results = []
+    while (result := pgconn.get_result()) is not None:
+        results.append(result.status)
+    return results == [ExecStatus.TUPLES_OK]

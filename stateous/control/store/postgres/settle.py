@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from stateous.control.errors import DatabaseBusy, OutcomeUnknown
+from stateous.control.errors import DatabaseBusy, NotServing, OutcomeUnknown
 from stateous.control.store.postgres.connection import Connection, Pool, Unreachable, first_line
 from stateous.control.store.watchers import Watcher
 
@@ -91,7 +91,9 @@ def settle(pool: Pool, lost: Unanswered) -> Any:
                 "AND data::text = %s AND seq = coalesce(%s, seq)",
                 (first.token, first.at, first.kind, first.data, first.seq),
             ).fetchall()
-    except (psycopg.Error, Unreachable, DatabaseBusy) as ex:
+    except (psycopg.Error, Unreachable, DatabaseBusy, NotServing) as ex:
+        # Not serving now does not say whether the COMMIT was kept: `not_serving` would
+        # let a client send the change again to another control plane.
         raise OutcomeUnknown(
             "the connection to the database was lost as a change was being committed, "
             f"and the database cannot say now whether it was ({first_line(ex)}); look "

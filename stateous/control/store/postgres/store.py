@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext, suppress
@@ -26,7 +25,7 @@ import msgspec
 import psycopg
 from psycopg import errors
 
-from stateous.control.errors import DatabaseBusy, NotServing
+from stateous.control.errors import DatabaseBusy
 from stateous.control.histogram import WriterTimes
 from stateous.control.store.columns import (
     GRANTED,
@@ -53,25 +52,23 @@ from stateous.control.store.columns import (
 from stateous.control.store.contract import KeepAndRaise, Result, Tx
 from stateous.control.store.counts import BUMP, TOTAL, Counter, Shards
 from stateous.control.store.counts import COLUMNS as COUNT_COLUMNS
-from stateous.control.store.locks import Lock, TenureLost
+from stateous.control.store.locks import Lock
 from stateous.control.store.migrations import migrate, upgrade_failed
 from stateous.control.store.positions import Positions, Reservation
 from stateous.control.store.postgres.connection import (
-    CONNECT_SECONDS,
     LOCK_MILLISECONDS,
     STATEMENT_MILLISECONDS,
     Connection,
-    Pool,
     SessionLost,
     Statements,
     Unreachable,
-    connect,
     first_line,
 )
 from stateous.control.store.postgres.ids import Ids
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
 from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
+from stateous.control.store.postgres.tenure import Sessions
 from stateous.control.store.rows import ClaimReads, GrantReads, TaskRow, TimerRow, TokenRow
 from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import COMMITTED, Turn
@@ -217,18 +214,12 @@ class PostgresStore:
     ) -> None:
         self.clock = clock
         self._fenced: Exception | None = None
-        #: The serving lock, checked again before new sessions serve after one broke.
-        self._serving_lock = lock
-        #: A session broke: the others may be gone too, and the lock with them.
-        self._lost = False
-        self._reconnecting = threading.Lock()
         self._ids = Ids()
         self._shards = Shards()
         self.writer = WriterTimes()
-        self._pool = Pool(
-            lambda: connect(url, lock_timeout=lock_timeout, statement_timeout=statement_timeout),
-            size,
-        )
+        limits = {"lock_timeout": lock_timeout, "statement_timeout": statement_timeout}
+        self._sessions = Sessions(url, limits, size, lock, self._ids, self.fence)
+        self._pool = self._sessions.pool
         try:
             with self._pool.connection() as connection:
                 self._migrate(connection)
@@ -301,7 +292,7 @@ class PostgresStore:
         except conflicts:
             raise
         except Unanswered as lost:
-            self._lost = True
+            self._sessions.lost = True
             self._pool.flush()
             return settle(self._pool, lost)  # type: ignore[no-any-return]
         except (psycopg.OperationalError, Unreachable, SessionLost) as ex:
@@ -314,38 +305,14 @@ class PostgresStore:
         self, operation: Callable[[Tx], Result], begin: str, reservation: Reservation | None
     ) -> Result:
         """Run the transaction on a pooled session; one that breaks marks them all lost."""
-        if self._lost:
-            self._reconnect()
+        if self._sessions.lost:
+            self._sessions.reconnect()
         try:
             with self._pool.connection() as connection:
                 return self._transaction(connection, operation, begin, reservation)
         except SessionLost:
-            self._lost = True
+            self._sessions.lost = True
             raise
-
-    def _reconnect(self) -> None:
-        """After a broken session: drop the idle ones, and make sure the serving lock is
-        still held (taken again on the primary of now when its session broke too, where the
-        row proves that nobody else served), before any new session serves."""
-        if not self._reconnecting.acquire(timeout=CONNECT_SECONDS):
-            raise DatabaseBusy("the database is being connected to again; try again")
-        try:
-            if not self._lost:
-                return
-            self._pool.flush()
-            if self._serving_lock is not None:
-                try:
-                    self._serving_lock.check()
-                except TenureLost:
-                    gone = NotServing("this control plane no longer holds its database")
-                    self.fence(gone)
-                    raise gone from None
-            # Ids taken from the sequences of a server that is gone may not have reached
-            # the new primary: take new ones there.
-            self._ids.forget()
-            self._lost = False
-        finally:
-            self._reconnecting.release()
 
     def _transaction(
         self,
