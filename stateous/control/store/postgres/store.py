@@ -67,8 +67,8 @@ from stateous.control.store.postgres.connection import (
 from stateous.control.store.postgres.ids import Ids
 from stateous.control.store.postgres.lock import LOCK_CLASS
 from stateous.control.store.postgres.pipeline import Pipeline
+from stateous.control.store.postgres.sessions import Sessions
 from stateous.control.store.postgres.settle import FirstRow, Unanswered, settle
-from stateous.control.store.postgres.tenure import Sessions
 from stateous.control.store.rows import ClaimReads, GrantReads, TaskRow, TimerRow, TokenRow
 from stateous.control.store.sql import SqlTx
 from stateous.control.store.turn import COMMITTED, Turn
