@@ -16,7 +16,7 @@ import pytest
 
 from stateous.control.errors import DatabaseBusy, NotServing
 from stateous.control.store import ControlRow, Tx
-from stateous.control.store.postgres import LOCK_CLASS, PostgresStore, tenure
+from stateous.control.store.postgres import LOCK_CLASS, PostgresStore, sessions
 from stateous.control.store.postgres.connection import Connection
 from stateous.control.store.postgres.lock import CHECK_SECONDS, AdvisoryLock
 from tests.control.serving import Launcher, orders, write_graph
@@ -83,7 +83,7 @@ def test_after_a_connection_that_could_not_be_made_the_lock_is_checked_before_a_
     url: str, lock: AdvisoryLock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = serving_store(url, lock)
-    real = tenure.connect
+    real = sessions.connect
     refused: list[str] = []
 
     def once_refused(to: str, **limits: Any) -> Connection:
@@ -92,7 +92,7 @@ def test_after_a_connection_that_could_not_be_made_the_lock_is_checked_before_a_
             return real(f"postgresql://postgres@{CLOSED}/none", **limits)
         return real(to, **limits)
 
-    monkeypatch.setattr(tenure, "connect", once_refused)
+    monkeypatch.setattr(sessions, "connect", once_refused)
     try:
         # the idle session is busy: the write needs a new one
         with store._pool.connection(), pytest.raises(DatabaseBusy):

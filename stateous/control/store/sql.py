@@ -493,20 +493,11 @@ class SqlTx(
             watcher.timer_set()
         if token in self._timers:
             self._timers[token] += 1
+        due, pending = to_column(due_at), TimerStatus.PENDING
         return self.insert_row(
             "timers",
             "token, state, visit, event, payload, set_at, due_at, status, kind",
-            (
-                token,
-                state,
-                visit,
-                event,
-                json_text(payload),
-                self.stamp,
-                to_column(due_at),
-                TimerStatus.PENDING,
-                kind,
-            ),
+            (token, state, visit, event, json_text(payload), self.stamp, due, pending, kind),
         )
 
     def timer(self, timer: int) -> TimerRow | None:
