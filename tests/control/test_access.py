@@ -599,3 +599,65 @@ def test_a_waiting_claim_refused_for_its_revoked_credential_gives_up_its_place(
     )
     assert (status, headers.get("retry-after")) == (204, None)
     assert time.monotonic() - sent >= 0.9
+
+
+# a GitHub webhook's signature, and what a webhook may set on a start
+
+
+def test_a_github_webhooks_signature_opens_only_its_own_route(plane: Plane) -> None:
+    # The signature covers the body only: were it taken on the general routes, the bytes
+    # of one delivery (a ping's too) would fire the mapped event on any token, again and
+    # again, under new delivery ids.
+    started(plane)
+    started(plane, "VICTIM")
+    body = msgspec.json.encode({"ref": "refs/heads/main"})
+    for n, raw in enumerate([body, msgspec.json.encode({"zen": "hi", "hook_id": 1})]):
+        replay = {"X-GitHub-Delivery": f"again-{n}", **signed_headers(raw, "stq_the-hook-key")}
+        status, answer = plane.ask(
+            "POST", "/tokens/VICTIM/events/submitted", headers=replay, raw=raw
+        )
+        assert (status, answer["code"]) == (401, "unauthorized"), answer
+        status, answer = plane.ask(
+            "POST", "/tokens/VICTIM/events/submitted", who="github", headers=replay, raw=raw
+        )
+        assert (status, answer["code"]) == (403, "forbidden"), answer
+    assert plane.ask("GET", "/tokens/VICTIM", who="ops")[1]["state"] == "draft"
+    assert [kind for kind, _ in entries(plane, "VICTIM")][-1] == "task_queued"
+    ping = {"X-GitHub-Event": "ping", **signed_headers(b"{}", "stq_the-hook-key")}
+    assert plane.ask("POST", "/hooks/github", headers=ping, raw=b"{}") == (200, {"pong": True})
+
+
+@pytest.mark.parametrize(
+    "extra", [{"budget": {"usd": 1e12}}, {"priority": 100}, {"budget": {"usd": 1}, "priority": 1}]
+)
+def test_a_webhook_may_not_set_a_budget_or_a_priority_on_a_start(
+    plane: Plane, extra: dict[str, Any]
+) -> None:
+    start = {"token": "RICH", "context": {"title": "t"}, **extra}
+    status, answer = plane.ask("POST", "/tokens", start, who="starter")
+    assert (status, answer["code"]) == (403, "forbidden"), answer
+    assert plane.ask("GET", "/tokens/RICH", who="ops")[0] == 404
+    assert plane.ask("POST", "/tokens", start, who="ops")[0] == 201
+    plain = {"token": "PLAIN", "context": {"title": "t"}}
+    assert plane.ask("POST", "/tokens", plain, who="starter")[0] == 201
+
+
+def test_a_refused_github_delivery_keeps_its_refusal_in_the_ledger_and_moves_nothing(
+    plane: Plane,
+) -> None:
+    started(plane)
+    assert plane.ask("POST", "/tokens/ORDER-1/events/submitted", who="ops")[0] == 200
+    before = entries(plane, "ORDER-1")
+    body = b"{}"
+    delivery = {"X-GitHub-Event": "push", "X-GitHub-Delivery": "late"}
+    status, answer = plane.ask(
+        "POST",
+        "/hooks/github",
+        headers={**delivery, **signed_headers(body, "stq_the-hook-key")},
+        raw=body,
+    )
+    assert (status, answer["code"]) == (409, "event_not_allowed"), answer
+    after = entries(plane, "ORDER-1")
+    assert after[: len(before)] == before
+    assert [kind for kind, _ in after[len(before) :]] == ["event_rejected"]
+    assert plane.ask("GET", "/tokens/ORDER-1", who="ops")[1]["state"] == "review"

@@ -10,8 +10,8 @@ request, so that a revocation counts at once. Each route names the roles that ma
 (`routing.RULES`); a webhook may fire only its own events, and start tokens only when it
 was made with `--may-start`; a webhook with an HMAC key must also sign each
 delivery over its exact body, and a signed delivery without `Authorization` names its
-webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only); a
-supervisor credential acts only as the supervisors
+webhook by the signature alone (`POST /hooks/{name}` by the key of `name` only, and a
+GitHub webhook calls no other route); a supervisor credential acts only as the supervisors
 it is bound to (`Caller.act_as`). A browser cannot be made to call the API from
 another origin: the `Host` must be one this control plane serves, an `Origin`
 other than its own or a proxy's is refused, so is a change that the browser says
@@ -303,11 +303,15 @@ class Access:
 
 def permits(caller: Caller, rule: Rule, params: dict[str, str]) -> bool:
     """Whether the caller's role, or what its webhook was made for, lets it call a route of
-    `rule` with these path parameters."""
+    `rule` with these path parameters. A GitHub webhook calls only its own `/hooks/{name}`."""
     if caller.role in rule.roles:
         return True
     if caller.role != Role.WEBHOOK:
         return False
+    if caller.hook is not None:
+        # A GitHub signature covers the body only, not the token or the event of a general
+        # route: there, one captured delivery could fire on any token, as often as sent.
+        return rule.webhook == "hook" and caller.name == params.get("name")
     if rule.webhook == "event":
         return params.get("event") in caller.events
     if rule.webhook == "start":
@@ -319,6 +323,8 @@ def allow(caller: Caller | None, rule: Rule, params: dict[str, str]) -> None:
     """Refuse with `Forbidden` when the caller may not call a route of `rule`."""
     if caller is None or permits(caller, rule, params):
         return
+    if caller.hook is not None:
+        raise Forbidden(f"the GitHub webhook {caller.name!r} delivers only to /hooks/{caller.name}")
     if caller.role == Role.WEBHOOK and rule.webhook == "event":
         raise Forbidden(f"the credential {caller.name!r} may not fire {params.get('event')!r}")
     raise Forbidden(f"the credential {caller.name!r} ({caller.role}) may not do this")
