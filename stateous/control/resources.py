@@ -171,9 +171,7 @@ def _decide(tx: Tx, uses: list[UseRow], declared: dict[str, ResourceSpec]) -> Us
         resource = tx.resource(use.resource)
         if resource is None:
             resource = _undeclared(tx, use.resource, declared)
-        key = tx.resource_key(use.resource, use.key) or KeyRow(
-            use.resource, use.key, 0, None, None, None
-        )
+        key = tx.lock_key(use.resource, use.key)
         ahead = 0
         if resource.rate is not None:
             ahead = tx.unclaimed(use.resource, use.key, parse_rate(resource.rate)[0])
