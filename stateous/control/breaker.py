@@ -30,6 +30,7 @@ def failed(
         spec = declared.get(use.resource)
         if not use.taken or spec is None or spec.breaker is None:
             continue
+        tx.lock_key(use.resource, use.key)  # the streak changes under the key's lock
         row = tx.parking(use.resource, use.key) or ParkingRow(use.resource, use.key)
         again = row.cause == ParkingCause.BREAKER and row.step is not None
         if row.fingerprint == shape:

@@ -88,7 +88,8 @@ def claimed_again(tx: Tx, supervisor: str, granted: tuple[int, int] | None) -> T
 
 def queued_for(tx: Tx, graphs: Graphs, token: TokenRow, queues: Queues) -> TaskRow | None:
     """The task queued for `token` (as a report just left it), when a claim of `queues` may
-    take it: its state, or its state's contract in the token's graph, is one of them."""
+    take it: its state, or its state's contract in the token's graph, is one of them, and
+    it is not preferred for a label the claim has not."""
     if token.status != TokenStatus.ACTIVE:
         return None
     task = tx.live_task(token.token)
@@ -102,7 +103,9 @@ def queued_for(tx: Tx, graphs: Graphs, token: TokenRow, queues: Queues) -> TaskR
     key = task.state
     if queues.by == QueueBy.CONTRACT:
         key = graph.contract(task.state) or ""
-    return task if key in queues.keys else None
+    if key not in queues.keys or tx.preferred_elsewhere(task.id, queues):
+        return None
+    return task
 
 
 def take(

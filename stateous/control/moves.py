@@ -422,7 +422,7 @@ class Moves:
         tx.set_turn(task.id, turn)
         tx.record(task.token, Kind.TASK_RETRYING, {"task": task.id, "attempt": task.attempt + 1})
         if self.uses(tx, token):
-            resources.admit(tx, task.id)
+            resources.requeued(tx, token, task.id)
 
     def first_move(self, tx: Tx, token: TokenRow) -> None:
         """Move a new token out of START, by the guards on its context."""

@@ -21,6 +21,7 @@ from stateous.control import parking
 from stateous.control.store import KeyRow, ParkingRow, ResourceRow, Store, TokenRow, Tx, UseRow
 from stateous.model.graph_file import ResourceSpec
 from stateous.model.resources import key_of, parse_rate, waiting
+from stateous.model.vocabulary import TokenStatus
 
 #: How many tasks that wait for a key one release tries to let in, at most.
 LET_IN_BATCH = 16
@@ -80,6 +81,15 @@ def admit(tx: Tx, task: int) -> UseRow | None:
         tx.mark_uses(task, taken=False, waiting=waits.resource)
         tx.wait_for(task, waiting(waits.resource, waits.key))
     return waits
+
+
+def requeued(tx: Tx, token: TokenRow, task: int) -> None:
+    """Let in a task queued again for its next attempt, or make it wait; a paused token's
+    waits for its resume without its slots, as one queued at its pause does (`pause_token`)."""
+    if token.status == TokenStatus.PAUSED:
+        tx.wait_for(task, TOKEN_RESUME)
+    else:
+        admit(tx, task)
 
 
 def release(tx: Tx, task: int, waits_for: str | None = None) -> None:
@@ -171,9 +181,7 @@ def _decide(tx: Tx, uses: list[UseRow], declared: dict[str, ResourceSpec]) -> Us
         resource = tx.resource(use.resource)
         if resource is None:
             resource = _undeclared(tx, use.resource, declared)
-        key = tx.resource_key(use.resource, use.key) or KeyRow(
-            use.resource, use.key, 0, None, None, None
-        )
+        key = tx.lock_key(use.resource, use.key)
         ahead = 0
         if resource.rate is not None:
             ahead = tx.unclaimed(use.resource, use.key, parse_rate(resource.rate)[0])

@@ -245,6 +245,28 @@ def test_a_preferred_box_gets_its_task_when_it_claims_within_prefer_for(backend:
         assert claim_work(served, "b1", {"box": "ws-1"}) == "W-2"
 
 
+def test_a_report_s_next_passes_over_a_task_preferred_for_another_box(backend: Backend) -> None:
+    flow = Workflow("handoff")
+    plan = flow.state("plan")
+    work = flow.state("work", prefers={"box": "ctx['box']"}, prefer_for="30s")
+    flow.transition(START, plan)
+    flow.transition(plan, work, on=flow.event("planned"))
+    flow.transition(work, END, on=flow.event("done"))
+    plane = plane_for(flow, backend)
+    with serving(plane.engine) as served:
+        assert served.request("POST", "/tokens", {"token": "W-1", "context": {"box": "ws-3"}})[0]
+        labels, states = {"box": "ws-1"}, ["plan", "work"]
+        body = {"supervisor": "b1", "states": states, "labels": labels}
+        status, _, grant = served.request("POST", "/tasks/claim", body)
+        assert status == 200, grant
+        report = {"kind": "event", "event": "planned", "supervisor": "b1"}
+        report |= {"attempt": grant["attempt"], "next": {"states": states, "labels": labels}}
+        status, _, answer = served.request("POST", f"/tasks/{grant['task']}/report", report)
+        assert status == 200 and answer.get("grant") is None, answer
+        assert claim_work(served, "b1", {"box": "ws-1"}) is None
+        assert claim_work(served, "b3", {"box": "ws-3"}) == "W-1"
+
+
 def test_prefers_names_one_label_and_a_key_expression() -> None:
     graph = compile_workflow(worktrees())
     assert (graph.states["work"].prefers, graph.states["work"].prefer_for) == (

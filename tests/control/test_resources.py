@@ -136,6 +136,27 @@ def test_a_paused_token_gives_its_slot_back_until_its_resume(plane: Plane) -> No
     assert claimed(plane) == ["A1"]
 
 
+def test_a_paused_token_s_failed_attempt_is_queued_again_without_its_slot(
+    backend: Backend,
+) -> None:
+    plane = plane_of(coding(retries=1), backend)
+    try:
+        plane.engine.start("A1", {"repo": "acme/api"})
+        [first] = claimed(plane)
+        plane.engine.pause("A1")
+        body = ReportBody(kind="failed", error="no", supervisor="box")
+        plane.engine.report(task_of(plane, first), body)
+        plane.engine.start("A2", {"repo": "acme/api"})
+        assert waits_for(plane) == {"A1": resources.TOKEN_RESUME, "A2": None}
+        assert claimed(plane) == ["A2"]
+        plane.engine.resume("A1")
+        assert waits_for(plane)["A1"] == "repo=acme/api"
+        done(plane, "A2")
+        assert claimed(plane) == ["A1"]
+    finally:
+        plane.store.close()
+
+
 def test_a_rate_lets_in_as_many_as_its_bucket_has_then_one_as_each_token_comes_back(
     backend: Backend,
 ) -> None:

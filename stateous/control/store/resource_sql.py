@@ -141,6 +141,19 @@ class ResourceSql(Statements):
         )
         return None if row is None else _key(row)
 
+    def lock_key(self, resource: str, key: str) -> KeyRow:
+        """A key's row, made first if it is new, then locked to the end of a write: a lock
+        on a row not there yet holds nothing, and two takers of a new key would both count
+        its first slot (sent together, in one round trip where a store pipelines)."""
+        self.change(
+            f"INSERT INTO resource_keys ({KEY_COLUMNS}) VALUES (?, ?, 0, NULL, NULL, NULL) "
+            "ON CONFLICT (resource, key) DO NOTHING",
+            (resource, key),
+        )
+        row = self.resource_key(resource, key)
+        assert row is not None
+        return row
+
     def resource_keys(self, resource: str) -> list[KeyRow]:
         rows = self.execute(
             f"SELECT {KEY_COLUMNS} FROM resource_keys WHERE resource = ? ORDER BY key",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from stateous.control.store.columns import Queues, json_text, word
+from stateous.control.store.columns import PREFERRED, Queues, json_text, word
 from stateous.control.store.statements import Statements
 from stateous.model.vocabulary import TaskStatus
 
@@ -77,6 +77,16 @@ class TurnSql(Statements):
         if queues.prefer is None:
             return ()
         return (self.now, json_text(queues.prefer))
+
+    def preferred_elsewhere(self, task: int, queues: Queues) -> bool:
+        """Whether a claim of `queues` passes over this queued task, preferred for a label
+        the claim has not: the condition of a claim's statement (`columns.PREFERRED`), so
+        that a report's `next` grants a task its own token just queued by the same rule."""
+        if queues.prefer is None:
+            return False
+        sql = f"SELECT 1 FROM tasks queued WHERE queued.id = ? AND {PREFERRED}"
+        row = self.one(sql.format(listed=self.listed), (task, *self.preferring(queues)))
+        return row is None
 
     def set_turn(self, task: int, turn_at: float) -> None:
         """Give a task queued again (a retry) its new turn."""
