@@ -149,7 +149,8 @@ class Engine:
         budget: Any = None,
     ) -> tuple[TokenView, bool]:
         """Start a token, or answer the one that exists with this id, whatever the context,
-        the priority and the budget (checked only for a token that is new)."""
+        the priority and the budget (the context is checked only for a token that is new;
+        the priority and the budget first, for every start)."""
         checks.token_id(token)
         checks.priority(priority)
         limits = None if budget is None else spending.checked_budget(self, budget)
