@@ -103,7 +103,7 @@ def for_caller(
     return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
 
 
-def no_say(req: falcon.Request, body: wire.StartBody) -> None:
+def refuse_webhook_budget_or_priority(req: falcon.Request, body: wire.StartBody) -> None:
     """Refuse a webhook's start that sets a budget or a priority: raising a budget is an
     operator's, and a webhook's tokens would otherwise go first, with what they like to
     spend."""
@@ -234,7 +234,7 @@ class Tokens(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
-        no_say(req, body)
+        refuse_webhook_budget_or_priority(req, body)
         token, created = self.engine.start(
             body.token, body.context, by=caller(req), priority=body.priority, budget=body.budget
         )
