@@ -124,13 +124,19 @@ class Budgets:
         if budget is not None and not budget.over and tx.let_in_budget(waits(budget.token)):
             tx.let_in()
 
-    def spend(self, tx: Tx, task: TaskRow, token: TokenRow, amounts: dict[str, Any]) -> str | None:
-        """Keep what an attempt spent: a ledger row on its token, and its tree's total, with
-        a row on the top token when the spend crosses the warning share of a limit; answer
-        the top token when the spend has just reached a limit."""
-        tx.record(
-            token.token, Kind.SPENT, {"task": task.id, "attempt": task.attempt, "spent": amounts}
-        )
+    def spend(
+        self,
+        tx: Tx,
+        task: TaskRow,
+        token: TokenRow,
+        amounts: dict[str, Any],
+        key: str | None = None,
+    ) -> str | None:
+        """Keep what an attempt spent: a ledger row on its token (with the spend's `key`),
+        and its tree's total, with a row on the top token when the spend crosses the warning
+        share of a limit; answer the top token when the spend has just reached a limit."""
+        data = {"task": task.id, "attempt": task.attempt, "spent": amounts}
+        tx.record(token.token, Kind.SPENT, data, key)
         budget = self.of(tx, token)
         if budget is None:
             return None
