@@ -52,6 +52,13 @@ def reached(budget: BudgetRow) -> bool:
     return any(budget.spent.get(unit, 0) >= limit for unit, limit in budget.limits.items())
 
 
+def owed(tx: Tx, top: str) -> bool:
+    """Whether the tree of `top` has not met `over_budget` since its budget was set or
+    changed: a spend that reached it while its top token was paused waits for its resume."""
+    last = tx.last_entry(top, (Kind.OVER_BUDGET, Kind.BUDGET_SET, Kind.BUDGET_RAISED))
+    return last is None or last.kind != Kind.OVER_BUDGET
+
+
 class Budgets:
     """The budgets of token trees, as claims, reports and starts meet them."""
 
@@ -113,6 +120,15 @@ class Budgets:
             tx.put_budget(budget)
             self.reach(tx, budget.token)
         return False
+
+    def resumed(self, tx: Tx, token: str) -> None:
+        """At the resume of a top token whose tree reached its budget meanwhile, `reach`:
+        it could not act on the tree while it was paused, and its tasks wait for the budget."""
+        if not self.live(tx) or self.reach is None:
+            return
+        budget = tx.budget(token)
+        if budget is not None and budget.over and owed(tx, token):
+            self.reach(tx, token)
 
     def settle(self, tx: Tx, task: int) -> None:
         """Let go of what the task's attempt reserved, and put back in their queues the

@@ -1,5 +1,6 @@
-"""A spend counts once, over real HTTP on both backends: a spend sent again with its key
-is a duplicate."""
+"""A spend counts once and a tree over its budget always meets `over_budget`, over real
+HTTP on both backends: a spend sent again with its key is a duplicate; a tree that went
+over while paused meets it at its resume."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from tests.control.conftest import Served, serving
 from tests.control.support import Backend, plane_for
-from tests.control.test_budgets import claim, entries, fanout, start, token
+from tests.control.test_budgets import claim, claim_all, entries, fanout, report, start, token
 
 
 @pytest.fixture
@@ -41,3 +42,21 @@ def test_a_spend_sent_again_with_its_key_counts_once(routed: Served) -> None:
     assert routed.request("POST", path, unkeyed)[0] == 204
     assert len(entries(routed, grant["token"], "spent")) == 4
     assert token(routed, "T")["spent"]["tree"] == {"usd": 5.0}
+
+
+def test_a_tree_that_went_over_while_paused_meets_over_budget_at_its_resume(
+    routed: Served,
+) -> None:
+    assert start(routed, "T", {"usd": 1})[0] == 201
+    grants = claim_all(routed)
+    assert routed.request("POST", "/tokens/T/pause", {})[0] == 200
+    assert report(routed, grants[0], spent={"usd": 1.2})[0] == 200
+    assert token(routed, "T")["status"] == "paused"
+    assert routed.request("POST", "/tokens/T/resume", {})[0] == 200
+    shown = token(routed, "T")
+    assert (shown["state"], shown["status"]) == ("over", "active")
+    over = entries(routed, "T", "over_budget")
+    assert over == [{"reason": "the tree spent usd=1.2 of its budget of usd=1", "routed": True}]
+    assert routed.request("POST", "/tokens/T/pause", {})[0] == 200
+    assert routed.request("POST", "/tokens/T/resume", {})[0] == 200
+    assert len(entries(routed, "T", "over_budget")) == 1
