@@ -125,7 +125,8 @@ def reach(engine: Engine, tx: Tx, top: str) -> None:
 
 
 def raise_budget(engine: Engine, token: str, limits: Any, by: str | None = None) -> BudgetView:
-    """Raise (or set) limits of the budget of the token's tree; the work goes on."""
+    """Raise (or set) limits of the budget of the token's tree; the work goes on. Limits
+    set below what the tree spent are reached as a spend reaches them (`reach`)."""
     checked = checked_budget(engine, limits)
 
     def operation(tx: Tx) -> BudgetView:
@@ -149,6 +150,8 @@ def raise_budget(engine: Engine, token: str, limits: Any, by: str | None = None)
         top = tx.token(budget.token)
         if was_over and not budget.over and top is not None and _paused_by_budget(tx, top):
             engine.resume_in(tx, top.token)
+        if budget.over and not was_over:
+            reach(engine, tx, budget.token)
         return budget_view(tx, budget)
 
     return engine.write(operation, by)

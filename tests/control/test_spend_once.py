@@ -1,6 +1,7 @@
 """A spend counts once and a tree over its budget always meets `over_budget`, over real
 HTTP on both backends: a spend sent again with its key is a duplicate; a tree that went
-over while paused meets it at its resume."""
+over while paused meets it at its resume; a budget lowered below what the tree spent
+meets it at once."""
 
 from __future__ import annotations
 
@@ -60,3 +61,17 @@ def test_a_tree_that_went_over_while_paused_meets_over_budget_at_its_resume(
     assert routed.request("POST", "/tokens/T/pause", {})[0] == 200
     assert routed.request("POST", "/tokens/T/resume", {})[0] == 200
     assert len(entries(routed, "T", "over_budget")) == 1
+
+
+def test_a_budget_lowered_below_the_spend_is_over_budget_at_once(unrouted: Served) -> None:
+    assert start(unrouted, "T", {"usd": 2})[0] == 201
+    grant = claim(unrouted)
+    assert grant is not None
+    assert report(unrouted, grant, spent={"usd": 0.5})[0] == 200
+    status, _, lowered = unrouted.request("POST", "/tokens/T/budget", {"budget": {"usd": 0.4}})
+    assert (status, lowered["over"]) == (200, True)
+    assert token(unrouted, "T")["status"] == "paused"
+    assert entries(unrouted, "T", "over_budget") == [
+        {"reason": "the tree spent usd=0.5 of its budget of usd=0.4", "routed": False}
+    ]
+    assert claim(unrouted) is None
