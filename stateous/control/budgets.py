@@ -52,6 +52,13 @@ def reached(budget: BudgetRow) -> bool:
     return any(budget.spent.get(unit, 0) >= limit for unit, limit in budget.limits.items())
 
 
+def owed(tx: Tx, top: str) -> bool:
+    """Whether the tree of `top` has not met `over_budget` since its budget was set or
+    changed: a spend that reached it while its top token was paused waits for its resume."""
+    last = tx.last_entry(top, (Kind.OVER_BUDGET, Kind.BUDGET_SET, Kind.BUDGET_RAISED))
+    return last is None or last.kind != Kind.OVER_BUDGET
+
+
 class Budgets:
     """The budgets of token trees, as claims, reports and starts meet them."""
 
@@ -114,6 +121,15 @@ class Budgets:
             self.reach(tx, budget.token)
         return False
 
+    def resumed(self, tx: Tx, token: str) -> None:
+        """At the resume of a top token whose tree reached its budget meanwhile, `reach`:
+        it could not act on the tree while it was paused, and its tasks wait for the budget."""
+        if not self.live(tx) or self.reach is None:
+            return
+        budget = tx.budget(token)
+        if budget is not None and budget.over and owed(tx, token):
+            self.reach(tx, token)
+
     def settle(self, tx: Tx, task: int) -> None:
         """Let go of what the task's attempt reserved, and put back in their queues the
         tasks that waited for its tree's budget, unless its spend reached a limit."""
@@ -124,13 +140,19 @@ class Budgets:
         if budget is not None and not budget.over and tx.let_in_budget(waits(budget.token)):
             tx.let_in()
 
-    def spend(self, tx: Tx, task: TaskRow, token: TokenRow, amounts: dict[str, Any]) -> str | None:
-        """Keep what an attempt spent: a ledger row on its token, and its tree's total, with
-        a row on the top token when the spend crosses the warning share of a limit; answer
-        the top token when the spend has just reached a limit."""
-        tx.record(
-            token.token, Kind.SPENT, {"task": task.id, "attempt": task.attempt, "spent": amounts}
-        )
+    def spend(
+        self,
+        tx: Tx,
+        task: TaskRow,
+        token: TokenRow,
+        amounts: dict[str, Any],
+        key: str | None = None,
+    ) -> str | None:
+        """Keep what an attempt spent: a ledger row on its token (with the spend's `key`),
+        and its tree's total, with a row on the top token when the spend crosses the warning
+        share of a limit; answer the top token when the spend has just reached a limit."""
+        data = {"task": task.id, "attempt": task.attempt, "spent": amounts}
+        tx.record(token.token, Kind.SPENT, data, key)
         budget = self.of(tx, token)
         if budget is None:
             return None

@@ -325,6 +325,7 @@ class Engine:
             self.moves.queued_uses(tx, member, resources.admit)
         for entry in sorted(deferred, key=lambda item: item.data["arrival"]):
             self._replay(tx, entry.token, entry.data)
+        self.moves.budgets.resumed(tx, token)
         return view(self.token_row(tx, token))
 
     def _replay(self, tx: Tx, token: str, deferred: dict[str, Any]) -> None:

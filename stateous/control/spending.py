@@ -27,9 +27,10 @@ from stateous.model.budgets import (
     reserve_problem,
     summed,
 )
-from stateous.model.names import OVER_BUDGET_EVENT
+from stateous.model.limits import IDEMPOTENCY_KEY_LIMIT
+from stateous.model.names import OVER_BUDGET_EVENT, plain_text
 from stateous.model.vocabulary import Kind, TokenStatus
-from stateous.model.wire import BudgetView, ReportBody, SpentView
+from stateous.model.wire import BudgetView, ReportBody, SpendBody, SpentView
 
 if TYPE_CHECKING:
     from stateous.control.engine import Engine
@@ -41,6 +42,17 @@ def checked_spend(amounts: Any) -> dict[str, float]:
     if problem is not None:
         raise InvalidSpend(problem)
     return {unit: float(amount) for unit, amount in amounts.items()}
+
+
+def checked_key(key: str | None) -> str | None:
+    """A spend's key, refused `invalid_spend` unless 1 to 256 characters and no control
+    characters: it is kept on the `spent` row, as an event's idempotency key is."""
+    if key is not None and not plain_text(key, IDEMPOTENCY_KEY_LIMIT):
+        raise InvalidSpend(
+            f"key: a spend's key has 1 to {IDEMPOTENCY_KEY_LIMIT} characters and no control "
+            "characters"
+        )
+    return key
 
 
 def checked_budget(engine: Engine, limits: Any) -> dict[str, float]:
@@ -74,17 +86,23 @@ def apply(engine: Engine, tx: Tx, task: TaskRow, token: TokenRow, body: ReportBo
         reach(engine, tx, top)
 
 
-def spend(engine: Engine, task: int, body: Any, by: str | None = None) -> None:
-    """Keep what a routine spent during its attempt (`ctx.spend`), at once."""
+def spend(engine: Engine, task: int, body: SpendBody, by: str | None = None) -> bool:
+    """Keep what a routine spent during its attempt (`ctx.spend`), at once; answer False
+    when the spend's key was taken on its token before, as a spend sent again (its answer
+    lost, or its sender restarted) carries it: it counts once."""
     amounts = checked_spend(body.spent)
+    key = checked_key(body.key)
 
-    def operation(tx: Tx) -> None:
+    def operation(tx: Tx) -> bool:
         row, token = held_task(tx, task, body.attempt, body.supervisor)
-        top = engine.moves.budgets.spend(tx, row, token, amounts)
+        if key is not None and tx.key_used(token.token, key):
+            return False
+        top = engine.moves.budgets.spend(tx, row, token, amounts, key)
         if top is not None:
             reach(engine, tx, top)
+        return True
 
-    engine.write(operation, by)
+    return engine.write(operation, by)
 
 
 def reach(engine: Engine, tx: Tx, top: str) -> None:
@@ -107,7 +125,8 @@ def reach(engine: Engine, tx: Tx, top: str) -> None:
 
 
 def raise_budget(engine: Engine, token: str, limits: Any, by: str | None = None) -> BudgetView:
-    """Raise (or set) limits of the budget of the token's tree; the work goes on."""
+    """Raise (or set) limits of the budget of the token's tree; the work goes on. Limits
+    set below what the tree spent are reached as a spend reaches them (`reach`)."""
     checked = checked_budget(engine, limits)
 
     def operation(tx: Tx) -> BudgetView:
@@ -131,6 +150,8 @@ def raise_budget(engine: Engine, token: str, limits: Any, by: str | None = None)
         top = tx.token(budget.token)
         if was_over and not budget.over and top is not None and _paused_by_budget(tx, top):
             engine.resume_in(tx, top.token)
+        if budget.over and not was_over:
+            reach(engine, tx, budget.token)
         return budget_view(tx, budget)
 
     return engine.write(operation, by)

@@ -415,6 +415,14 @@ class SpendBody(msgspec.Struct, kw_only=True):
     attempt: int | None = None
     #: The supervisor that holds the task; required of a bound supervisor credential.
     supervisor: str | None = None
+    #: Ours: the spend's own key; a spend sent again with it counts once, a duplicate.
+    key: str | None = None
+
+
+class SpendDuplicate(msgspec.Struct, kw_only=True):
+    """The answer to a spend whose key its token took before: nothing changed."""
+
+    duplicate: bool = True
 
 
 class BudgetBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

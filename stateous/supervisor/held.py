@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,9 @@ class Sink:
         self._send("memory", {"key": key, "value": value})
 
     def spend(self, amounts: dict[str, float]) -> None:
-        self._send("spend", {"spent": amounts})
+        """Keep a spend with a key of its own, in its outbox message: each time it is sent
+        again (its answer lost, or this process restarted) the control plane counts it once."""
+        self._send("spend", {"spent": amounts, "key": f"spend-{uuid.uuid4().hex}"})
 
     def _send(self, kind: str, body: dict[str, Any]) -> None:
         running = self._running

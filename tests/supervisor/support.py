@@ -364,7 +364,8 @@ class ClaimDropper:
 
     It forwards each request of a client on a connection of its own to the control
     plane. The first answer that grants a task to a `losing` request (a "claim", or a
-    "report" that asked `next`; None: none) is not forwarded:
+    "report" that asked `next`; "spend": the first spend's answer; None: none) is not
+    forwarded:
     the proxy closes the client's connection instead. It keeps the body of every claim it
     saw, and every grant it forwarded, in order. After it lost that answer, it closes
     every connection at its first request for `cut_for` seconds, as a control plane that
@@ -438,7 +439,9 @@ class ClaimDropper:
                 with self._lock:
                     if asks == "claim":
                         self.claims.append(msgspec.json.decode(body))
-                    if grant is not None and asks == self.losing and not self.dropped:
+                    spend = self.losing == "spend" and b"/spend " in first
+                    lost = spend or (grant is not None and asks == self.losing)
+                    if lost and not self.dropped:
                         self.dropped.append({"ask": msgspec.json.decode(body), "grant": grant})
                         self._cut_until = time.monotonic() + self.cut_for
                         return

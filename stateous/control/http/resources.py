@@ -423,8 +423,10 @@ class Tasks(Resource):
         number = task_id(task)
         body = read_shape(req, wire.SpendBody)
         act_as(req, body.supervisor)
-        spending.spend(self.engine, number, body, caller(req))
-        resp.status = falcon.HTTP_204
+        if spending.spend(self.engine, number, body, caller(req)):
+            resp.status = falcon.HTTP_204
+        else:
+            answer(resp, wire.SpendDuplicate())
 
     def on_put_memory(self, req: falcon.Request, resp: falcon.Response, task: str) -> None:
         number = task_id(task)

@@ -511,7 +511,7 @@ ROUTES: tuple[Route, ...] = (
         Operation(
             "what the routine spent, by unit: a ledger row, and its tree's budget spent",
             wire.SpendBody,
-            ((204, None),),
+            ((204, None), (200, wire.SpendDuplicate)),
             (*HELD, RefusalCode.INVALID_SPEND),
         ),
     ),
