@@ -228,7 +228,7 @@ class Supervisor:
             grant = None
             try:
                 if message.kind == MessageKind.REPORT:
-                    # Sent again at a stop, a report asks for no task: none would start.
+                    # Sent during a stop, a report asks for no task: the stop takes no new one.
                     if asked is not None and not self.stopping:
                         body["next"] = asked
                     path = f"/tasks/{message.task}/report"
