@@ -29,7 +29,7 @@ def in_state(tx: Tx, token: TokenRow) -> float:
     entered = tx.last_entry(token.token, (Kind.ENTERED,))
     paused = 0.0
     if entered is not None:
-        pauses = tx.entries_after(token.token, entered.seq, Kind.PAUSED)
-        resumes = tx.entries_after(token.token, entered.seq, Kind.RESUMED)
-        paused = sum(back.at - stop.at for stop, back in zip(pauses, resumes, strict=False))
+        stops = tx.entries_after(token.token, entered.seq, Kind.PAUSED)
+        goes = tx.entries_after(token.token, entered.seq, Kind.RESUMED)
+        paused = sum(back.at - stop.at for stop, back in zip(stops, goes, strict=False))
     return clock(tx, token) - token.entered_at - paused

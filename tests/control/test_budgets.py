@@ -1,8 +1,10 @@
 """Spend and budgets per token tree, over real HTTP on both backends: what a routine spends
 is a ledger row and shows in `GET /tokens/{id}`; parallel children whose reservations would
 overrun their tree's budget are not granted together; a tree whose spend reaches its budget
-sends `over_budget` to its top token, or pauses when its graph does not take it; a raise
-lets the work go on; bad input is refused, nothing lost."""
+sends `over_budget` to its top token, or pauses when its graph does not take it (also when
+it went over while paused, at its resume, and when its budget is lowered below what it
+spent); a raise lets the work go on; a spend sent again with its key counts once; bad input
+is refused, nothing lost."""
 
 from __future__ import annotations
 
@@ -278,3 +280,54 @@ def test_the_graph_file_keeps_the_budget_and_reservations_outside_the_structure(
     assert structure(document) == structure(compile_workflow(plain))
     unbudgeted = fanout(routed=True)
     assert '"budget' not in dump(compile_workflow(unbudgeted)).decode()
+
+
+def test_a_spend_sent_again_with_its_key_counts_once(routed: Served) -> None:
+    assert start(routed, "T", {"usd": 5})[0] == 201
+    grant = claim(routed)
+    assert grant is not None
+    body = {"spent": {"usd": 1.5}, "supervisor": "box", "attempt": 1, "key": "spend-1"}
+    path = f"/tasks/{grant['task']}/spend"
+    assert routed.request("POST", path, body)[0] == 204
+    status, _, again = routed.request("POST", path, body)
+    assert (status, again) == (200, {"duplicate": True})
+    assert routed.request("POST", path, {**body, "key": "spend-2"})[0] == 204
+    status, _, refused = routed.request("POST", path, {**body, "key": ""})
+    assert (status, refused["code"]) == (422, "invalid_spend")
+    unkeyed = {"spent": {"usd": 1}, "supervisor": "box", "attempt": 1}
+    assert routed.request("POST", path, unkeyed)[0] == 204
+    assert routed.request("POST", path, unkeyed)[0] == 204
+    assert len(entries(routed, grant["token"], "spent")) == 4
+    assert token(routed, "T")["spent"]["tree"] == {"usd": 5.0}
+
+
+def test_a_tree_that_went_over_while_paused_meets_over_budget_at_its_resume(
+    routed: Served,
+) -> None:
+    assert start(routed, "T", {"usd": 1})[0] == 201
+    grants = claim_all(routed)
+    assert routed.request("POST", "/tokens/T/pause", {})[0] == 200
+    assert report(routed, grants[0], spent={"usd": 1.2})[0] == 200
+    assert token(routed, "T")["status"] == "paused"
+    assert routed.request("POST", "/tokens/T/resume", {})[0] == 200
+    shown = token(routed, "T")
+    assert (shown["state"], shown["status"]) == ("over", "active")
+    over = entries(routed, "T", "over_budget")
+    assert over == [{"reason": "the tree spent usd=1.2 of its budget of usd=1", "routed": True}]
+    assert routed.request("POST", "/tokens/T/pause", {})[0] == 200
+    assert routed.request("POST", "/tokens/T/resume", {})[0] == 200
+    assert len(entries(routed, "T", "over_budget")) == 1
+
+
+def test_a_budget_lowered_below_the_spend_is_over_budget_at_once(unrouted: Served) -> None:
+    assert start(unrouted, "T", {"usd": 2})[0] == 201
+    grant = claim(unrouted)
+    assert grant is not None
+    assert report(unrouted, grant, spent={"usd": 0.5})[0] == 200
+    status, _, lowered = unrouted.request("POST", "/tokens/T/budget", {"budget": {"usd": 0.4}})
+    assert (status, lowered["over"]) == (200, True)
+    assert token(unrouted, "T")["status"] == "paused"
+    assert entries(unrouted, "T", "over_budget") == [
+        {"reason": "the tree spent usd=0.5 of its budget of usd=0.4", "routed": False}
+    ]
+    assert claim(unrouted) is None

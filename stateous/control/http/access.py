@@ -148,6 +148,15 @@ class Caller:
         )
         raise Forbidden(f"the credential {self.name!r} acts only as {allowed}, not {supervisor!r}")
 
+    def start_with(self, budget: object, priority: int) -> None:
+        """Refuse with `Forbidden` a webhook's start that sets a budget or a priority: raising
+        a budget is an operator's, and a webhook's tokens would otherwise go first, with what
+        they like to spend."""
+        if self.role == Role.WEBHOOK and (budget is not None or priority):
+            raise Forbidden(
+                f"the credential {self.name!r} (webhook) may not set a budget or a priority"
+            )
+
 
 def caller_of(row: CredentialRow) -> Caller:
     return Caller(

@@ -23,7 +23,7 @@ from stateous.control import migration, plans, resource_steering, schedules, spe
 from stateous.control.defaults import DEFAULT_STREAMS
 from stateous.control.errors import TaskNotFound
 from stateous.control.http import metrics, ui
-from stateous.control.http.access import Access, Caller, Forbidden, Unauthorized
+from stateous.control.http.access import Access, Caller, Unauthorized
 from stateous.control.http.bodies import read_body, read_shape
 from stateous.control.http.exposition import MEDIA_TYPE
 from stateous.control.http.graph_layout import layout
@@ -94,6 +94,13 @@ def act_as(req: falcon.Request, supervisor: str | None) -> None:
         who.act_as(supervisor)
 
 
+def start_with(req: falcon.Request, body: wire.StartBody) -> None:
+    """Refuse a start whose budget or priority the caller's credential may not set."""
+    who: Caller | None = getattr(req.context, "caller", None)
+    if who is not None:
+        who.start_with(body.budget, body.priority)
+
+
 def for_caller(
     req: falcon.Request, token: wire.TokenView | wire.Duplicate
 ) -> wire.TokenView | wire.Duplicate | wire.TokenBrief | wire.DuplicateBrief:
@@ -101,15 +108,6 @@ def for_caller(
     answered the token without it."""
     who: Caller | None = getattr(req.context, "caller", None)
     return brief_answer(token) if who is not None and who.role == Role.WEBHOOK else token
-
-
-def refuse_webhook_budget_or_priority(req: falcon.Request, body: wire.StartBody) -> None:
-    """Refuse a webhook's start that sets a budget or a priority: raising a budget is an
-    operator's, and a webhook's tokens would otherwise go first, with what they like to
-    spend."""
-    who: Caller | None = getattr(req.context, "caller", None)
-    if who is not None and who.role == Role.WEBHOOK and (body.budget is not None or body.priority):
-        raise Forbidden(f"the credential {who.name!r} (webhook) may not set a budget or a priority")
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +232,7 @@ class Tokens(Resource):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_shape(req, wire.StartBody)
-        refuse_webhook_budget_or_priority(req, body)
+        start_with(req, body)
         token, created = self.engine.start(
             body.token, body.context, by=caller(req), priority=body.priority, budget=body.budget
         )

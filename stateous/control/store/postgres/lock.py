@@ -37,9 +37,9 @@ log = logging.getLogger("stateous.control.store")
 
 #: The first key of the advisory locks of Stateous (the letters "STAT").
 LOCK_CLASS = 0x53544154
-#: Why a lock taken again is given up: the row names another control plane, or none.
 #: How long the clock's check waits for the lock's connection to answer, in seconds.
 CHECK_SECONDS = 5.0
+#: Why a lock taken again is given up: the row names another control plane, or none.
 SERVED_MEANWHILE = "another control plane served the database while this one could not reach it"
 
 
